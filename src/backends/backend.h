@@ -1,0 +1,55 @@
+#pragma once
+// The one interface every backend implements: load a Program with its weights into an
+// Instance (weights resident, arena allocated), then run it. Nothing is allocated on run().
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "program/program.h"
+
+namespace atoll {
+
+// What the compiler must produce for a backend.
+struct CompileTarget {
+  DType act_dtype = DType::kF32;  // storage type of float activations
+  bool nhwc = true;               // NHWC activations for convolutions
+  int64_t alignment = 256;        // arena offset alignment in bytes
+};
+
+struct MemoryReport {
+  int64_t weight_bytes = 0;
+  int64_t arena_bytes = 0;
+  int64_t workspace_bytes = 0;
+  int64_t io_bytes = 0;
+};
+
+class Instance {
+ public:
+  virtual ~Instance() = default;
+  virtual const Program& program() const = 0;
+  // Host tensors use the IR dtype of each input/output (f32 for floats, i64 for indices) and
+  // logical row-major layout; the backend converts. Shape mismatches throw kInvalidArgument.
+  virtual void set_input(int index, const Tensor& t) = 0;
+  virtual Tensor get_output(int index) = 0;
+  // Runs every kernel in order and waits for the result.
+  virtual void run() = 0;
+  // Runs kernels [first, last) without waiting; for per-kernel timing, tests and the scheduler.
+  virtual void run_range(int first, int last) = 0;
+  virtual void synchronize() = 0;
+  virtual MemoryReport memory() const = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual std::string device_description() const = 0;
+  virtual CompileTarget target() const = 0;
+  // Validates every kernel once (can_implement) and uploads weights; throws kUnsupported for
+  // a kernel it cannot run, naming it.
+  virtual std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) = 0;
+};
+
+}  // namespace atoll

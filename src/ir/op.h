@@ -1,0 +1,45 @@
+#pragma once
+#include <string_view>
+
+namespace atoll {
+
+// Every operator the IR knows. Compiled kernels use the same kinds; fused epilogues are
+// attributes ("act", "bias", "residual"), not separate kinds.
+enum class OpKind {
+  kConv2d,         // in: x, w[O, I/g, kh, kw], [bias], [residual]; attrs stride, pads, dilation, group, act
+  kBatchNorm,      // in: x, gamma, beta, mean, var; attrs epsilon, act
+  kRelu,
+  kRelu6,
+  kGelu,           // exact (erf) GELU
+  kTanh,
+  kAdd,            // NumPy broadcasting; attr act
+  kMul,            // NumPy broadcasting
+  kMaxPool,        // attrs kernel, stride, pads, ceil_mode
+  kAvgPool,        // attrs kernel, stride, pads, ceil_mode, count_include_pad
+  kGlobalAvgPool,  // [N, C, H, W] -> [N, C, 1, 1]
+  kConcat,         // attr axis
+  kFlatten,        // attr axis (default 1)
+  kReshape,        // attr shape (-1 allowed once)
+  kTranspose,      // attr perm
+  kGemm,           // in: x[..., K], w[N, K], [bias[N]], [residual]; attr act. y = x w^T + b
+  kMatMul,         // in: a[..., M, K], b[..., K, N] (or [..., N, K] with trans_b); attrs trans_b, alpha
+  kSoftmax,        // attr axis
+  kLayerNorm,      // in: x, gamma, beta over the last axis; attr epsilon
+  kGather,         // in: table[V, D], indices (int) -> [..., D]
+  kSlice,          // attrs axes, starts, ends, steps
+  kDropout,        // identity at inference; removed by the compiler
+  kLayoutToNHWC,   // compiler-inserted: NCHW -> NHWC
+  kLayoutToNCHW,   // compiler-inserted: NHWC -> NCHW
+  kScaleShift,     // compiler-inserted (unfoldable BatchNorm): in: x, scale[C], shift[C]; attr act
+  kCount,
+};
+
+std::string_view op_name(OpKind op);
+OpKind op_from_name(std::string_view name);  // throws kParse
+
+// Activation fused into an epilogue.
+enum class Act { kNone, kRelu, kRelu6, kGelu, kTanh };
+std::string_view act_name(Act a);
+Act act_from_name(std::string_view name);
+
+}  // namespace atoll

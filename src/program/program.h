@@ -1,0 +1,81 @@
+#pragma once
+// The Program: the one artifact every layer after the compiler reads. Plain data (no pointers,
+// no device state): ordered kernels with their bindings, the arena size, and tensor specs.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/dtype.h"
+#include "core/shape.h"
+#include "ir/attrs.h"
+#include "ir/op.h"
+
+namespace atoll {
+
+// Physical order of a tensor's elements. Shapes are always logical (NCHW for images);
+// kNHWC says a rank-4 tensor is stored as [N, H, W, C].
+enum class Layout : uint8_t { kRowMajor, kNHWC };
+const char* layout_name(Layout l);
+
+struct Binding {
+  enum class Kind : uint8_t { kArena, kWeight, kInput, kOutput };
+  Kind kind = Kind::kArena;
+  int index = -1;      // weight / input / output index; -1 for arena
+  int64_t offset = 0;  // byte offset into the arena (kArena) or into the tensor (views)
+  int64_t bytes = 0;   // bytes this binding covers
+  DType dtype = DType::kF32;
+  Shape shape;
+  Layout layout = Layout::kRowMajor;
+  int buffer = -1;  // id of the planned buffer (arena) this binding views; -1 otherwise
+};
+const char* binding_kind_name(Binding::Kind k);
+
+struct Kernel {
+  std::string name;
+  OpKind op = OpKind::kRelu;
+  Attrs attrs;
+  std::vector<Binding> inputs;
+  std::vector<Binding> outputs;
+  double flops = 0;        // multiply-add = 2 flops
+  double bytes_moved = 0;  // minimum bytes read + written
+};
+
+struct TensorSpec {
+  std::string name;
+  DType dtype = DType::kF32;
+  Shape shape;
+  Layout layout = Layout::kRowMajor;
+};
+
+struct Program {
+  std::string model;
+  int64_t batch = 1;
+  DType act_dtype = DType::kF32;  // storage type of float activations
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  std::vector<TensorSpec> weights;  // index = Binding::index for kWeight; name keys the WeightStore
+  std::vector<Kernel> kernels;
+  int64_t arena_bytes = 0;
+  int64_t naive_activation_bytes = 0;  // sum of every intermediate buffer, no reuse
+  int64_t alignment = 256;
+  std::string fingerprint;  // hash of everything above; configs and profiles are keyed to it
+
+  int64_t param_count() const;
+  double total_flops() const;
+  // Recomputes the fingerprint from the contents.
+  std::string compute_fingerprint() const;
+};
+
+void to_json(nlohmann::json& j, const Program& p);
+void from_json(const nlohmann::json& j, Program& p);
+std::string program_to_json_string(const Program& p, int indent = 1);
+// Parses and checks a Program (bindings in range, fingerprint matches); throws kParse.
+Program program_from_json_string(const std::string& text);
+
+// Structural checks every consumer may rely on: bindings inside the arena and tensors,
+// sizes consistent with shapes, and no kernel whose outputs overlap its inputs (idempotence).
+void verify_program(const Program& p);
+
+}  // namespace atoll

@@ -9,14 +9,7 @@
 #include "ir/graph.h"
 #include "program/program.h"
 
-namespace atoll {
-
-// What the compiler must produce for a backend.
-struct CompileTarget {
-  DType act_dtype = DType::kF32;  // storage type of float activations
-  bool nhwc = true;               // NHWC activations for convolutions
-  int64_t alignment = 256;        // arena offset alignment in bytes
-};
+namespace atl {
 
 struct MemoryReport {
   int64_t weight_bytes = 0;
@@ -52,4 +45,4 @@ class Backend {
   virtual std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) = 0;
 };
 
-}  // namespace atoll
+}  // namespace atl

@@ -2,7 +2,7 @@
 
 #include "core/error.h"
 
-namespace atoll {
+namespace atl {
 
 size_t dtype_size(DType t) {
   switch (t) {
@@ -32,4 +32,4 @@ DType dtype_from_name(std::string_view name) {
   ATOLL_THROW(kInvalidArgument, "unknown dtype '{}' (expected f32, f16, i32 or i64)", name);
 }
 
-}  // namespace atoll
+}  // namespace atl

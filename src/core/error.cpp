@@ -1,6 +1,6 @@
 #include "core/error.h"
 
-namespace atoll {
+namespace atl {
 
 const char* error_code_name(ErrorCode code) {
   switch (code) {
@@ -19,4 +19,4 @@ const char* error_code_name(ErrorCode code) {
 Error::Error(ErrorCode code, std::string message, const char* file, int line)
     : std::runtime_error(message), code_(code), message_(std::move(message)), file_(file), line_(line) {}
 
-}  // namespace atoll
+}  // namespace atl

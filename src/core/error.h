@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-namespace atoll {
+namespace atl {
 
 enum class ErrorCode {
   kInvalidArgument,  // bad user input: flag, shape, file contents
@@ -35,10 +35,10 @@ class Error : public std::runtime_error {
   int line_;
 };
 
-}  // namespace atoll
+}  // namespace atl
 
 #define ATOLL_THROW(code, ...) \
-  throw ::atoll::Error(::atoll::ErrorCode::code, ::fmt::format(__VA_ARGS__), __FILE__, __LINE__)
+  throw ::atl::Error(::atl::ErrorCode::code, ::fmt::format(__VA_ARGS__), __FILE__, __LINE__)
 
 #define ATOLL_CHECK(cond, code, ...)   \
   do {                                 \

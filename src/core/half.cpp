@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace atoll {
+namespace atl {
 
 uint16_t float_to_half_bits(float f) {
   uint32_t x;
@@ -57,4 +57,4 @@ float half_bits_to_float(uint16_t h) {
   return f;
 }
 
-}  // namespace atoll
+}  // namespace atl

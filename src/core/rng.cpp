@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-namespace atoll {
+namespace atl {
 
 uint64_t fnv1a64(std::string_view s, uint64_t h) {
   for (unsigned char c : s) {
@@ -31,4 +31,4 @@ float Rng::normal() {
   return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
 }
 
-}  // namespace atoll
+}  // namespace atl

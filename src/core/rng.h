@@ -3,7 +3,7 @@
 #include <cstdint>
 #include <string_view>
 
-namespace atoll {
+namespace atl {
 
 class Rng {
  public:
@@ -22,4 +22,4 @@ class Rng {
 
 uint64_t fnv1a64(std::string_view s, uint64_t h = 1469598103934665603ull);
 
-}  // namespace atoll
+}  // namespace atl

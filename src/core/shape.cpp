@@ -3,7 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-namespace atoll {
+namespace atl {
 
 int64_t Shape::numel() const {
   int64_t n = 1;
@@ -13,4 +13,4 @@ int64_t Shape::numel() const {
 
 std::string Shape::str() const { return fmt::format("[{}]", fmt::join(dims_, ", ")); }
 
-}  // namespace atoll
+}  // namespace atl

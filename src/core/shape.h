@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-namespace atoll {
+namespace atl {
 
 // Static tensor shape; dimension 0 is the batch dimension where a tensor has one.
 class Shape {
@@ -28,4 +28,4 @@ class Shape {
   std::vector<int64_t> dims_;
 };
 
-}  // namespace atoll
+}  // namespace atl

@@ -5,7 +5,7 @@
 
 #include "core/half.h"
 
-namespace atoll {
+namespace atl {
 
 namespace {
 std::shared_ptr<std::byte[]> allocate(size_t bytes) {
@@ -60,4 +60,4 @@ Tensor Tensor::to(DType dtype) const {
   return t;
 }
 
-}  // namespace atoll
+}  // namespace atl

@@ -8,7 +8,7 @@
 #include "core/error.h"
 #include "core/shape.h"
 
-namespace atoll {
+namespace atl {
 
 class Tensor {
  public:
@@ -53,4 +53,4 @@ class Tensor {
   std::shared_ptr<std::byte[]> data_;
 };
 
-}  // namespace atoll
+}  // namespace atl

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace atoll {
+namespace atl {
 
 namespace {
 template <typename T>
@@ -75,4 +75,4 @@ void from_json(const nlohmann::json& j, Attrs& a) {
   }
 }
 
-}  // namespace atoll
+}  // namespace atl

@@ -8,7 +8,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
-namespace atoll {
+namespace atl {
 
 using AttrValue = std::variant<int64_t, double, std::vector<int64_t>, std::string>;
 
@@ -41,4 +41,4 @@ class Attrs {
 void to_json(nlohmann::json& j, const Attrs& a);
 void from_json(const nlohmann::json& j, Attrs& a);
 
-}  // namespace atoll
+}  // namespace atl

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-namespace atoll {
+namespace atl {
 
 ValueId Graph::new_value(const std::string& name, DType dtype, Shape shape, ValueKind kind) {
   ATOLL_CHECK(!by_name_.count(name), kInvalidGraph, "duplicate value name '{}'", name);
@@ -185,4 +185,4 @@ std::vector<NodeId> topological_order(const Graph& g) {
   return order;
 }
 
-}  // namespace atoll
+}  // namespace atl

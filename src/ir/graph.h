@@ -11,7 +11,7 @@
 #include "ir/attrs.h"
 #include "ir/op.h"
 
-namespace atoll {
+namespace atl {
 
 using ValueId = int;
 using NodeId = int;
@@ -116,4 +116,4 @@ struct InferredType {
 // Output types of one node from its input types; throws kInvalidGraph naming the node.
 std::vector<InferredType> infer_node(const Graph& g, const Node& n);
 
-}  // namespace atoll
+}  // namespace atl

@@ -6,7 +6,7 @@
 #include "ir/graph.h"
 #include "ir/op_attrs.h"
 
-namespace atoll {
+namespace atl {
 
 namespace {
 
@@ -349,4 +349,4 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
   ATOLL_THROW(kInvalidGraph, "node '{}': unknown op", n.name);
 }
 
-}  // namespace atoll
+}  // namespace atl

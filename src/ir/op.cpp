@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 
-namespace atoll {
+namespace atl {
 
 namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kCount)> kOpNames = {
@@ -32,4 +32,4 @@ Act act_from_name(std::string_view name) {
   ATOLL_THROW(kParse, "unknown activation '{}'", name);
 }
 
-}  // namespace atoll
+}  // namespace atl

@@ -1,7 +1,7 @@
 #pragma once
 #include <string_view>
 
-namespace atoll {
+namespace atl {
 
 // Every operator the IR knows. Compiled kernels use the same kinds; fused epilogues are
 // attributes ("act", "bias", "residual"), not separate kinds.
@@ -42,4 +42,4 @@ enum class Act { kNone, kRelu, kRelu6, kGelu, kTanh };
 std::string_view act_name(Act a);
 Act act_from_name(std::string_view name);
 
-}  // namespace atoll
+}  // namespace atl

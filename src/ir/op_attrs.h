@@ -5,7 +5,7 @@
 #include "ir/attrs.h"
 #include "ir/op.h"
 
-namespace atoll {
+namespace atl {
 
 struct Conv2dParams {
   int64_t stride_h = 1, stride_w = 1;
@@ -30,4 +30,4 @@ PoolParams pool_params(const Attrs& a);
 // Output length of a sliding window (convolution or pooling), PyTorch's ceil_mode rule included.
 int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad_lo, int64_t pad_hi, int64_t dil, bool ceil_mode);
 
-}  // namespace atoll
+}  // namespace atl

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 
-namespace atoll {
+namespace atl {
 
 const char* layout_name(Layout l) { return l == Layout::kNHWC ? "nhwc" : "row_major"; }
 
@@ -216,4 +216,4 @@ void verify_program(const Program& p) {
   }
 }
 
-}  // namespace atoll
+}  // namespace atl

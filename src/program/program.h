@@ -12,12 +12,18 @@
 #include "ir/attrs.h"
 #include "ir/op.h"
 
-namespace atoll {
+namespace atl {
 
 // Physical order of a tensor's elements. Shapes are always logical (NCHW for images);
 // kNHWC says a rank-4 tensor is stored as [N, H, W, C].
 enum class Layout : uint8_t { kRowMajor, kNHWC };
 const char* layout_name(Layout l);
+
+// What the compiler must produce for a backend. Convolutions always run NHWC.
+struct CompileTarget {
+  DType act_dtype = DType::kF32;  // storage type of float activations
+  int64_t alignment = 256;        // arena offset alignment in bytes
+};
 
 struct Binding {
   enum class Kind : uint8_t { kArena, kWeight, kInput, kOutput };
@@ -78,4 +84,4 @@ Program program_from_json_string(const std::string& text);
 // sizes consistent with shapes, and no kernel whose outputs overlap its inputs (idempotence).
 void verify_program(const Program& p);
 
-}  // namespace atoll
+}  // namespace atl

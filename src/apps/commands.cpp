@@ -1,0 +1,11 @@
+#include "apps/commands.h"
+
+namespace atl::apps {
+
+void add_commands(CLI::App& app) {
+  add_models_command(app);
+  add_info_command(app);
+  add_run_command(app);
+}
+
+}  // namespace atl::apps

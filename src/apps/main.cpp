@@ -1,0 +1,25 @@
+// atoll: one thin CLI over the layers. Each subcommand lives in its own cmd_*.cpp.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include "apps/commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"atoll: real-time and best-effort DNN inference sharing one GPU"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "atoll 0.1.0");
+  atl::apps::add_commands(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const atl::Error& e) {
+    fmt::print(stderr, "atoll: {}: {}\n", atl::error_code_name(e.code()), e.message());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll: error: {}\n", e.what());
+    return 1;
+  }
+  return 0;
+}

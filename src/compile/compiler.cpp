@@ -1,0 +1,34 @@
+#include "compile/compiler.h"
+
+#include "compile/work_graph.h"
+#include "core/error.h"
+
+namespace atl {
+
+CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, const CompileOptions& options) {
+  using namespace compile_detail;
+  ATOLL_CHECK(target.act_dtype == DType::kF32 || target.act_dtype == DType::kF16, kInvalidArgument,
+              "activations must be stored as f32 or f16, not {}", dtype_name(target.act_dtype));
+  WorkGraph w(graph);
+  drop_dropout(w);
+  fold_batchnorm(w, options.fold_batchnorm);
+  if (options.fuse_epilogues) {
+    fuse_residual_add(w);
+    fuse_activation(w);
+  }
+  drop_unused(w);
+  assign_layouts(w);
+  make_views(w);
+
+  int64_t batch = 1;
+  if (!graph.inputs().empty() && graph.value(graph.inputs()[0]).shape.rank() > 0) {
+    batch = graph.value(graph.inputs()[0]).shape[0];
+  }
+  CompiledModel out;
+  out.program = lower(w, graph.name(), batch, target, out.weights);
+  out.program.fingerprint = out.program.compute_fingerprint();
+  verify_program(out.program);
+  return out;
+}
+
+}  // namespace atl

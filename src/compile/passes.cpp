@@ -1,0 +1,192 @@
+// Graph rewrites that change no result beyond fp32 rounding.
+#include <cmath>
+
+#include "core/error.h"
+#include "compile/work_graph.h"
+#include "ir/op_attrs.h"
+
+namespace atl::compile_detail {
+
+namespace {
+
+bool is_activation_op(OpKind op) {
+  return op == OpKind::kRelu || op == OpKind::kRelu6 || op == OpKind::kGelu || op == OpKind::kTanh;
+}
+
+Act act_of(OpKind op) {
+  switch (op) {
+    case OpKind::kRelu: return Act::kRelu;
+    case OpKind::kRelu6: return Act::kRelu6;
+    case OpKind::kGelu: return Act::kGelu;
+    case OpKind::kTanh: return Act::kTanh;
+    default: return Act::kNone;
+  }
+}
+
+// The single live consumer of `value`, if it has exactly one and is not a graph output.
+int sole_consumer(const WorkGraph& w, int value) {
+  if (w.is_output(value)) return -1;
+  std::vector<int> c = w.consumers(value);
+  return c.size() == 1 ? c[0] : -1;
+}
+
+const Tensor& weight_of(const WorkGraph& w, int value) {
+  return w.weights.at(w.values[static_cast<size_t>(value)].name);
+}
+
+}  // namespace
+
+void drop_dropout(WorkGraph& w) {
+  for (WNode& n : w.nodes) {
+    if (n.dead || n.op != OpKind::kDropout) continue;
+    const int in = n.in[0];
+    ATOLL_CHECK(!(w.is_output(n.out) && w.values[static_cast<size_t>(in)].kind != ValueKind::kActivation),
+                kUnsupported, "node '{}': a model output that is only a dropout of an input or weight", n.name);
+    n.dead = true;
+    w.replace_uses(n.out, in);
+  }
+  w.erase_dead();
+}
+
+void fold_batchnorm(WorkGraph& w, bool fold_into_conv) {
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    WNode& bn = w.nodes[i];
+    if (bn.dead || bn.op != OpKind::kBatchNorm) continue;
+    const double eps = bn.attrs.get_float("epsilon", 1e-5);
+    const auto gamma = weight_of(w, bn.in[1]).as<float>();
+    const auto beta = weight_of(w, bn.in[2]).as<float>();
+    const auto mean = weight_of(w, bn.in[3]).as<float>();
+    const auto var = weight_of(w, bn.in[4]).as<float>();
+    const size_t channels = gamma.size();
+    std::vector<double> scale(channels), shift(channels);
+    for (size_t c = 0; c < channels; ++c) {
+      scale[c] = gamma[c] / std::sqrt(static_cast<double>(var[c]) + eps);
+      shift[c] = beta[c] - mean[c] * scale[c];
+    }
+
+    const int x = bn.in[0];
+    const int p = w.producer(x);
+    const bool foldable = fold_into_conv && p >= 0 && w.nodes[static_cast<size_t>(p)].op == OpKind::kConv2d &&
+                          sole_consumer(w, x) == static_cast<int>(i) && [&] {
+                            const Conv2dParams cp = conv2d_params(w.nodes[static_cast<size_t>(p)].attrs);
+                            return cp.act == Act::kNone && !cp.has_residual;
+                          }();
+    if (foldable) {
+      WNode& conv = w.nodes[static_cast<size_t>(p)];
+      const Conv2dParams cp = conv2d_params(conv.attrs);
+      const Tensor& wt = weight_of(w, conv.in[1]);
+      Tensor folded = wt.clone();
+      auto fw = folded.as<float>();
+      const size_t per_out = fw.size() / channels;
+      for (size_t o = 0; o < channels; ++o) {
+        for (size_t k = 0; k < per_out; ++k) fw[o * per_out + k] = static_cast<float>(fw[o * per_out + k] * scale[o]);
+      }
+      Tensor bias(DType::kF32, Shape{static_cast<int64_t>(channels)});
+      auto fb = bias.as<float>();
+      for (size_t o = 0; o < channels; ++o) {
+        const double b0 = cp.has_bias ? weight_of(w, conv.in[2]).as<float>()[o] : 0.0;
+        fb[o] = static_cast<float>(b0 * scale[o] + shift[o]);
+      }
+      const int new_w = w.add_weight(w.values[static_cast<size_t>(conv.in[1])].name + "+" + bn.name, std::move(folded));
+      const int new_b = w.add_weight(bn.name + ".folded_bias", std::move(bias));
+      conv.in[1] = new_w;
+      if (cp.has_bias) {
+        conv.in[2] = new_b;
+      } else {
+        conv.in.insert(conv.in.begin() + 2, new_b);
+        conv.attrs.set("bias", int64_t{1});
+      }
+      conv.out = bn.out;
+      bn.dead = true;
+    } else {
+      Tensor s(DType::kF32, Shape{static_cast<int64_t>(channels)});
+      Tensor t(DType::kF32, Shape{static_cast<int64_t>(channels)});
+      for (size_t c = 0; c < channels; ++c) {
+        s.as<float>()[c] = static_cast<float>(scale[c]);
+        t.as<float>()[c] = static_cast<float>(shift[c]);
+      }
+      const int sv = w.add_weight(bn.name + ".scale", std::move(s));
+      const int tv = w.add_weight(bn.name + ".shift", std::move(t));
+      bn.op = OpKind::kScaleShift;
+      bn.in = {x, sv, tv};
+      bn.attrs = Attrs{{"act", std::string("none")}};
+    }
+  }
+  w.erase_dead();
+}
+
+void fuse_residual_add(WorkGraph& w) {
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    WNode& add = w.nodes[i];
+    if (add.dead || add.op != OpKind::kAdd || add.attrs.get_string("act", "none") != "none") continue;
+    const Shape& out_shape = w.values[static_cast<size_t>(add.out)].shape;
+    for (int side = 0; side < 2; ++side) {
+      const int main = add.in[static_cast<size_t>(side)];
+      const int other = add.in[static_cast<size_t>(1 - side)];
+      if (!(w.values[static_cast<size_t>(other)].shape == out_shape) ||
+          !(w.values[static_cast<size_t>(main)].shape == out_shape)) {
+        continue;
+      }
+      const int p = w.producer(main);
+      if (p < 0 || sole_consumer(w, main) != static_cast<int>(i)) continue;
+      WNode& prod = w.nodes[static_cast<size_t>(p)];
+      if (prod.op != OpKind::kConv2d && prod.op != OpKind::kGemm) continue;
+      if (prod.attrs.get_string("act", "none") != "none" || prod.attrs.get_int("residual", 0) != 0) continue;
+      // The fused kernel runs where the Add ran: by then `other` exists.
+      WNode fused = prod;
+      fused.in.push_back(other);
+      fused.attrs.set("residual", int64_t{1});
+      fused.out = add.out;
+      prod.dead = true;
+      w.nodes[i] = std::move(fused);
+      break;
+    }
+  }
+  w.erase_dead();
+}
+
+void fuse_activation(WorkGraph& w) {
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    WNode& act = w.nodes[i];
+    if (act.dead || !is_activation_op(act.op)) continue;
+    const int x = act.in[0];
+    const int p = w.producer(x);
+    if (p < 0 || sole_consumer(w, x) != static_cast<int>(i)) continue;
+    WNode& prod = w.nodes[static_cast<size_t>(p)];
+    const bool fusable = prod.op == OpKind::kConv2d || prod.op == OpKind::kGemm || prod.op == OpKind::kScaleShift ||
+                         prod.op == OpKind::kAdd;
+    if (!fusable || prod.attrs.get_string("act", "none") != "none") continue;
+    prod.attrs.set("act", std::string(act_name(act_of(act.op))));
+    prod.out = act.out;
+    act.dead = true;
+  }
+  w.erase_dead();
+}
+
+void drop_unused(WorkGraph& w) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (WNode& n : w.nodes) {
+      if (n.dead || w.is_output(n.out) || !w.consumers(n.out).empty()) continue;
+      n.dead = true;
+      changed = true;
+    }
+  }
+  w.erase_dead();
+}
+
+void make_views(WorkGraph& w) {
+  for (WNode& n : w.nodes) {
+    if (n.op != OpKind::kReshape && n.op != OpKind::kFlatten) continue;
+    WValue& out = w.values[static_cast<size_t>(n.out)];
+    const WValue& in = w.values[static_cast<size_t>(n.in[0])];
+    const bool same_order = in.layout == Layout::kRowMajor || (in.shape[2] == 1 && in.shape[3] == 1);
+    ATOLL_CHECK(same_order, kInternal, "view '{}' of an NHWC tensor whose bytes are not in logical order", n.name);
+    out.alias = n.in[0];
+    n.dead = true;
+  }
+  w.erase_dead();
+}
+
+}  // namespace atl::compile_detail

@@ -32,6 +32,9 @@ class Instance {
   virtual void run_range(int first, int last) = 0;
   virtual void synchronize() = 0;
   virtual MemoryReport memory() const = 0;
+  // Median time of each kernel over `iters` runs of the whole program. This default times
+  // run_range(k, k+1) + synchronize() on the host; device backends override with device timers.
+  virtual std::vector<double> kernel_times_ms(int iters);
 };
 
 class Backend {

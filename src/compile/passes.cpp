@@ -123,6 +123,7 @@ void fuse_residual_add(WorkGraph& w) {
     for (int side = 0; side < 2; ++side) {
       const int main = add.in[static_cast<size_t>(side)];
       const int other = add.in[static_cast<size_t>(1 - side)];
+      if (main == other) break;  // x + x: the residual would be the kernel's own output
       if (!(w.values[static_cast<size_t>(other)].shape == out_shape) ||
           !(w.values[static_cast<size_t>(main)].shape == out_shape)) {
         continue;

@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "models/builder.h"
 
-namespace atoll::models {
+namespace atl::models {
 
 namespace {
 
@@ -113,4 +113,4 @@ Graph build_distilbert(const ModelOptions& opts) {
   return build_bert(cfg, opts.batch, opts.seq_len);
 }
 
-}  // namespace atoll::models
+}  // namespace atl::models

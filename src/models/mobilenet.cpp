@@ -2,7 +2,7 @@
 // (index 0 conv, 1 BatchNorm, 2 ReLU6) inside each InvertedResidual's "conv" Sequential.
 #include "models/builder.h"
 
-namespace atoll::models {
+namespace atl::models {
 
 namespace {
 
@@ -52,4 +52,4 @@ Graph build_mobilenet_v2(const ModelOptions& opts) {
   return g;
 }
 
-}  // namespace atoll::models
+}  // namespace atl::models

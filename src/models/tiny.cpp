@@ -3,7 +3,7 @@
 
 #include "models/builder.h"
 
-namespace atoll::models {
+namespace atl::models {
 
 // [B,3,32,32] -> [B,10]: conv-BN-ReLU stem, padded max-pool, a residual block, a depthwise conv
 // with bias and ReLU6, a 1x1 conv, two concatenated branches, a padded average pool that excludes
@@ -66,4 +66,4 @@ Graph build_tiny_bert(const ModelOptions& opts) {
   return build_bert(cfg, opts.batch, std::min(opts.seq_len, cfg.max_positions));
 }
 
-}  // namespace atoll::models
+}  // namespace atl::models

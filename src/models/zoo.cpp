@@ -5,7 +5,7 @@
 #include "core/error.h"
 #include "models/builder.h"
 
-namespace atoll {
+namespace atl {
 
 namespace {
 
@@ -90,4 +90,4 @@ int64_t model_param_count(const Graph& g) {
   return n;
 }
 
-}  // namespace atoll
+}  // namespace atl

@@ -7,7 +7,7 @@
 
 #include "ir/op.h"
 
-namespace atoll::cpu {
+namespace atl::cpu {
 
 // Work below this many elements runs on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 1 << 14;
@@ -35,6 +35,17 @@ inline void with_act(Act act, F&& f) {
   }
 }
 
+// One row of the conv/gemm epilogue: y = act(y + bias + residual); bias/residual may be null.
+template <Act A>
+inline void epilogue_row(float* y, int64_t n, const float* bias, const float* residual) {
+  for (int64_t c = 0; c < n; ++c) {
+    float v = y[c];
+    if (bias != nullptr) v += bias[c];
+    if (residual != nullptr) v += residual[c];
+    y[c] = activate<A>(v);
+  }
+}
+
 // y[i] = act(x[i]) for n elements; x may equal y.
 void apply_act(Act act, const float* x, float* y, int64_t n);
 
@@ -51,4 +62,4 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64
 void gemm_nn(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
              float* c, int64_t ldc);
 
-}  // namespace atoll::cpu
+}  // namespace atl::cpu

@@ -4,7 +4,7 @@
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/kernel_registry.h"
 
-namespace atoll::cpu {
+namespace atl::cpu {
 
 namespace {
 
@@ -151,4 +151,4 @@ void register_gemm_kernels(KernelRegistry& r) {
   r[static_cast<size_t>(OpKind::kMatMul)] = {validate_matmul, run_matmul};
 }
 
-}  // namespace atoll::cpu
+}  // namespace atl::cpu

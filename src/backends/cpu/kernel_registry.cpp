@@ -1,6 +1,6 @@
 #include "backends/cpu/kernel_registry.h"
 
-namespace atoll::cpu {
+namespace atl::cpu {
 
 namespace {
 
@@ -69,4 +69,4 @@ int normalize_axis(int64_t axis, int rank) {
   return static_cast<int>(a);
 }
 
-}  // namespace atoll::cpu
+}  // namespace atl::cpu

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "program/program.h"
 
-namespace atoll::cpu {
+namespace atl::cpu {
 
 // Decoded, validated form of one kernel.
 struct KernelPlan {
@@ -68,4 +68,4 @@ int physical_axis(const Binding& b, int axis);
 int normalize_axis(int64_t axis, int rank);
 bool is_nhwc(const Binding& b);
 
-}  // namespace atoll::cpu
+}  // namespace atl::cpu

@@ -1,0 +1,167 @@
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "apps/commands.h"
+#include "apps/options.h"
+#include "core/error.h"
+#include "core/npy.h"
+#include "runtime/session.h"
+
+namespace atl::apps {
+
+namespace {
+struct RunFlags {
+  ModelFlags model;
+  std::string device = "auto";
+  int iters = 20;
+  int warmup = 3;
+  bool json = false;
+  bool per_kernel = false;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::string output_dir;
+  std::string weights;
+};
+
+struct OutputSummary {
+  std::string name;
+  std::vector<int64_t> shape;
+  double sum = 0, abs_sum = 0;
+  std::vector<std::pair<int64_t, float>> top5;  // of batch element 0, for [B, classes] outputs
+};
+
+OutputSummary summarize(const std::string& name, const Tensor& t) {
+  OutputSummary s;
+  s.name = name;
+  s.shape = t.shape().dims();
+  auto d = t.as<float>();
+  for (float x : d) {
+    s.sum += x;
+    s.abs_sum += std::fabs(x);
+  }
+  if (t.shape().rank() == 2 && t.shape()[1] >= 5) {
+    std::vector<int64_t> idx(static_cast<size_t>(t.shape()[1]));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
+                      [&](int64_t a, int64_t b) { return d[static_cast<size_t>(a)] > d[static_cast<size_t>(b)]; });
+    for (int i = 0; i < 5; ++i) s.top5.emplace_back(idx[static_cast<size_t>(i)], d[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
+  }
+  return s;
+}
+
+void run_model(const RunFlags& f) {
+  SessionOptions so;
+  so.model = model_or_default(f.model);
+  so.device = f.device;
+  so.model_options = f.model.options;
+  so.weights_file = f.weights;
+  ATOLL_CHECK(f.iters >= 1, kInvalidArgument, "--iters must be at least 1");
+  Session session(so);
+  if (!session.device_note().empty()) fmt::print(stderr, "atoll: {}\n", session.device_note());
+
+  session.set_inputs(session.random_inputs(f.model.options.seed));
+  for (const std::string& spec : f.inputs) {
+    const auto eq = spec.find('=');
+    ATOLL_CHECK(eq != std::string::npos && eq > 0, kInvalidArgument, "--input '{}': expected NAME=FILE.npy", spec);
+    session.set_input(spec.substr(0, eq), read_npy(spec.substr(eq + 1)));
+  }
+
+  Instance& inst = session.instance();
+  for (int i = 0; i < f.warmup; ++i) inst.run();
+  std::vector<double> samples;
+  const auto start = std::chrono::steady_clock::now();
+  auto last_report = start;
+  for (int i = 0; i < f.iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    inst.run();
+    const auto t1 = std::chrono::steady_clock::now();
+    samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+    if (t1 - last_report > std::chrono::seconds(2) && !f.json) {
+      fmt::print(stderr, "\ratoll: {}/{} iterations", i + 1, f.iters);
+      last_report = t1;
+    }
+  }
+  if (last_report != start && !f.json) fmt::print(stderr, "\n");
+  const LatencyStats st = latency_stats(samples);
+
+  const auto outputs = session.outputs();
+  std::vector<OutputSummary> summaries;
+  for (size_t i = 0; i < outputs.size(); ++i) summaries.push_back(summarize(session.program().outputs[i].name, outputs[i]));
+  if (!f.output_dir.empty()) {
+    std::filesystem::create_directories(f.output_dir);
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(), outputs[i]);
+    }
+  }
+  std::vector<double> kernel_ms;
+  if (f.per_kernel) kernel_ms = inst.kernel_times_ms(std::max(5, f.iters));
+
+  const MemoryReport mem = inst.memory();
+  if (f.json) {
+    nlohmann::json j;
+    j["model"] = so.model;
+    j["device"] = session.device();
+    j["device_description"] = session.backend().device_description();
+    j["batch"] = f.model.options.batch;
+    j["iters"] = f.iters;
+    j["latency_ms"] = {{"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms},
+                       {"max", st.max_ms}};
+    j["memory_bytes"] = {{"weights", mem.weight_bytes}, {"arena", mem.arena_bytes},
+                         {"workspace", mem.workspace_bytes}, {"io", mem.io_bytes}};
+    for (const auto& s : summaries) {
+      nlohmann::json o{{"name", s.name}, {"shape", s.shape}, {"sum", s.sum}, {"abs_sum", s.abs_sum}};
+      for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", v}});
+      j["outputs"].push_back(o);
+    }
+    for (size_t k = 0; k < kernel_ms.size(); ++k) {
+      j["kernels"].push_back({{"name", session.program().kernels[k].name},
+                              {"op", std::string(op_name(session.program().kernels[k].op))},
+                              {"median_ms", kernel_ms[k]}});
+    }
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("model    {} batch {} on {} ({})\n", so.model, f.model.options.batch, session.device(),
+             session.backend().device_description());
+  fmt::print("latency  min {:.3f} ms  median {:.3f} ms  p99 {:.3f} ms  ({} iterations)\n", st.min_ms, st.median_ms,
+             st.p99_ms, st.samples);
+  fmt::print("memory   weights {:.1f} MiB  arena {:.1f} MiB  workspace {:.1f} MiB\n", mem.weight_bytes / 1048576.0,
+             mem.arena_bytes / 1048576.0, mem.workspace_bytes / 1048576.0);
+  for (const auto& s : summaries) {
+    fmt::print("output   {} {}  sum {:.6g}  abs-sum {:.6g}\n", s.name, Shape(s.shape).str(), s.sum, s.abs_sum);
+    if (!s.top5.empty()) {
+      fmt::print("top-5   ");
+      for (const auto& [c, v] : s.top5) fmt::print(" {}:{:.4f}", c, v);
+      fmt::print("\n");
+    }
+  }
+  if (!kernel_ms.empty()) {
+    fmt::print("{:>4}  {:<40} {:<14} {:>10}\n", "#", "kernel", "op", "median ms");
+    for (size_t k = 0; k < kernel_ms.size(); ++k) {
+      fmt::print("{:>4}  {:<40} {:<14} {:>10.4f}\n", k, session.program().kernels[k].name,
+                 op_name(session.program().kernels[k].op), kernel_ms[k]);
+    }
+  }
+}
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "Run inference on seeded random (or given) inputs and time it");
+  auto f = std::make_shared<RunFlags>();
+  add_model_flags(cmd, f->model);
+  cmd->add_option("--device", f->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--iters", f->iters, "Timed iterations")->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", f->warmup, "Untimed warm-up iterations")->check(CLI::Range(0, 1000000));
+  cmd->add_flag("--json", f->json, "Print JSON");
+  cmd->add_flag("--per-kernel", f->per_kernel, "Print each kernel's median time");
+  cmd->add_option("--input", f->inputs, "NAME=FILE.npy: feed a real input (repeatable)");
+  cmd->add_option("--output", f->output_dir, "Write every model output to DIR/NAME.npy");
+  cmd->add_option("--weights", f->weights, "Load weights from a safetensors file (names as in PyTorch)");
+  cmd->callback([f] { run_model(*f); });
+}
+
+}  // namespace atl::apps

@@ -1,0 +1,264 @@
+// Elementwise kernels: activations, Add/Mul with NumPy broadcasting, ScaleShift; and the
+// activation/epilogue helpers the conv and gemm kernels share.
+#include <algorithm>
+
+#include "backends/cpu/cpu_math.h"
+#include "backends/cpu/kernel_registry.h"
+
+namespace atl::cpu {
+
+namespace {
+
+// Elements per parallel chunk of a flat loop.
+constexpr int64_t kChunk = 1 << 14;
+
+template <Act A>
+void act_range(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = activate<A>(x[i]);
+}
+
+}  // namespace
+
+void apply_act(Act act, const float* x, float* y, int64_t n) {
+  with_act(act, [&]<Act A>() {
+    if (A == Act::kNone && x == y) return;
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk;
+      act_range<A>(x + lo, y + lo, std::min(kChunk, n - lo));
+    }
+  });
+}
+
+void apply_epilogue(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias, const float* residual,
+                    Act act) {
+  if (bias == nullptr && residual == nullptr && act == Act::kNone) return;
+  with_act(act, [&]<Act A>() {
+#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
+    for (int64_t r = 0; r < rows; ++r) {
+      epilogue_row<A>(y + r * ld, cols, bias, residual != nullptr ? residual + r * ld : nullptr);
+    }
+  });
+}
+
+namespace {
+
+// --- Relu / Relu6 / Gelu / Tanh ---------------------------------------------------------------
+
+struct UnaryPlan {
+  Act act = Act::kNone;
+  int64_t n = 0;
+};
+
+template <Act A>
+KernelPlan validate_unary(const Kernel& k) {
+  expect_arity(k, 1, 1);
+  expect_f32(k);
+  expect_shape(k.outputs[0], k.inputs[0].shape, "output");
+  expect_layout(k.outputs[0], k.inputs[0].layout, "output");
+  return {UnaryPlan{A, k.inputs[0].shape.numel()}, 0};
+}
+
+void run_unary(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
+  const auto& p = *std::any_cast<UnaryPlan>(&plan.params);
+  apply_act(p.act, args.in_f32(0), args.out_f32(0), p.n);
+}
+
+// --- Add / Mul ----------------------------------------------------------------------------------
+
+// Broadcasting reduced to a few dimensions: size-1 dimensions dropped and neighbours that step
+// through memory together merged, so the innermost loop is as long as possible.
+struct BinaryPlan {
+  bool add = true;
+  Act act = Act::kNone;
+  std::vector<int64_t> dims, stride_a, stride_b;  // stride 0 where the operand is broadcast
+  int64_t rows = 1;                               // product of all but the innermost dimension
+};
+
+KernelPlan validate_binary(const Kernel& k) {
+  expect_arity(k, 2, 1);
+  expect_f32(k);
+  BinaryPlan p;
+  p.add = k.op == OpKind::kAdd;
+  p.act = act_from_name(k.attrs.get_string("act", "none"));
+  const Binding& a = k.inputs[0];
+  const Binding& b = k.inputs[1];
+  const Binding& y = k.outputs[0];
+  if (is_nhwc(y) || is_nhwc(a) || is_nhwc(b)) {
+    // NHWC only for equal shapes: broadcasting is defined on logical positions.
+    expect_shape(a, y.shape, "first operand");
+    expect_shape(b, y.shape, "second operand");
+    for (const auto* t : {&a, &b, &y}) expect_layout(*t, Layout::kNHWC, "operand");
+  }
+  const int r = y.shape.rank();
+  ATOLL_CHECK(a.shape.rank() <= r && b.shape.rank() <= r, kUnsupported, "operands {} and {} exceed output rank of {}",
+              a.shape.str(), b.shape.str(), y.shape.str());
+  std::vector<int64_t> sa(static_cast<size_t>(r), 0), sb(static_cast<size_t>(r), 0);
+  int64_t step_a = 1, step_b = 1;
+  for (int d = r - 1; d >= 0; --d) {
+    const int64_t out = y.shape[d];
+    const int da = d - (r - a.shape.rank());
+    const int db = d - (r - b.shape.rank());
+    const int64_t ea = da >= 0 ? a.shape[da] : 1;
+    const int64_t eb = db >= 0 ? b.shape[db] : 1;
+    ATOLL_CHECK((ea == out || ea == 1) && (eb == out || eb == 1), kUnsupported, "{} and {} do not broadcast to {}",
+                a.shape.str(), b.shape.str(), y.shape.str());
+    sa[static_cast<size_t>(d)] = ea == 1 ? 0 : step_a;
+    sb[static_cast<size_t>(d)] = eb == 1 ? 0 : step_b;
+    step_a *= ea;
+    step_b *= eb;
+  }
+  for (int d = 0; d < r; ++d) {
+    const int64_t size = y.shape[d];
+    if (size == 1) continue;
+    const bool merges = !p.dims.empty() && p.stride_a.back() == sa[static_cast<size_t>(d)] * size &&
+                        p.stride_b.back() == sb[static_cast<size_t>(d)] * size;
+    if (merges) {
+      p.dims.back() *= size;
+      p.stride_a.back() = sa[static_cast<size_t>(d)];
+      p.stride_b.back() = sb[static_cast<size_t>(d)];
+    } else {
+      p.dims.push_back(size);
+      p.stride_a.push_back(sa[static_cast<size_t>(d)]);
+      p.stride_b.push_back(sb[static_cast<size_t>(d)]);
+    }
+  }
+  if (p.dims.empty()) {  // every dimension is 1: a single element
+    p.dims = {1};
+    p.stride_a = {1};
+    p.stride_b = {1};
+  }
+  for (size_t d = 0; d + 1 < p.dims.size(); ++d) p.rows *= p.dims[d];
+  return {p, 0};
+}
+
+template <bool kAdd, Act A>
+inline float combine(float x, float y) {
+  return activate<A>(kAdd ? x + y : x * y);
+}
+
+template <bool kAdd, Act A>
+void binary_span(const float* a, int64_t sa, const float* b, int64_t sb, float* y, int64_t n) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i], b[i]);
+  } else if (sa == 1 && sb == 0) {
+    const float bv = *b;
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i], bv);
+  } else if (sa == 0 && sb == 1) {
+    const float av = *a;
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(av, b[i]);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i * sa], b[i * sb]);
+  }
+}
+
+template <bool kAdd, Act A>
+void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float* y) {
+  const int64_t inner = p.dims.back();
+  const int64_t ia = p.stride_a.back(), ib = p.stride_b.back();
+  if (p.rows == 1) {
+    const int64_t chunks = (inner + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t lo = c * kChunk;
+      binary_span<kAdd, A>(a + lo * ia, ia, b + lo * ib, ib, y + lo, std::min(kChunk, inner - lo));
+    }
+    return;
+  }
+  const int outer_rank = static_cast<int>(p.dims.size()) - 1;
+#pragma omp parallel for schedule(static) if (p.rows * inner > kParallelGrain)
+  for (int64_t row = 0; row < p.rows; ++row) {
+    int64_t off_a = 0, off_b = 0, rest = row;
+    for (int d = outer_rank - 1; d >= 0; --d) {
+      const int64_t i = rest % p.dims[static_cast<size_t>(d)];
+      rest /= p.dims[static_cast<size_t>(d)];
+      off_a += i * p.stride_a[static_cast<size_t>(d)];
+      off_b += i * p.stride_b[static_cast<size_t>(d)];
+    }
+    binary_span<kAdd, A>(a + off_a, ia, b + off_b, ib, y + row * inner, inner);
+  }
+}
+
+void run_binary(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
+  const auto& p = *std::any_cast<BinaryPlan>(&plan.params);
+  with_act(p.act, [&]<Act A>() {
+    if (p.add) {
+      run_binary_typed<true, A>(p, args.in_f32(0), args.in_f32(1), args.out_f32(0));
+    } else {
+      run_binary_typed<false, A>(p, args.in_f32(0), args.in_f32(1), args.out_f32(0));
+    }
+  });
+}
+
+// --- ScaleShift: y = act(x * scale[c] + shift[c]), c = logical axis 1 -------------------------
+
+struct ScaleShiftPlan {
+  Act act = Act::kNone;
+  bool channels_last = false;
+  int64_t outer = 0, channels = 0, inner = 0;  // row-major [outer, channels, inner]; NHWC: inner = 1
+};
+
+KernelPlan validate_scale_shift(const Kernel& k) {
+  expect_arity(k, 3, 1);
+  expect_f32(k);
+  const Binding& x = k.inputs[0];
+  ATOLL_CHECK(x.shape.rank() >= 2, kUnsupported, "input {} has no channel axis", x.shape.str());
+  ScaleShiftPlan p;
+  p.act = act_from_name(k.attrs.get_string("act", "none"));
+  p.channels = x.shape[1];
+  expect_shape(k.inputs[1], Shape{p.channels}, "scale");
+  expect_shape(k.inputs[2], Shape{p.channels}, "shift");
+  expect_shape(k.outputs[0], x.shape, "output");
+  expect_layout(k.outputs[0], x.layout, "output");
+  p.channels_last = is_nhwc(x);
+  p.outer = x.shape[0];
+  p.inner = x.shape.numel() / (p.outer * p.channels);
+  if (p.channels_last) {
+    p.outer *= p.inner;
+    p.inner = 1;
+  }
+  return {p, 0};
+}
+
+void run_scale_shift(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
+  const auto& p = *std::any_cast<ScaleShiftPlan>(&plan.params);
+  const float* x = args.in_f32(0);
+  const float* scale = args.in_f32(1);
+  const float* shift = args.in_f32(2);
+  float* y = args.out_f32(0);
+  with_act(p.act, [&]<Act A>() {
+    if (p.channels_last) {
+#pragma omp parallel for schedule(static) if (p.outer * p.channels > kParallelGrain)
+      for (int64_t r = 0; r < p.outer; ++r) {
+        const float* xr = x + r * p.channels;
+        float* yr = y + r * p.channels;
+        for (int64_t c = 0; c < p.channels; ++c) yr[c] = activate<A>(xr[c] * scale[c] + shift[c]);
+      }
+      return;
+    }
+    const int64_t planes = p.outer * p.channels;
+#pragma omp parallel for schedule(static) if (planes * p.inner > kParallelGrain)
+    for (int64_t plane = 0; plane < planes; ++plane) {
+      const int64_t c = plane % p.channels;
+      const float s = scale[c], t = shift[c];
+      const float* xr = x + plane * p.inner;
+      float* yr = y + plane * p.inner;
+      for (int64_t i = 0; i < p.inner; ++i) yr[i] = activate<A>(xr[i] * s + t);
+    }
+  });
+}
+
+}  // namespace
+
+void register_elementwise_kernels(KernelRegistry& r) {
+  r[static_cast<size_t>(OpKind::kRelu)] = {validate_unary<Act::kRelu>, run_unary};
+  r[static_cast<size_t>(OpKind::kRelu6)] = {validate_unary<Act::kRelu6>, run_unary};
+  r[static_cast<size_t>(OpKind::kGelu)] = {validate_unary<Act::kGelu>, run_unary};
+  r[static_cast<size_t>(OpKind::kTanh)] = {validate_unary<Act::kTanh>, run_unary};
+  r[static_cast<size_t>(OpKind::kAdd)] = {validate_binary, run_binary};
+  r[static_cast<size_t>(OpKind::kMul)] = {validate_binary, run_binary};
+  r[static_cast<size_t>(OpKind::kScaleShift)] = {validate_scale_shift, run_scale_shift};
+}
+
+}  // namespace atl::cpu

@@ -1,0 +1,80 @@
+// Depthwise convolution, NHWC: each thread computes V consecutive channels of one output pixel.
+// Weights are stored [kh * kw][C] so that a tap's weights for V channels are one vector load.
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_common.cuh"
+
+namespace atl::cuda {
+
+namespace {
+
+template <int V>
+__global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
+  if (thread_preempted(flag)) return;
+  const int cv = p.c / V;
+  const int64_t total = static_cast<int64_t>(p.n) * p.out_h * p.out_w * cv;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int c = static_cast<int>(i % cv) * V;
+    int64_t pix = i / cv;
+    const int ow = static_cast<int>(pix % p.out_w);
+    pix /= p.out_w;
+    const int oh = static_cast<int>(pix % p.out_h);
+    const int img = static_cast<int>(pix / p.out_h);
+    float acc[V];
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = p.bias ? p.bias[c + v] : 0.0f;
+    const __half* xb = p.x + static_cast<int64_t>(img) * p.h * p.w_in * p.c + c;
+    for (int r = 0; r < p.kh; ++r) {
+      const int ih = oh * p.stride_h - p.pad_t + r * p.dil_h;
+      if (ih < 0 || ih >= p.h) continue;
+      for (int s = 0; s < p.kw; ++s) {
+        const int iw = ow * p.stride_w - p.pad_l + s * p.dil_w;
+        if (iw < 0 || iw >= p.w_in) continue;
+        const __half* xp = xb + (static_cast<int64_t>(ih) * p.w_in + iw) * p.c;
+        const __half* wp = p.w + (r * p.kw + s) * p.c + c;
+        if constexpr (V == 8) {
+          float xv[8], wv[8];
+          load8(xp, xv);
+          load8(wp, wv);
+#pragma unroll
+          for (int v = 0; v < 8; ++v) acc[v] = fmaf(xv[v], wv[v], acc[v]);
+        } else {
+          acc[0] = fmaf(__half2float(*xp), __half2float(*wp), acc[0]);
+        }
+      }
+    }
+    const int64_t out = i * V;  // output is dense NHWC: pixel-major, then channel
+    if (p.residual) {
+      if constexpr (V == 8) {
+        float rv[8];
+        load8(p.residual + out, rv);
+#pragma unroll
+        for (int v = 0; v < 8; ++v) acc[v] += rv[v];
+      } else {
+        acc[0] += __half2float(p.residual[out]);
+      }
+    }
+#pragma unroll
+    for (int v = 0; v < V; ++v) acc[v] = apply_act(acc[v], p.act);
+    if constexpr (V == 8) {
+      store8(p.y + out, acc);
+    } else {
+      p.y[out] = __float2half(acc[0]);
+    }
+  }
+}
+
+}  // namespace
+
+void launch_depthwise(const DepthwiseParams& p, cudaStream_t s, const int* flag, const char* name) {
+  const int64_t pixels = static_cast<int64_t>(p.n) * p.out_h * p.out_w;
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.c % 8 == 0 && aligned(p.x) && aligned(p.w) && aligned(p.y) && aligned(p.residual)) {
+    depthwise_kernel<8><<<blocks_for(pixels * (p.c / 8), 256), 256, 0, s>>>(p, flag);
+  } else {
+    depthwise_kernel<1><<<blocks_for(pixels * p.c, 256), 256, 0, s>>>(p, flag);
+  }
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace atl::cuda

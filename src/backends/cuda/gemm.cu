@@ -1,0 +1,412 @@
+// Tensor-core GEMM and implicit-GEMM convolution: mma.sync m16n8k16 (f16 in, f32 accumulate),
+// ldmatrix fragment loads, a 4-stage cp.async pipeline, fused epilogue, optional split-K with a
+// workspace and a fixed-order reduction (so results are bit-identical run to run).
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_common.cuh"
+
+namespace atl::cuda {
+
+namespace {
+
+constexpr int BK = kGemmTileK;
+constexpr int kStages = 4;
+constexpr int kSmemPad = 8;  // halves; keeps ldmatrix rows on distinct banks
+// Blocks re-check the preemption flag every this many K tiles (a tile is ~0.1-0.3 us of work).
+constexpr int kPreemptCheckTiles = 8;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes = 0 writes zeros (padding and out-of-range rows).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Where one A row (output pixel) reads its input: image base and the top-left tap position.
+struct RowOrigin {
+  const __half* base;
+  int ih0, iw0;  // ih0 = INT_MIN/2 marks a row past M: every tap then falls outside the image
+};
+
+__device__ __forceinline__ RowOrigin row_origin(const GemmParams& p, const __half* a, int m) {
+  RowOrigin o;
+  if (m >= p.M) {
+    o.base = a;
+    o.ih0 = -(1 << 29);
+    o.iw0 = 0;
+    return o;
+  }
+  const int per_img = p.out_h * p.out_w;
+  const int img = m / per_img;
+  const int rem = m - img * per_img;
+  const int oh = rem / p.out_w;
+  const int ow = rem - oh * p.out_w;
+  o.base = a + static_cast<int64_t>(img) * p.in_h * p.in_w * p.in_c;
+  o.ih0 = oh * p.stride_h - p.pad_t;
+  o.iw0 = ow * p.stride_w - p.pad_l;
+  return o;
+}
+
+// Column k of A -> (tap row offset, tap column offset, channel).
+struct ColTap {
+  int dh, dw, c;
+  bool valid;
+};
+
+__device__ __forceinline__ ColTap col_tap(const GemmParams& p, int k) {
+  ColTap t;
+  t.valid = k < p.K;
+  const int rs = k / p.cg;
+  t.c = k - rs * p.cg;
+  const int r = rs / p.kw;
+  t.dh = r * p.dil_h;
+  t.dw = (rs - r * p.kw) * p.dil_w;
+  return t;
+}
+
+__device__ __forceinline__ const __half* tap_address(const GemmParams& p, const RowOrigin& o, const ColTap& t,
+                                                     bool& valid) {
+  const int ih = o.ih0 + t.dh;
+  const int iw = o.iw0 + t.dw;
+  valid = t.valid && ih >= 0 && ih < p.in_h && iw >= 0 && iw < p.in_w;
+  return valid ? o.base + (static_cast<int64_t>(ih) * p.in_w + iw) * p.in_c + t.c : o.base;
+}
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+struct GemmTileShape {
+  static constexpr int kThreads = WM * WN * 32;
+  static constexpr int kWarpM = BM / WM, kWarpN = BN / WN;
+  static constexpr int kMi = kWarpM / 16, kNi = kWarpN / 8;
+  static constexpr int kALd = BK + kSmemPad;
+  static constexpr int kBRows = BKN ? BK : BN;
+  static constexpr int kBLd = BKN ? BN + kSmemPad : BK + kSmemPad;
+  static constexpr int kAStage = BM * kALd, kBStage = kBRows * kBLd;
+  static constexpr int kSmemBytes = kStages * (kAStage + kBStage) * 2;
+  // Loads per thread per stage.
+  static constexpr int kAVecLoads = BM * (BK / 8) / kThreads;
+  static constexpr int kAScalarLoads = BM * BK / kThreads;
+  static constexpr int kBVecLoads = BN * (BK / 8) / kThreads;
+  static constexpr int kBScalarLoads = BN * BK / kThreads;
+  static_assert(kNi % 2 == 0, "B fragments are loaded two n-blocks at a time");
+  static_assert(kAVecLoads >= 1 && kBVecLoads >= 1, "tile too small for the thread count");
+};
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+__global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
+  using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* sA = reinterpret_cast<__half*>(smem_raw);
+  __half* sB = sA + kStages * S::kAStage;
+
+  if (block_preempted(flag)) return;
+
+  const int tid = threadIdx.x;
+  const int lane = tid & 31, warp = tid >> 5;
+  const int warp_m = warp / WN, warp_n = warp % WN;
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int split = blockIdx.z % p.splits;
+  const int bidx = blockIdx.z / p.splits;
+  const int k_tiles = (p.K + BK - 1) / BK;
+  const int kt_begin = split * p.k_tiles_per_split;
+  const int kt_end = min(k_tiles, kt_begin + p.k_tiles_per_split);
+  const int n_tiles = max(kt_end - kt_begin, 0);
+
+  const __half* A = p.a + bidx * p.a_batch_stride;
+  const __half* B = p.b + bidx * p.b_batch_stride;
+
+  // Each thread always loads the same rows and the same column of a tile, so the per-row
+  // im2col origins are computed once and the k -> tap division once per tile.
+  constexpr int kALoads = VEC ? S::kAVecLoads : S::kAScalarLoads;
+  constexpr int kARowStep = VEC ? S::kThreads / (BK / 8) : S::kThreads / BK;
+  const int a_row0 = VEC ? tid / (BK / 8) : tid / BK;
+  const int a_col = VEC ? (tid % (BK / 8)) * 8 : tid % BK;
+  RowOrigin rows[kALoads];
+#pragma unroll
+  for (int i = 0; i < kALoads; ++i) rows[i] = row_origin(p, A, m0 + a_row0 + i * kARowStep);
+
+  auto load_tile = [&](int stage, int kt) {
+    __half* a_dst = sA + stage * S::kAStage;
+    __half* b_dst = sB + stage * S::kBStage;
+    const int k0 = kt * BK;
+    const ColTap tap = col_tap(p, k0 + a_col);
+#pragma unroll
+    for (int i = 0; i < kALoads; ++i) {
+      bool valid;
+      const __half* src = tap_address(p, rows[i], tap, valid);
+      __half* dst = a_dst + (a_row0 + i * kARowStep) * S::kALd + a_col;
+      if constexpr (VEC) {
+        cp_async16(dst, src, valid);
+      } else {
+        *dst = valid ? *src : __float2half(0.0f);
+      }
+    }
+    if constexpr (!BKN) {  // B is [N, K]: rows are n, K contiguous
+      constexpr int kLoads = VEC ? S::kBVecLoads : S::kBScalarLoads;
+      constexpr int kRowStep = VEC ? S::kThreads / (BK / 8) : S::kThreads / BK;
+      const int row0 = VEC ? tid / (BK / 8) : tid / BK;
+      const int col = VEC ? (tid % (BK / 8)) * 8 : tid % BK;
+      const int k = k0 + col;
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) {
+        const int row = row0 + i * kRowStep;
+        const int n = n0 + row;
+        const bool valid = n < p.N && k < p.K;
+        const __half* src = valid ? B + static_cast<int64_t>(n) * p.ldb + k : B;
+        __half* dst = b_dst + row * S::kBLd + col;
+        if constexpr (VEC) {
+          cp_async16(dst, src, valid);
+        } else {
+          *dst = valid ? *src : __float2half(0.0f);
+        }
+      }
+    } else {  // B is [K, N]: rows are k, N contiguous
+      constexpr int kPerRow = VEC ? BN / 8 : BN;
+      constexpr int kLoads = VEC ? S::kBVecLoads : S::kBScalarLoads;
+#pragma unroll
+      for (int i = 0; i < kLoads; ++i) {
+        const int id = tid + i * S::kThreads;
+        const int row = id / kPerRow;
+        const int col = (id % kPerRow) * (VEC ? 8 : 1);
+        const int k = k0 + row, n = n0 + col;
+        const bool valid = n < p.N && k < p.K;
+        const __half* src = valid ? B + static_cast<int64_t>(k) * p.ldb + n : B;
+        __half* dst = b_dst + row * S::kBLd + col;
+        if constexpr (VEC) {
+          cp_async16(dst, src, valid);
+        } else {
+          *dst = valid ? *src : __float2half(0.0f);
+        }
+      }
+    }
+  };
+
+  float acc[S::kMi][S::kNi][4];
+#pragma unroll
+  for (int i = 0; i < S::kMi; ++i)
+#pragma unroll
+    for (int j = 0; j < S::kNi; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < n_tiles) load_tile(s, kt_begin + s);
+    cp_async_commit();
+  }
+
+  for (int t = 0; t < n_tiles; ++t) {
+    cp_async_wait<kStages - 2>();
+    // Long blocks (deep K) also stop mid-loop; the check doubles as the pipeline's barrier.
+    if (t % kPreemptCheckTiles == kPreemptCheckTiles - 1) {
+      if (block_preempted(flag)) {
+        cp_async_wait<0>();
+        return;
+      }
+      if (flag == nullptr) __syncthreads();
+    } else {
+      __syncthreads();
+    }
+    const int next = t + kStages - 1;
+    if (next < n_tiles) load_tile(next % kStages, kt_begin + next);
+    cp_async_commit();
+
+    const __half* a_tile = sA + (t % kStages) * S::kAStage;
+    const __half* b_tile = sB + (t % kStages) * S::kBStage;
+#pragma unroll
+    for (int kk = 0; kk < BK; kk += 16) {
+      uint32_t af[S::kMi][4];
+#pragma unroll
+      for (int i = 0; i < S::kMi; ++i) {
+        const int row = warp_m * S::kWarpM + i * 16 + (lane & 15);
+        ldmatrix_x4(af[i], a_tile + row * S::kALd + kk + (lane >> 4) * 8);
+      }
+      uint32_t bf[S::kNi][2];
+#pragma unroll
+      for (int j = 0; j < S::kNi; j += 2) {
+        uint32_t r[4];
+        if constexpr (!BKN) {
+          const int row = warp_n * S::kWarpN + j * 8 + (lane & 7) + (lane >> 4) * 8;
+          ldmatrix_x4(r, b_tile + row * S::kBLd + kk + ((lane >> 3) & 1) * 8);
+        } else {
+          const int krow = kk + (lane & 7) + ((lane >> 3) & 1) * 8;
+          ldmatrix_x4_trans(r, b_tile + krow * S::kBLd + warp_n * S::kWarpN + j * 8 + (lane >> 4) * 8);
+        }
+        bf[j][0] = r[0];
+        bf[j][1] = r[1];
+        bf[j + 1][0] = r[2];
+        bf[j + 1][1] = r[3];
+      }
+#pragma unroll
+      for (int i = 0; i < S::kMi; ++i)
+#pragma unroll
+        for (int j = 0; j < S::kNi; ++j) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
+  const bool split_mode = p.splits > 1;
+  float* part = split_mode ? p.partial + (static_cast<int64_t>(split) * p.batch + bidx) * p.M * p.N : nullptr;
+  __half* C = p.c + bidx * p.c_batch_stride;
+  const __half* R = p.residual ? p.residual + bidx * p.c_batch_stride : nullptr;
+  const float* bias = p.bias ? p.bias + bidx * p.bias_batch_stride : nullptr;
+  // Column pairs go out as one 4-byte store when both land on an even element offset.
+  const bool pairs_c = (p.ldc % 2 == 0) && ((bidx * p.c_batch_stride) % 2 == 0);
+  const bool pairs_part = p.N % 2 == 0;
+#pragma unroll
+  for (int i = 0; i < S::kMi; ++i) {
+#pragma unroll
+    for (int j = 0; j < S::kNi; ++j) {
+      const int col = n0 + warp_n * S::kWarpN + j * 8 + (lane & 3) * 2;
+      if (col >= p.N) continue;
+      const bool both = col + 1 < p.N;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = m0 + warp_m * S::kWarpM + i * 16 + (lane >> 2) + h * 8;
+        if (row >= p.M) continue;
+        const float v0 = acc[i][j][h * 2], v1 = acc[i][j][h * 2 + 1];
+        if (split_mode) {
+          float* dst = part + static_cast<int64_t>(row) * p.N + col;
+          if (both && pairs_part) {
+            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+          } else {
+            dst[0] = v0;
+            if (both) dst[1] = v1;
+          }
+          continue;
+        }
+        const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+        float r0 = p.alpha * v0, r1 = p.alpha * v1;
+        if (bias) {
+          r0 += bias[col];
+          if (both) r1 += bias[col + 1];
+        }
+        if (both && pairs_c) {
+          if (R) {
+            const float2 rr = __half22float2(*reinterpret_cast<const __half2*>(R + off));
+            r0 += rr.x;
+            r1 += rr.y;
+          }
+          *reinterpret_cast<__half2*>(C + off) = __floats2half2_rn(apply_act(r0, p.act), apply_act(r1, p.act));
+        } else {
+          if (R) r0 += __half2float(R[off]);
+          C[off] = __float2half(apply_act(r0, p.act));
+          if (both) {
+            if (R) r1 += __half2float(R[off + 1]);
+            C[off + 1] = __float2half(apply_act(r1, p.act));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Sums the split-K partials in split order and applies the epilogue.
+__global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
+  if (thread_preempted(flag)) return;
+  const int64_t mn = static_cast<int64_t>(p.M) * p.N;
+  const int64_t total = mn * p.batch;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t bidx = i / mn;
+    const int64_t rem = i - bidx * mn;
+    const int row = static_cast<int>(rem / p.N);
+    const int n = static_cast<int>(rem - static_cast<int64_t>(row) * p.N);
+    float v = 0.0f;
+    for (int s = 0; s < p.splits; ++s) v += p.partial[(static_cast<int64_t>(s) * p.batch + bidx) * mn + rem];
+    float r = p.alpha * v;
+    if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
+    const int64_t off = bidx * p.c_batch_stride + static_cast<int64_t>(row) * p.ldc + n;
+    if (p.residual) r += __half2float(p.residual[off]);
+    p.c[off] = __float2half(apply_act(r, p.act));
+  }
+}
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
+  using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
+  const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, p.batch * p.splits);
+  gemm_kernel<BM, BN, WM, WN, VEC, BKN><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+void prepare_tile() {
+  using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
+  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+}
+
+// The instantiated variants: the fast vectorized [N, K] path in four tile sizes; scalar loads and
+// the [K, N] layout (MatMul without trans_b) in 64x64 only, since they serve few, small kernels.
+template <template <int, int, int, int, bool, bool> class Fn, typename... Args>
+void dispatch(const GemmConfig& cfg, Args&&... args) {
+  if (cfg.b_kn) {
+    if (cfg.vec) return Fn<64, 64, 2, 2, true, true>::run(args...);
+    return Fn<64, 64, 2, 2, false, true>::run(args...);
+  }
+  if (!cfg.vec) return Fn<64, 64, 2, 2, false, false>::run(args...);
+  switch (cfg.tile) {
+    case GemmTile::k128x128: return Fn<128, 128, 2, 4, true, false>::run(args...);
+    case GemmTile::k128x64: return Fn<128, 64, 2, 2, true, false>::run(args...);
+    case GemmTile::k64x64: return Fn<64, 64, 2, 2, true, false>::run(args...);
+    case GemmTile::k32x64: return Fn<32, 64, 1, 2, true, false>::run(args...);
+  }
+}
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+struct LaunchFn {
+  static void run(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
+    launch_tile<BM, BN, WM, WN, VEC, BKN>(p, s, flag, name);
+  }
+};
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+struct PrepareFn {
+  static void run() { prepare_tile<BM, BN, WM, WN, VEC, BKN>(); }
+};
+
+}  // namespace
+
+int gemm_tile_m(GemmTile t) { return t == GemmTile::k32x64 ? 32 : (t == GemmTile::k64x64 ? 64 : 128); }
+int gemm_tile_n(GemmTile t) { return t == GemmTile::k128x128 ? 128 : 64; }
+
+void prepare_gemm_kernel(const GemmConfig& cfg) { dispatch<PrepareFn>(cfg); }
+
+void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
+  dispatch<LaunchFn>(cfg, p, s, flag, name);
+  if (p.splits > 1) {
+    const int64_t total = static_cast<int64_t>(p.M) * p.N * p.batch;
+    split_reduce_kernel<<<blocks_for(total, 256), 256, 0, s>>>(p, flag);
+    ATL_CUDA_CHECK_LAUNCH(name);
+  }
+}
+
+}  // namespace atl::cuda

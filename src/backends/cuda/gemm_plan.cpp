@@ -1,0 +1,110 @@
+#include "backends/cuda/gemm_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace atl::cuda {
+
+namespace {
+
+// Model constants (H100/H200 class, mma.sync): one SM sustains about 4.5 TFLOP/s of f16 MMA;
+// a K tile costs at least ~70 ns of latency however little work it holds; a block has ~1.5 us of
+// fixed cost; the split-K reduction adds a launch and a pass over f32 partials.
+constexpr double kSmFlopsPerUs = 4.5e6;
+constexpr double kKTileLatencyUs = 0.07;
+constexpr double kBlockOverheadUs = 1.5;
+constexpr double kReduceLaunchUs = 2.0;
+constexpr double kBytesPerUs = 3.0e6;
+constexpr int kMaxSplits = 32;
+constexpr int kMinKTilesPerSplit = 4;
+
+struct TileTraits {
+  GemmTile tile;
+  int blocks_per_sm;   // resident blocks (shared memory and registers allow)
+  double efficiency;   // MMA throughput relative to the largest tile
+};
+
+constexpr TileTraits kTiles[] = {
+    {GemmTile::k128x128, 2, 1.0},
+    {GemmTile::k128x64, 3, 0.9},
+    {GemmTile::k64x64, 4, 0.8},
+    {GemmTile::k32x64, 6, 0.6},
+};
+
+const TileTraits& traits(GemmTile t) {
+  for (const TileTraits& tt : kTiles) {
+    if (tt.tile == t) return tt;
+  }
+  return kTiles[2];
+}
+
+int ceil_div(int64_t a, int64_t b) { return static_cast<int>((a + b - 1) / b); }
+
+}  // namespace
+
+std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
+  std::vector<GemmTile> tiles;
+  if (s.vec && !s.b_kn) {
+    for (const TileTraits& t : kTiles) tiles.push_back(t.tile);
+  } else {
+    tiles.push_back(GemmTile::k64x64);  // the only instantiation of the scalar and [K, N] variants
+  }
+  const int k_tiles = ceil_div(s.K, kGemmTileK);
+  std::vector<GemmChoice> out;
+  for (GemmTile t : tiles) {
+    int last = 0;
+    for (int splits = 1; splits <= kMaxSplits; splits *= 2) {
+      if (splits > 1 && k_tiles / splits < kMinKTilesPerSplit) break;
+      // Splits that leave the same number of tiles per split are the same schedule.
+      const int effective = ceil_div(k_tiles, ceil_div(k_tiles, splits));
+      if (effective == last) continue;
+      last = effective;
+      out.push_back({t, effective});
+    }
+  }
+  return out;
+}
+
+double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count) {
+  const TileTraits& t = traits(c.tile);
+  const int bm = gemm_tile_m(c.tile), bn = gemm_tile_n(c.tile);
+  const int k_tiles = ceil_div(s.K, kGemmTileK);
+  const int tiles_per_split = ceil_div(k_tiles, c.splits);
+  const int64_t blocks = static_cast<int64_t>(ceil_div(s.M, bm)) * ceil_div(s.N, bn) * s.batch * c.splits;
+  const int per_sm = ceil_div(blocks, sm_count);
+  const int concurrent = std::min(per_sm, t.blocks_per_sm);
+  const int rounds = ceil_div(per_sm, t.blocks_per_sm);
+  const double tile_flops = 2.0 * bm * bn * kGemmTileK;
+  const double per_tile_us =
+      std::max(kKTileLatencyUs, concurrent * tile_flops / (kSmFlopsPerUs * t.efficiency));
+  double us = kBlockOverheadUs + rounds * tiles_per_split * per_tile_us;
+  // Memory floor: operands read once, output written once.
+  const double bytes = 2.0 * s.batch * (static_cast<double>(s.M) * s.K + static_cast<double>(s.N) * s.K +
+                                        static_cast<double>(s.M) * s.N);
+  us = std::max(us, bytes / kBytesPerUs);
+  if (c.splits > 1) {
+    us += kReduceLaunchUs + static_cast<double>(split_workspace_bytes(s, c)) * 2.0 / kBytesPerUs;
+  }
+  return us;
+}
+
+GemmChoice choose_gemm(const GemmShape& s, int sm_count) {
+  GemmChoice best;
+  double best_us = 0;
+  for (const GemmChoice& c : candidate_choices(s)) {
+    const double us = estimate_gemm_us(s, c, sm_count);
+    if (best_us == 0 || us < best_us) {
+      best = c;
+      best_us = us;
+    }
+  }
+  return best;
+}
+
+size_t split_workspace_bytes(const GemmShape& s, const GemmChoice& c) {
+  if (c.splits <= 1) return 0;
+  return static_cast<size_t>(c.splits) * static_cast<size_t>(s.batch) * static_cast<size_t>(s.M) *
+         static_cast<size_t>(s.N) * sizeof(float);
+}
+
+}  // namespace atl::cuda

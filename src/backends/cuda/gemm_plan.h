@@ -1,0 +1,23 @@
+#pragma once
+// Tile and split-K choice for the tensor-core GEMM: a small analytic cost model over the
+// candidates. Batch-1 layers have few output tiles, so splitting K is what fills 132 SMs.
+#include <cstddef>
+#include <vector>
+
+#include "backends/cuda/launch.h"
+
+namespace atl::cuda {
+
+struct GemmShape {
+  int M = 0, N = 0, K = 0, batch = 1;
+  bool vec = true, b_kn = false;
+};
+
+// Every (tile, splits) the kernel variants support for this shape.
+std::vector<GemmChoice> candidate_choices(const GemmShape& s);
+// Modelled time in microseconds; used to rank candidates, not as a prediction to report.
+double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count);
+GemmChoice choose_gemm(const GemmShape& s, int sm_count);
+size_t split_workspace_bytes(const GemmShape& s, const GemmChoice& c);
+
+}  // namespace atl::cuda

@@ -1,0 +1,184 @@
+#pragma once
+// Launch parameters of every CUDA kernel family, and their launchers. Entry points (ops_*.cpp)
+// fill these once at load; the launchers (*.cu) only enqueue. Plain structs, passed by value.
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace atl::cuda {
+
+// Mirrors atl::Act; fused into epilogues.
+enum ActCode : int { kActNone = 0, kActRelu, kActRelu6, kActGelu, kActTanh };
+
+constexpr int kMaxRank = 6;
+
+// ---- tensor-core GEMM / implicit-GEMM convolution (gemm.cu) ---------------------------------
+// C[b][m][n] = act(alpha * sum_k A[b][m][k] * B[b][n][k] + bias[b][n] + residual[b][m][n]).
+// A is an implicit im2col of an NHWC image: row m is output pixel (img, oh, ow), column k is
+// (tap r, tap s, channel c) with c fastest. A plain row-major [M, K] matrix is the 1x1 case with
+// in_h = out_h = 1 and in_w = out_w = M. `b` indexes groups (conv) or matrices (batched MatMul).
+struct GemmParams {
+  const __half* a = nullptr;
+  const __half* b = nullptr;
+  __half* c = nullptr;
+  const float* bias = nullptr;       // optional
+  const __half* residual = nullptr;  // optional; same indexing as c
+  float* partial = nullptr;          // split-K workspace [splits][batch][M][N]
+  int batch = 1, M = 0, N = 0, K = 0;
+  int in_h = 1, in_w = 1, in_c = 0;  // in_c: elements between consecutive pixels of A
+  int cg = 0;                        // channels per tap (K = taps * cg)
+  int kw = 1, stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dil_h = 1, dil_w = 1;
+  int out_h = 1, out_w = 1;
+  int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
+  int bias_batch_stride = 0;
+  int ldb = 0;  // [N, K] layout: row stride of B over n; [K, N] layout: row stride over k
+  int ldc = 0;
+  float alpha = 1.0f;
+  int act = kActNone;
+  int splits = 1, k_tiles_per_split = 0;
+};
+
+enum class GemmTile : uint8_t { k128x128, k128x64, k64x64, k32x64 };
+
+struct GemmConfig {
+  GemmTile tile = GemmTile::k64x64;
+  bool vec = true;    // 16-byte cp.async loads (channels, K and strides multiples of 8)
+  bool b_kn = false;  // B stored [K, N] (MatMul without trans_b) instead of [N, K]
+};
+
+constexpr int kGemmTileK = 32;
+int gemm_tile_m(GemmTile t);
+int gemm_tile_n(GemmTile t);
+// Raises the dynamic shared-memory limit of the kernel `cfg` selects; call at load.
+void prepare_gemm_kernel(const GemmConfig& cfg);
+// Enqueues the GEMM and, when p.splits > 1, the deterministic split-K reduction.
+void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name);
+
+// ---- direct convolutions (conv_direct.cu) ---------------------------------------------------
+// Depthwise: one filter per channel, weights stored [kh * kw][C].
+struct DepthwiseParams {
+  const __half* x = nullptr;
+  const __half* w = nullptr;
+  const float* bias = nullptr;
+  const __half* residual = nullptr;
+  __half* y = nullptr;
+  int n = 0, h = 0, w_in = 0, c = 0;
+  int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dil_h = 1, dil_w = 1;
+  int out_h = 0, out_w = 0;
+  int act = kActNone;
+};
+void launch_depthwise(const DepthwiseParams& p, cudaStream_t s, const int* flag, const char* name);
+
+// ---- pooling (pool.cu), NHWC --------------------------------------------------------------
+struct PoolArgs {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int n = 0, h = 0, w = 0, c = 0;
+  int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0;
+  int out_h = 0, out_w = 0;
+  bool is_max = true;
+  bool count_include_pad = true;
+};
+void launch_pool(const PoolArgs& p, cudaStream_t s, const int* flag, const char* name);
+void launch_global_avg_pool(const __half* x, __half* y, int n, int hw, int c, cudaStream_t s, const int* flag,
+                            const char* name);
+
+// ---- elementwise (elementwise.cu) -----------------------------------------------------------
+void launch_unary(const __half* x, __half* y, int64_t n, int act, cudaStream_t s, const int* flag, const char* name);
+
+// y = act(a op b) with NumPy broadcasting; strides are 0 along broadcast axes.
+struct BinaryArgs {
+  const __half* a = nullptr;
+  const __half* b = nullptr;
+  __half* y = nullptr;
+  int64_t n = 0;
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+  bool same_shape = false;
+  bool is_mul = false;
+  int act = kActNone;
+};
+void launch_binary(const BinaryArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// y = act(x * scale[c] + shift[c]); c = (i / inner) % channels.
+struct ScaleShiftArgs {
+  const __half* x = nullptr;
+  const float* scale = nullptr;
+  const float* shift = nullptr;
+  __half* y = nullptr;
+  int64_t n = 0;
+  int64_t channels = 0, inner = 1;
+  int act = kActNone;
+};
+void launch_scale_shift(const ScaleShiftArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// ---- data movement (data.cu) ----------------------------------------------------------------
+// y[o] = x[offset + sum_d o_d * in_strides[d]] over the dense output index o: Transpose,
+// layout casts and Slice are all this one gather.
+struct StridedCopyArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  int64_t n = 0;
+  int rank = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+  int64_t offset = 0;
+  int elem_size = 2;
+};
+void launch_strided_copy(const StridedCopyArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// Concatenation viewed as rows: output row r = [part0 row r | part1 row r | ...].
+constexpr int kMaxConcatParts = 48;
+struct ConcatArgs {
+  void* y = nullptr;
+  int64_t rows = 0;
+  int64_t out_row = 0;  // elements per output row
+  int count = 0;
+  int elem_size = 2;
+  struct Part {
+    const void* x;
+    int64_t row;     // elements per row of this part
+    int64_t offset;  // where its row starts in the output row
+  } parts[kMaxConcatParts] = {};
+  int64_t max_part_elems = 0;  // rows * max(part row)
+};
+void launch_concat(const ConcatArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// y[i][:] = table[clamp(idx[i])][:]; an out-of-range index sets *error_flag.
+struct GatherArgs {
+  const __half* table = nullptr;
+  const int64_t* idx = nullptr;
+  __half* y = nullptr;
+  int64_t rows = 0;
+  int64_t vocab = 0;
+  int d = 0;
+  int* error_flag = nullptr;
+};
+void launch_gather(const GatherArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// ---- normalization (norm.cu) ----------------------------------------------------------------
+// Softmax along an axis of length `len`; consecutive axis elements are `inner` apart.
+struct SoftmaxArgs {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int64_t outer = 0;
+  int len = 0;
+  int64_t inner = 1;
+};
+void launch_softmax(const SoftmaxArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+struct LayerNormArgs {
+  const __half* x = nullptr;
+  const float* gamma = nullptr;
+  const float* beta = nullptr;
+  __half* y = nullptr;
+  int64_t rows = 0;
+  int d = 0;
+  float epsilon = 1e-5f;
+};
+void launch_layer_norm(const LayerNormArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+}  // namespace atl::cuda

@@ -1,0 +1,98 @@
+#pragma once
+// The CUDA kernel registry. At load, prepare_launch() validates one Program kernel (can_implement:
+// dtypes, layouts, shapes) and precomputes everything its launch needs (grid, pointers, tile
+// choice), so the run path is a loop of KernelLaunch::launch calls and nothing else.
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/kernel_params.h"
+#include "program/program.h"
+
+namespace atl::cuda {
+
+struct DeviceInfo {
+  int sm_count = 0;
+  std::string name;
+};
+
+// How a weight is stored on the device. Parameters read in f32 by epilogues and normalizations
+// stay f32; matrix operands and tables become f16; depthwise filters are also transposed.
+enum class WeightFormat : uint8_t { kParamF32, kHalf, kDepthwiseTaps, kInt64 };
+
+// Resolves bindings to device memory for the kernels being prepared.
+class LoadContext {
+ public:
+  virtual ~LoadContext() = default;
+  virtual void* address(const Binding& b) const = 0;
+  virtual WeightFormat weight_format(int weight_index) const = 0;
+  virtual const DeviceInfo& device() const = 0;
+  virtual int* index_error_flag() const = 0;  // set by Gather on an out-of-range index
+};
+
+// A GEMM-backed kernel's tile choice; exposed so tools can list and time the alternatives.
+struct GemmChoice {
+  GemmTile tile = GemmTile::k64x64;
+  int splits = 1;
+  friend bool operator==(const GemmChoice& a, const GemmChoice& b) { return a.tile == b.tile && a.splits == b.splits; }
+};
+
+class KernelLaunch {
+ public:
+  explicit KernelLaunch(std::string name) : name_(std::move(name)) {}
+  virtual ~KernelLaunch() = default;
+  // Enqueues the kernel (one or more CUDA launches) on `stream`. Never allocates or synchronizes.
+  virtual void launch(cudaStream_t stream, const int* preempt_flag) const = 0;
+  // Scratch this kernel needs; the instance allocates one buffer for the largest and binds it.
+  virtual size_t workspace_bytes() const { return 0; }
+  virtual void bind_workspace(void* /*workspace*/) {}
+  // GEMM-backed kernels only: the tile choices they support and the one in use.
+  virtual std::vector<GemmChoice> gemm_choices() const { return {}; }
+  virtual GemmChoice gemm_choice() const { return {}; }
+  virtual void set_gemm_choice(const GemmChoice& /*choice*/) {}
+  // Workspace a choice would need (so a tuner can size the buffer before trying it).
+  virtual size_t workspace_bytes_for(const GemmChoice& /*choice*/) const { return 0; }
+  const std::string& name() const { return name_; }
+
+ private:
+  std::string name_;
+};
+
+// The one dispatch point: op -> entry. Throws kUnsupported naming the kernel when it cannot run.
+std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext& ctx);
+
+// How each weight of `p` must be stored; throws kUnsupported for a weight used in two roles.
+std::vector<WeightFormat> plan_weight_formats(const Program& p);
+
+// Entry points, one per op family (ops_*.cpp).
+std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_matmul(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_pool(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_global_avg_pool(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_unary(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_binary(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_scale_shift(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_transpose(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_layout_cast(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_slice(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_concat(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_gather(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_layer_norm(const Kernel& k, const LoadContext& ctx);
+
+// Shared validation helpers for the entry points (throw kUnsupported).
+void expect_arity(const Kernel& k, size_t inputs, size_t outputs);
+void expect_half(const Binding& b, const char* role);
+void expect_layout(const Binding& b, Layout layout, const char* role);
+const __half* half_in(const Kernel& k, const LoadContext& ctx, size_t i, const char* role);
+__half* half_out(const Kernel& k, const LoadContext& ctx, size_t i);
+// An f32 parameter weight (bias, scale, shift, gamma, beta).
+const float* param_in(const Kernel& k, const LoadContext& ctx, size_t i, const char* role);
+// Shape as stored: [N, H, W, C] for NHWC tensors, the logical shape otherwise.
+Shape physical_shape(const Binding& b);
+int act_code(const Kernel& k);
+
+}  // namespace atl::cuda

@@ -1,0 +1,105 @@
+// Softmax and LayerNorm: one warp per row, statistics in f32, the row re-read from cache rather
+// than held in registers so that any row length works.
+#include <cfloat>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_common.cuh"
+
+namespace atl::cuda {
+
+namespace {
+
+constexpr int kWarpsPerBlock = 4;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Rows along the last axis (inner == 1).
+__global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
+  if (warp_preempted(flag)) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < p.outer;
+       row += warps) {
+    const __half* x = p.x + row * p.len;
+    __half* y = p.y + row * p.len;
+    float m = -FLT_MAX;
+    for (int j = lane; j < p.len; j += 32) m = fmaxf(m, __half2float(x[j]));
+    m = warp_max(m);
+    float sum = 0.0f;
+    for (int j = lane; j < p.len; j += 32) sum += __expf(__half2float(x[j]) - m);
+    const float inv = 1.0f / warp_sum(sum);
+    for (int j = lane; j < p.len; j += 32) y[j] = __float2half(__expf(__half2float(x[j]) - m) * inv);
+  }
+}
+
+// Any other axis: one thread per (outer, inner) column.
+__global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
+  if (thread_preempted(flag)) return;
+  const int64_t total = p.outer * p.inner;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = i / p.inner, in = i - o * p.inner;
+    const __half* x = p.x + o * p.len * p.inner + in;
+    __half* y = p.y + o * p.len * p.inner + in;
+    float m = -FLT_MAX;
+    for (int j = 0; j < p.len; ++j) m = fmaxf(m, __half2float(x[j * p.inner]));
+    float sum = 0.0f;
+    for (int j = 0; j < p.len; ++j) sum += __expf(__half2float(x[j * p.inner]) - m);
+    const float inv = 1.0f / sum;
+    for (int j = 0; j < p.len; ++j) y[j * p.inner] = __float2half(__expf(__half2float(x[j * p.inner]) - m) * inv);
+  }
+}
+
+__global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
+  if (warp_preempted(flag)) return;
+  const int lane = threadIdx.x & 31;
+  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const float inv_d = 1.0f / static_cast<float>(p.d);
+  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < p.rows;
+       row += warps) {
+    const __half* x = p.x + row * p.d;
+    __half* y = p.y + row * p.d;
+    float sum = 0.0f;
+    for (int j = lane; j < p.d; j += 32) sum += __half2float(x[j]);
+    const float mean = warp_sum(sum) * inv_d;
+    float sq = 0.0f;
+    for (int j = lane; j < p.d; j += 32) {
+      const float t = __half2float(x[j]) - mean;
+      sq += t * t;
+    }
+    const float rstd = rsqrtf(warp_sum(sq) * inv_d + p.epsilon);
+    for (int j = lane; j < p.d; j += 32) {
+      y[j] = __float2half((__half2float(x[j]) - mean) * rstd * p.gamma[j] + p.beta[j]);
+    }
+  }
+}
+
+unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarpsPerBlock); }
+
+}  // namespace
+
+void launch_softmax(const SoftmaxArgs& p, cudaStream_t s, const int* flag, const char* name) {
+  if (p.inner == 1) {
+    softmax_rows_kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(p, flag);
+  } else {
+    softmax_strided_kernel<<<blocks_for(p.outer * p.inner, 256), 256, 0, s>>>(p, flag);
+  }
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+void launch_layer_norm(const LayerNormArgs& p, cudaStream_t s, const int* flag, const char* name) {
+  layer_norm_kernel<<<row_blocks(p.rows), kWarpsPerBlock * 32, 0, s>>>(p, flag);
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace atl::cuda

@@ -1,0 +1,216 @@
+// Entry points of the tensor-core family: Conv2d (implicit GEMM, or the direct depthwise kernel),
+// Gemm and MatMul. Each validates its kernel and picks a tile and split-K at load.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "backends/cuda/gemm_plan.h"
+#include "backends/cuda/launch.h"
+#include "core/error.h"
+#include "ir/op_attrs.h"
+
+namespace atl::cuda {
+
+namespace {
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+int checked_int(int64_t v, const char* what) {
+  ATOLL_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), kUnsupported, "{} = {} exceeds the 32-bit range", what,
+              v);
+  return static_cast<int>(v);
+}
+
+class GemmLaunch final : public KernelLaunch {
+ public:
+  GemmLaunch(std::string name, const GemmParams& p, bool vec, bool b_kn, const DeviceInfo& dev)
+      : KernelLaunch(std::move(name)), params_(p), shape_{p.M, p.N, p.K, p.batch, vec, b_kn} {
+    config_.vec = vec;
+    config_.b_kn = b_kn;
+    for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});
+    set_gemm_choice(choose_gemm(shape_, dev.sm_count));
+  }
+
+  void launch(cudaStream_t stream, const int* flag) const override {
+    launch_gemm(params_, config_, stream, flag, name().c_str());
+  }
+  size_t workspace_bytes() const override { return workspace_bytes_for(gemm_choice()); }
+  void bind_workspace(void* workspace) override { params_.partial = static_cast<float*>(workspace); }
+  std::vector<GemmChoice> gemm_choices() const override { return candidate_choices(shape_); }
+  GemmChoice gemm_choice() const override { return {config_.tile, params_.splits}; }
+  void set_gemm_choice(const GemmChoice& c) override {
+    config_.tile = c.tile;
+    const int k_tiles = (params_.K + kGemmTileK - 1) / kGemmTileK;
+    params_.splits = std::max(1, std::min(c.splits, k_tiles));
+    params_.k_tiles_per_split = (k_tiles + params_.splits - 1) / params_.splits;
+  }
+  size_t workspace_bytes_for(const GemmChoice& c) const override { return split_workspace_bytes(shape_, c); }
+
+ private:
+  GemmParams params_;
+  GemmShape shape_;
+  GemmConfig config_;
+};
+
+class DepthwiseLaunch final : public KernelLaunch {
+ public:
+  DepthwiseLaunch(std::string name, const DepthwiseParams& p) : KernelLaunch(std::move(name)), params_(p) {}
+  void launch(cudaStream_t stream, const int* flag) const override {
+    launch_depthwise(params_, stream, flag, name().c_str());
+  }
+
+ private:
+  DepthwiseParams params_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext& ctx) {
+  const Conv2dParams cp = conv2d_params(k.attrs);
+  expect_arity(k, 2 + (cp.has_bias ? 1 : 0) + (cp.has_residual ? 1 : 0), 1);
+  const Binding& xb = k.inputs[0];
+  const Binding& wb = k.inputs[1];
+  const Binding& yb = k.outputs[0];
+  expect_layout(xb, Layout::kNHWC, "input");
+  expect_layout(yb, Layout::kNHWC, "output");
+  ATOLL_CHECK(wb.kind == Binding::Kind::kWeight && wb.layout == Layout::kNHWC && wb.offset == 0, kUnsupported,
+              "filter must be a whole weight stored [O, kh, kw, I/group]");
+  const int64_t n = xb.shape[0], c = xb.shape[1], h = xb.shape[2], w = xb.shape[3];
+  const int64_t o = wb.shape[0], cg = wb.shape[1], kh = wb.shape[2], kw = wb.shape[3];
+  const int64_t oh = yb.shape[2], ow = yb.shape[3];
+  const __half* x = half_in(k, ctx, 0, "input");
+  const __half* wt = half_in(k, ctx, 1, "filter");
+  __half* y = half_out(k, ctx, 0);
+  const float* bias = cp.has_bias ? param_in(k, ctx, 2, "bias") : nullptr;
+  const __half* residual = nullptr;
+  if (cp.has_residual) {
+    const size_t ri = k.inputs.size() - 1;
+    expect_layout(k.inputs[ri], Layout::kNHWC, "residual");
+    residual = half_in(k, ctx, ri, "residual");
+  }
+  checked_int(n * h * w * c, "input elements");
+  checked_int(n * oh * ow * o, "output elements");
+
+  if (ctx.weight_format(wb.index) == WeightFormat::kDepthwiseTaps) {
+    DepthwiseParams p;
+    p.x = x;
+    p.w = wt;
+    p.bias = bias;
+    p.residual = residual;
+    p.y = y;
+    p.n = static_cast<int>(n);
+    p.h = static_cast<int>(h);
+    p.w_in = static_cast<int>(w);
+    p.c = static_cast<int>(c);
+    p.kh = static_cast<int>(kh);
+    p.kw = static_cast<int>(kw);
+    p.stride_h = static_cast<int>(cp.stride_h);
+    p.stride_w = static_cast<int>(cp.stride_w);
+    p.pad_t = static_cast<int>(cp.pad_t);
+    p.pad_l = static_cast<int>(cp.pad_l);
+    p.dil_h = static_cast<int>(cp.dil_h);
+    p.dil_w = static_cast<int>(cp.dil_w);
+    p.out_h = static_cast<int>(oh);
+    p.out_w = static_cast<int>(ow);
+    p.act = act_code(k);
+    return std::make_unique<DepthwiseLaunch>(k.name, p);
+  }
+
+  GemmParams p;
+  p.a = x;
+  p.b = wt;
+  p.c = y;
+  p.bias = bias;
+  p.residual = residual;
+  p.batch = static_cast<int>(cp.group);
+  p.M = checked_int(n * oh * ow, "M");
+  p.N = static_cast<int>(o / cp.group);
+  p.K = checked_int(kh * kw * cg, "K");
+  p.in_h = static_cast<int>(h);
+  p.in_w = static_cast<int>(w);
+  p.in_c = static_cast<int>(c);
+  p.cg = static_cast<int>(cg);
+  p.kw = static_cast<int>(kw);
+  p.stride_h = static_cast<int>(cp.stride_h);
+  p.stride_w = static_cast<int>(cp.stride_w);
+  p.pad_t = static_cast<int>(cp.pad_t);
+  p.pad_l = static_cast<int>(cp.pad_l);
+  p.dil_h = static_cast<int>(cp.dil_h);
+  p.dil_w = static_cast<int>(cp.dil_w);
+  p.out_h = static_cast<int>(oh);
+  p.out_w = static_cast<int>(ow);
+  p.a_batch_stride = cg;
+  p.b_batch_stride = static_cast<int64_t>(p.N) * p.K;
+  p.c_batch_stride = p.N;
+  p.bias_batch_stride = p.N;
+  p.ldb = p.K;
+  p.ldc = static_cast<int>(o);
+  p.act = act_code(k);
+  // 16-byte loads need every 8-channel run to stay inside one tap and one group.
+  const bool vec = cg % 8 == 0 && c % 8 == 0 && aligned16(x) && aligned16(wt);
+  return std::make_unique<GemmLaunch>(k.name, p, vec, false, ctx.device());
+}
+
+std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& ctx) {
+  const bool has_bias = k.attrs.get_int("bias", 0) != 0;
+  const bool has_residual = k.attrs.get_int("residual", 0) != 0;
+  expect_arity(k, 2 + (has_bias ? 1 : 0) + (has_residual ? 1 : 0), 1);
+  const Binding& xb = k.inputs[0];
+  const Binding& wb = k.inputs[1];
+  expect_layout(xb, Layout::kRowMajor, "input");
+  expect_layout(k.outputs[0], Layout::kRowMajor, "output");
+  ATOLL_CHECK(wb.shape.rank() == 2, kUnsupported, "weight must be [N, K], is {}", wb.shape.str());
+  const int64_t K = wb.shape[1], N = wb.shape[0];
+  GemmParams p;
+  p.a = half_in(k, ctx, 0, "input");
+  p.b = half_in(k, ctx, 1, "weight");
+  p.c = half_out(k, ctx, 0);
+  p.bias = has_bias ? param_in(k, ctx, 2, "bias") : nullptr;
+  if (has_residual) {
+    const size_t ri = k.inputs.size() - 1;
+    expect_layout(k.inputs[ri], Layout::kRowMajor, "residual");
+    p.residual = half_in(k, ctx, ri, "residual");
+  }
+  p.M = checked_int(xb.shape.numel() / K, "M");
+  p.N = checked_int(N, "N");
+  p.K = checked_int(K, "K");
+  p.in_w = p.out_w = p.M;
+  p.in_c = p.cg = p.K;
+  p.ldb = p.K;
+  p.ldc = p.N;
+  p.act = act_code(k);
+  const bool vec = K % 8 == 0 && aligned16(p.a) && aligned16(p.b);
+  return std::make_unique<GemmLaunch>(k.name, p, vec, false, ctx.device());
+}
+
+std::unique_ptr<KernelLaunch> prepare_matmul(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 2, 1);
+  const Binding& ab = k.inputs[0];
+  const Binding& bb = k.inputs[1];
+  for (const Binding* b : {&ab, &bb, &k.outputs[0]}) expect_layout(*b, Layout::kRowMajor, "operand");
+  const bool trans_b = k.attrs.get_int("trans_b", 0) != 0;
+  const int r = ab.shape.rank();
+  const int64_t M = ab.shape[r - 2], K = ab.shape[r - 1];
+  const int64_t N = trans_b ? bb.shape[r - 2] : bb.shape[r - 1];
+  GemmParams p;
+  p.a = half_in(k, ctx, 0, "a");
+  p.b = half_in(k, ctx, 1, "b");
+  p.c = half_out(k, ctx, 0);
+  p.batch = checked_int(ab.shape.numel() / (M * K), "batch");
+  p.M = checked_int(M, "M");
+  p.N = checked_int(N, "N");
+  p.K = checked_int(K, "K");
+  p.in_w = p.out_w = p.M;
+  p.in_c = p.cg = p.K;
+  p.a_batch_stride = M * K;
+  p.b_batch_stride = K * N;
+  p.c_batch_stride = M * N;
+  p.ldb = trans_b ? p.K : p.N;
+  p.ldc = p.N;
+  p.alpha = static_cast<float>(k.attrs.get_float("alpha", 1.0));
+  checked_int(static_cast<int64_t>(p.batch) * M * N, "output elements");
+  const bool vec = K % 8 == 0 && (trans_b || N % 8 == 0) && aligned16(p.a) && aligned16(p.b);
+  return std::make_unique<GemmLaunch>(k.name, p, vec, !trans_b, ctx.device());
+}
+
+}  // namespace atl::cuda

@@ -1,0 +1,274 @@
+#include "l2/cache_sim.h"
+
+#include <algorithm>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace atoll::l2 {
+
+namespace {
+
+constexpr uint8_t kDirty = 1;
+constexpr uint8_t kReused = 2;  // SHiP: re-referenced since filled
+constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();  // Belady: no next use
+constexpr uint32_t kShipTableBits = 14;
+constexpr uint8_t kShipCounterMax = 7;   // 3-bit counters
+constexpr uint8_t kShipCounterInit = 1;  // weakly "re-referenced": fill as intermediate until learnt
+constexpr uint32_t kRrpvDistant = 3;     // 2-bit re-reference values
+constexpr uint32_t kRrpvIntermediate = 2;
+constexpr uint64_t kLineSalt = 0x5ca1ab1e0ddba11ull;  // decorrelates the hit-ratio hash from other uses
+
+}  // namespace
+
+CacheGeometry CacheGeometry::of(const L2Device& d, int64_t setaside_bytes) {
+  d.validate();
+  return {d.sets(), d.ways, d.line_bytes, d.persisting_ways(setaside_bytes)};
+}
+
+void CacheGeometry::validate() const {
+  ATOLL_CHECK(sets > 0 && sets <= std::numeric_limits<int32_t>::max() / std::max(ways, 1) && ways > 0 &&
+                  line_bytes > 0 && persisting_ways >= 0 && persisting_ways <= ways,
+              kInvalidArgument, "bad cache geometry: {} sets x {} ways of {} bytes, {} persisting ways", sets, ways,
+              line_bytes, persisting_ways);
+}
+
+const char* policy_name(Policy p) {
+  switch (p) {
+    case Policy::kLru: return "lru";
+    case Policy::kShip: return "ship";
+    case Policy::kShipSw: return "ship-sw";
+    case Policy::kBelady: return "belady";
+  }
+  return "?";
+}
+
+Policy policy_from_name(std::string_view name) {
+  for (Policy p : {Policy::kLru, Policy::kShip, Policy::kShipSw, Policy::kBelady}) {
+    if (name == policy_name(p)) return p;
+  }
+  ATOLL_THROW(kInvalidArgument, "unknown replacement policy '{}' (known: lru, ship, ship-sw, belady)", name);
+}
+
+void to_json(nlohmann::json& j, const SimResult& r) {
+  auto kernels = nlohmann::json::array();
+  for (const KernelStats& k : r.kernels) {
+    kernels.push_back({{"name", k.name},
+                       {"accesses", k.accesses},
+                       {"hits", k.hits},
+                       {"hit_rate", k.hit_rate()},
+                       {"dram_read_bytes", k.dram_read_bytes},
+                       {"dram_write_bytes", k.dram_write_bytes}});
+  }
+  j = {{"model", r.model},
+       {"batch", r.batch},
+       {"device", r.device},
+       {"policy", r.policy},
+       {"hints", r.hints},
+       {"sets", r.geometry.sets},
+       {"ways", r.geometry.ways},
+       {"line_bytes", r.geometry.line_bytes},
+       {"persisting_ways", r.geometry.persisting_ways},
+       {"hit_ratio", r.hit_ratio},
+       {"warmup_passes", r.warmup_passes},
+       {"accesses", r.accesses},
+       {"hits", r.hits},
+       {"hit_rate", r.hit_rate()},
+       {"persisting_accesses", r.persisting_accesses},
+       {"dram_read_bytes", r.dram_read_bytes},
+       {"dram_write_bytes", r.dram_write_bytes},
+       {"flush_write_bytes", r.flush_write_bytes},
+       {"kernels", std::move(kernels)}};
+}
+
+CacheSimulator::CacheSimulator(const CacheGeometry& geometry) : geometry_(geometry) {
+  geometry_.validate();
+  slots_.resize(static_cast<size_t>(geometry_.sets * geometry_.ways));
+  ship_counters_.resize(size_t{1} << kShipTableBits);
+}
+
+void CacheSimulator::compute_next_uses(const Trace& t, int passes) {
+  const uint64_t total = static_cast<uint64_t>(passes) * static_cast<uint64_t>(t.accesses());
+  ATOLL_CHECK(total < kNever, kUnsupported, "Belady over {} accesses: too many for 32-bit next-use indices", total);
+  next_use_.resize(total);
+  std::vector<uint32_t> last(static_cast<size_t>(t.total_lines()), kNever);
+  uint64_t index = total;
+  for (int pass = 0; pass < passes; ++pass) {
+    for (auto r = t.ranges.rbegin(); r != t.ranges.rend(); ++r) {
+      for (uint32_t i = r->lines; i-- > 0;) {
+        const uint32_t line = r->first_line + i;
+        --index;
+        next_use_[index] = last[line];
+        last[line] = static_cast<uint32_t>(index);
+      }
+    }
+  }
+}
+
+template <Policy P>
+int64_t CacheSimulator::choose_victim(int64_t first, int64_t end, uint32_t next_use) {
+  for (int64_t s = first; s < end; ++s) {
+    if (slots_[static_cast<size_t>(s)].line < 0) return s;
+  }
+  if constexpr (P == Policy::kLru) {
+    int64_t victim = first;
+    for (int64_t s = first + 1; s < end; ++s) {
+      if (slots_[static_cast<size_t>(s)].meta < slots_[static_cast<size_t>(victim)].meta) victim = s;
+    }
+    return victim;
+  } else if constexpr (P == Policy::kBelady) {
+    int64_t victim = first;
+    for (int64_t s = first + 1; s < end; ++s) {
+      if (slots_[static_cast<size_t>(s)].meta > slots_[static_cast<size_t>(victim)].meta) victim = s;
+    }
+    return next_use >= slots_[static_cast<size_t>(victim)].meta ? -1 : victim;
+  } else {
+    // SRRIP: the first line predicted "distant", after ageing the set until one is.
+    int64_t victim = first;
+    for (int64_t s = first + 1; s < end; ++s) {
+      if (slots_[static_cast<size_t>(s)].meta > slots_[static_cast<size_t>(victim)].meta) victim = s;
+    }
+    const uint32_t age = kRrpvDistant - slots_[static_cast<size_t>(victim)].meta;
+    if (age > 0) {
+      for (int64_t s = first; s < end; ++s) slots_[static_cast<size_t>(s)].meta += age;
+    }
+    return victim;
+  }
+}
+
+template <Policy P>
+void CacheSimulator::access(uint32_t line, bool write, bool persisting, uint32_t signature, KernelStats& stats) {
+  uint32_t next_use = 0;
+  if constexpr (P == Policy::kBelady) next_use = next_use_[cursor_++];
+  const int64_t line_bytes = geometry_.line_bytes;
+  ++stats.accesses;
+  persisting_accesses_ += persisting;
+
+  const int32_t hit = where_[line];
+  if (hit >= 0) {
+    Slot& slot = slots_[static_cast<size_t>(hit)];
+    ++stats.hits;
+    if (write) slot.flags |= kDirty;
+    if constexpr (P == Policy::kLru) {
+      slot.meta = ++clock_;
+    } else if constexpr (P == Policy::kBelady) {
+      slot.meta = next_use;
+    } else {
+      slot.meta = 0;
+      slot.flags |= kReused;
+      uint8_t& counter = ship_counters_[slot.signature];
+      if (counter < kShipCounterMax) ++counter;
+    }
+    return;
+  }
+
+  if (!write) stats.dram_read_bytes += line_bytes;
+  const bool in_setaside = persisting && partition_ways_ > 0;
+  const int64_t set_base = static_cast<int64_t>(line % static_cast<uint32_t>(geometry_.sets)) * geometry_.ways;
+  const int64_t first = set_base + (in_setaside ? 0 : partition_ways_);
+  const int64_t end = set_base + (in_setaside ? partition_ways_ : geometry_.ways);
+  const int64_t victim = first < end ? choose_victim<P>(first, end, next_use) : -1;
+  if (victim < 0) {  // bypass: no way to fill (a set-aside of every way) or Belady's choice
+    if (write) stats.dram_write_bytes += line_bytes;
+    return;
+  }
+
+  Slot& slot = slots_[static_cast<size_t>(victim)];
+  if (slot.line >= 0) {
+    if (slot.flags & kDirty) stats.dram_write_bytes += line_bytes;
+    if constexpr (P == Policy::kShip || P == Policy::kShipSw) {
+      uint8_t& counter = ship_counters_[slot.signature];
+      if (!(slot.flags & kReused) && counter > 0) --counter;
+    }
+    where_[static_cast<size_t>(slot.line)] = -1;
+  }
+  slot.line = static_cast<int32_t>(line);
+  slot.flags = write ? kDirty : 0;
+  slot.signature = static_cast<uint16_t>(signature & ((1u << kShipTableBits) - 1));
+  where_[line] = static_cast<int32_t>(victim);
+  if constexpr (P == Policy::kLru) {
+    slot.meta = ++clock_;
+  } else if constexpr (P == Policy::kBelady) {
+    slot.meta = next_use;
+  } else if constexpr (P == Policy::kShipSw) {
+    slot.meta = persisting                            ? 0
+                : ship_counters_[slot.signature] == 0 ? kRrpvDistant
+                                                      : kRrpvIntermediate;
+  } else {
+    slot.meta = ship_counters_[slot.signature] == 0 ? kRrpvDistant : kRrpvIntermediate;
+  }
+}
+
+template <Policy P>
+void CacheSimulator::run_passes(const Trace& t, int passes, uint64_t threshold, bool select_all) {
+  for (int pass = 0; pass < passes; ++pass) {
+    if (pass == passes - 1) {  // only the last pass is measured
+      for (KernelStats& k : stats_) k = KernelStats{};
+      persisting_accesses_ = 0;
+    }
+    for (const TraceRange& r : t.ranges) {
+      KernelStats& stats = stats_[r.kernel];
+      const uint32_t end = r.first_line + r.lines;
+      for (uint32_t line = r.first_line; line < end; ++line) {
+        const bool persisting = r.hinted && (select_all || mix64(line ^ kLineSalt) < threshold);
+        access<P>(line, r.write, persisting, r.signature, stats);
+      }
+    }
+  }
+}
+
+SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, const SimOptions& options) {
+  ATOLL_CHECK(hit_ratio >= 0.0 && hit_ratio <= 1.0, kInvalidArgument, "hit ratio {} is outside [0, 1]", hit_ratio);
+  ATOLL_CHECK(options.warmup_passes >= 0, kInvalidArgument, "negative warm-up pass count {}", options.warmup_passes);
+  ATOLL_CHECK(t.line_bytes == geometry_.line_bytes, kInvalidArgument,
+              "trace of {} byte lines simulated on a cache of {} byte lines", t.line_bytes, geometry_.line_bytes);
+  const int passes = options.warmup_passes + 1;
+
+  std::fill(slots_.begin(), slots_.end(), Slot{-1, 0, 0, 0});
+  where_.assign(static_cast<size_t>(t.total_lines()), -1);
+  std::fill(ship_counters_.begin(), ship_counters_.end(), kShipCounterInit);
+  stats_.assign(static_cast<size_t>(t.kernel_count), KernelStats{});
+  cursor_ = 0;
+  clock_ = 0;
+  partition_ways_ = policy == Policy::kShipSw ? 0 : geometry_.persisting_ways;
+  ATOLL_CHECK(static_cast<uint64_t>(passes) * static_cast<uint64_t>(t.accesses()) < kNever, kUnsupported,
+              "{} passes of {} accesses overflow the 32-bit access clock", passes, t.accesses());
+
+  // hit_ratio as a threshold on a uniform 64-bit hash; 1.0 selects every line.
+  const bool select_all = hit_ratio >= 1.0;
+  const auto threshold = static_cast<uint64_t>(hit_ratio * 18446744073709551616.0);
+  switch (policy) {
+    case Policy::kLru: run_passes<Policy::kLru>(t, passes, threshold, select_all); break;
+    case Policy::kShip: run_passes<Policy::kShip>(t, passes, threshold, select_all); break;
+    case Policy::kShipSw: run_passes<Policy::kShipSw>(t, passes, threshold, select_all); break;
+    case Policy::kBelady:
+      compute_next_uses(t, passes);
+      run_passes<Policy::kBelady>(t, passes, threshold, select_all);
+      break;
+  }
+
+  SimResult r;
+  r.policy = policy_name(policy);
+  r.geometry = geometry_;
+  r.geometry.persisting_ways = partition_ways_;
+  r.hit_ratio = hit_ratio;
+  r.warmup_passes = options.warmup_passes;
+  r.persisting_accesses = persisting_accesses_;
+  for (const KernelStats& k : stats_) {
+    r.accesses += k.accesses;
+    r.hits += k.hits;
+    r.dram_read_bytes += k.dram_read_bytes;
+    r.dram_write_bytes += k.dram_write_bytes;
+  }
+  if (options.flush_at_end) {
+    for (Slot& s : slots_) {
+      if (s.line >= 0 && (s.flags & kDirty)) r.flush_write_bytes += geometry_.line_bytes;
+    }
+    r.dram_write_bytes += r.flush_write_bytes;
+  }
+  r.kernels = stats_;
+  return r;
+}
+
+}  // namespace atoll::l2

@@ -1,0 +1,234 @@
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "compile/compiler.h"
+#include "compile/planner.h"
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace atl {
+namespace {
+
+Attrs conv3x3() {
+  return Attrs{{"stride", std::vector<int64_t>{1, 1}}, {"pads", std::vector<int64_t>{1, 1, 1, 1}}};
+}
+
+// A random DAG over [1, 8, 6, 6] tensors: convolutions, BN, activations, residual adds, concats.
+Graph random_graph(uint64_t seed) {
+  Rng rng(seed);
+  Graph g(fmt::format("random{}", seed));
+  std::vector<ValueId> pool{g.add_input("x", DType::kF32, Shape{1, 8, 6, 6})};
+  const int nodes = 5 + static_cast<int>(rng.next_u64() % 30);
+  auto pick = [&] { return pool[rng.next_u64() % pool.size()]; };
+  for (int i = 0; i < nodes; ++i) {
+    const std::string name = fmt::format("n{}", i);
+    const WeightInit init{WeightInit::Kind::kUniform, -0.3f, 0.3f};
+    switch (rng.next_u64() % 6) {
+      case 0: {
+        ValueId w = g.add_weight(name + ".w", Shape{8, 8, 3, 3}, init);
+        pool.push_back(g.add(OpKind::kConv2d, name, {pick(), w}, conv3x3()));
+        break;
+      }
+      case 1: {
+        std::vector<ValueId> p;
+        for (const char* s : {".g", ".b", ".m", ".v"}) {
+          p.push_back(g.add_weight(name + s, Shape{8}, WeightInit{WeightInit::Kind::kUniform, 0.5f, 1.5f}));
+        }
+        pool.push_back(g.add(OpKind::kBatchNorm, name, {pick(), p[0], p[1], p[2], p[3]}, Attrs{{"epsilon", 1e-5}}));
+        break;
+      }
+      case 2: pool.push_back(g.add(OpKind::kRelu, name, {pick()})); break;
+      case 3: pool.push_back(g.add(OpKind::kAdd, name, {pick(), pick()})); break;
+      case 4: {
+        ValueId cat = g.add(OpKind::kConcat, name + ".cat", {pick(), pick()}, Attrs{{"axis", int64_t{1}}});
+        ValueId w = g.add_weight(name + ".w", Shape{8, 16, 1, 1}, init);
+        pool.push_back(g.add(OpKind::kConv2d, name, {cat, w}, Attrs{}));
+        break;
+      }
+      default: pool.push_back(g.add(OpKind::kDropout, name, {pick()})); break;
+    }
+  }
+  g.mark_output(g.add(OpKind::kRelu, "out", {pool.back()}));
+  if (pool.size() > 3 && rng.next_u64() % 2) g.mark_output(g.add(OpKind::kTanh, "out2", {pool[pool.size() / 2]}));
+  g.init_weights(seed);
+  return g;
+}
+
+// Rebuilds each arena buffer's lifetime from the Program and checks the planner's promises.
+void check_planner_invariants(const Program& p) {
+  struct Life {
+    int first = -1, last = -1;
+    int64_t offset = 0, bytes = 0;
+  };
+  std::map<int, Life> buffers;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const int kk = static_cast<int>(k);
+    for (const Binding& b : p.kernels[k].inputs) {
+      if (b.kind != Binding::Kind::kArena) continue;
+      ASSERT_TRUE(buffers.count(b.buffer)) << "kernel " << p.kernels[k].name << " reads buffer " << b.buffer
+                                           << " before anything wrote it";
+      buffers[b.buffer].last = kk;
+    }
+    for (const Binding& b : p.kernels[k].outputs) {
+      if (b.kind != Binding::Kind::kArena) continue;
+      ASSERT_FALSE(buffers.count(b.buffer)) << "buffer written twice";
+      buffers[b.buffer] = Life{kk, kk, b.offset, b.bytes};
+    }
+  }
+  for (auto i = buffers.begin(); i != buffers.end(); ++i) {
+    EXPECT_LE(i->second.offset + i->second.bytes, p.arena_bytes);
+    for (auto j = std::next(i); j != buffers.end(); ++j) {
+      const Life& a = i->second;
+      const Life& b = j->second;
+      if (a.first > b.last || b.first > a.last) continue;
+      EXPECT_TRUE(a.offset + a.bytes <= b.offset || b.offset + b.bytes <= a.offset)
+          << "buffers " << i->first << " and " << j->first << " are live together and overlap";
+    }
+  }
+  EXPECT_LE(p.arena_bytes, p.naive_activation_bytes);
+}
+
+TEST(Planner, RandomGraphsKeepInvariants) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Graph g = random_graph(seed);
+    for (DType dt : {DType::kF32, DType::kF16}) {
+      CompileTarget t;
+      t.act_dtype = dt;
+      SCOPED_TRACE(fmt::format("seed {} dtype {}", seed, dtype_name(dt)));
+      const CompiledModel cm = compile_graph(g, t);
+      check_planner_invariants(cm.program);
+      verify_program(cm.program);
+    }
+  }
+}
+
+TEST(Planner, RandomRequestsNeverOverlapWhileLive) {
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    Rng rng(seed);
+    std::vector<BufferRequest> reqs(1 + rng.next_u64() % 60);
+    for (auto& r : reqs) {
+      r.first = static_cast<int>(rng.next_u64() % 50);
+      r.last = r.first + static_cast<int>(rng.next_u64() % 10);
+      r.bytes = static_cast<int64_t>(1 + rng.next_u64() % 100000);
+    }
+    const ArenaPlan plan = plan_arena(reqs, 256);
+    EXPECT_NO_THROW(check_arena_plan(reqs, plan));
+    EXPECT_LE(plan.arena_bytes, plan.naive_bytes);
+    for (int64_t off : plan.offsets) EXPECT_EQ(off % 256, 0);
+  }
+}
+
+TEST(Planner, ReusesMemoryOfDeadBuffers) {
+  // A chain: each buffer dies when the next is written, so two slots suffice.
+  std::vector<BufferRequest> reqs;
+  for (int i = 0; i < 10; ++i) reqs.push_back({1000, i, i + 1});
+  const ArenaPlan plan = plan_arena(reqs, 256);
+  EXPECT_EQ(plan.arena_bytes, 2 * 1024);
+  EXPECT_EQ(plan.naive_bytes, 10 * 1024);
+}
+
+TEST(Compiler, FoldsBatchNormAndFusesEpilogues) {
+  Graph g("block");
+  ValueId x = g.add_input("x", DType::kF32, Shape{1, 8, 6, 6});
+  ValueId w = g.add_weight("w", Shape{8, 8, 3, 3}, {});
+  ValueId c = g.add(OpKind::kConv2d, "conv", {x, w}, conv3x3());
+  std::vector<ValueId> p;
+  for (const char* s : {"g", "b", "m", "v"}) p.push_back(g.add_weight(s, Shape{8}, {WeightInit::Kind::kConstant, 1}));
+  ValueId bn = g.add(OpKind::kBatchNorm, "bn", {c, p[0], p[1], p[2], p[3]}, Attrs{{"epsilon", 1e-5}});
+  ValueId add = g.add(OpKind::kAdd, "add", {bn, x});
+  ValueId relu = g.add(OpKind::kRelu, "relu", {add});
+  ValueId gap = g.add(OpKind::kGlobalAvgPool, "gap", {relu});
+  ValueId flat = g.add(OpKind::kFlatten, "flat", {gap});
+  g.mark_output(flat);
+  g.init_weights(1);
+  const CompiledModel cm = compile_graph(g, CompileTarget{});
+  std::vector<OpKind> ops;
+  for (const Kernel& k : cm.program.kernels) ops.push_back(k.op);
+  // Input cast, one fused conv (bias + residual + relu), GAP; flatten of [1,8,1,1] NHWC is a view.
+  EXPECT_EQ(ops, (std::vector<OpKind>{OpKind::kLayoutToNHWC, OpKind::kConv2d, OpKind::kGlobalAvgPool}));
+  const Kernel& conv = cm.program.kernels[1];
+  EXPECT_EQ(conv.attrs.get_string("act"), "relu");
+  EXPECT_EQ(conv.attrs.get_int("bias"), 1);
+  EXPECT_EQ(conv.attrs.get_int("residual"), 1);
+  EXPECT_EQ(conv.inputs.size(), 4u);
+  EXPECT_EQ(conv.inputs[0].layout, Layout::kNHWC);
+  EXPECT_EQ(cm.program.outputs[0].shape, Shape({1, 8}));
+  EXPECT_EQ(cm.program.kernels.back().outputs[0].kind, Binding::Kind::kOutput);
+
+  CompileOptions plain;
+  plain.fold_batchnorm = false;
+  plain.fuse_epilogues = false;
+  const CompiledModel unfused = compile_graph(g, CompileTarget{}, plain);
+  EXPECT_GT(unfused.program.kernels.size(), cm.program.kernels.size());
+}
+
+TEST(Compiler, FlattenOfSpatialMapConvertsLayout) {
+  Graph g("flat");
+  ValueId x = g.add_input("x", DType::kF32, Shape{2, 3, 4, 4});
+  ValueId w = g.add_weight("w", Shape{5, 3, 3, 3}, {});
+  ValueId c = g.add(OpKind::kConv2d, "conv", {x, w}, conv3x3());
+  ValueId f = g.add(OpKind::kFlatten, "flat", {c});
+  ValueId fc = g.add_weight("fc.w", Shape{7, 80}, {});
+  g.mark_output(g.add(OpKind::kGemm, "fc", {f, fc}));
+  g.init_weights(2);
+  const Program p = compile_graph(g, CompileTarget{}).program;
+  std::vector<OpKind> ops;
+  for (const Kernel& k : p.kernels) ops.push_back(k.op);
+  EXPECT_EQ(ops, (std::vector<OpKind>{OpKind::kLayoutToNHWC, OpKind::kConv2d, OpKind::kLayoutToNCHW, OpKind::kGemm}));
+  EXPECT_EQ(p.kernels[3].inputs[0].shape, Shape({2, 80}));
+  EXPECT_EQ(p.kernels[3].inputs[0].offset, p.kernels[2].outputs[0].offset);  // the flatten is a view
+}
+
+TEST(Compiler, RejectsGraphWithoutWeights) {
+  Graph g("noweights");
+  ValueId x = g.add_input("x", DType::kF32, Shape{1, 4});
+  ValueId w = g.add_weight("w", Shape{3, 4}, {});
+  g.mark_output(g.add(OpKind::kGemm, "fc", {x, w}));
+  EXPECT_THROW(compile_graph(g, CompileTarget{}), Error);
+}
+
+TEST(ProgramJson, RoundTripsExactly) {
+  for (uint64_t seed : {3u, 17u, 42u}) {
+    const Program p = compile_graph(random_graph(seed), CompileTarget{}).program;
+    const std::string text = program_to_json_string(p);
+    const Program back = program_from_json_string(text);
+    EXPECT_EQ(back.fingerprint, p.fingerprint);
+    EXPECT_EQ(program_to_json_string(back), text);
+  }
+}
+
+TEST(ProgramJson, RejectsEditedOrMalformedFiles) {
+  const Program p = compile_graph(random_graph(5), CompileTarget{}).program;
+  std::string text = program_to_json_string(p);
+  EXPECT_THROW(program_from_json_string("{not json"), Error);
+  EXPECT_THROW(program_from_json_string("{\"format\": \"other\"}"), Error);
+  const auto pos = text.find("\"arena_bytes\": ");
+  ASSERT_NE(pos, std::string::npos);
+  text.insert(pos + 15, "1");  // edit a field: the fingerprint no longer matches
+  EXPECT_THROW(program_from_json_string(text), Error);
+}
+
+TEST(ProgramVerify, RejectsKernelThatReadsWhatItWrites) {
+  Program p = compile_graph(random_graph(9), CompileTarget{}).program;
+  for (Kernel& k : p.kernels) {
+    for (Binding& in : k.inputs) {
+      if (in.kind == Binding::Kind::kArena && k.outputs[0].kind == Binding::Kind::kArena) {
+        k.outputs[0].offset = in.offset;
+        k.outputs[0].bytes = std::min(k.outputs[0].bytes, in.bytes);
+        k.outputs[0].shape = Shape{k.outputs[0].bytes / static_cast<int64_t>(dtype_size(k.outputs[0].dtype))};
+        try {
+          verify_program(p);
+          FAIL() << "overlap accepted";
+        } catch (const Error& e) {
+          EXPECT_NE(e.message().find("idempotent"), std::string::npos) << e.message();
+        }
+        return;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace atl

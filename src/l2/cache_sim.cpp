@@ -6,7 +6,7 @@
 
 #include "core/error.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 namespace {
 
@@ -271,4 +271,4 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   return r;
 }
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

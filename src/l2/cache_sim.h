@@ -37,7 +37,7 @@
 #include "l2/slices.h"
 #include "l2/trace.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 struct CacheGeometry {
   int64_t sets = 0;
@@ -130,4 +130,4 @@ class CacheSimulator {
   int64_t persisting_accesses_ = 0;
 };
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

@@ -4,7 +4,7 @@
 
 #include "l2/trace.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 void to_json(nlohmann::json& j, const L2Info& info) {
   j = {{"model", info.model},
@@ -59,4 +59,4 @@ SimResult simulate(const Program& p, const L2Device& d, Policy policy, const Res
   return r;
 }
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

@@ -9,7 +9,7 @@
 #include "l2/slices.h"
 #include "program/program.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 struct L2Info {
   std::string model;
@@ -36,4 +36,4 @@ L2Info l2_info(const Program& p, const L2Device& d, int64_t slice_bytes = kDefau
 SimResult simulate(const Program& p, const L2Device& d, Policy policy, const ResidencyConfig* config,
                    const SimOptions& options = {});
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

@@ -9,7 +9,7 @@
 
 #include "core/error.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 namespace {
 
@@ -359,4 +359,4 @@ void to_json(nlohmann::json& j, const WindowPlan& w) {
        {"windows", std::move(windows)}};
 }
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

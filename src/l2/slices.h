@@ -11,7 +11,7 @@
 
 #include "program/program.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 inline constexpr int64_t kDefaultSliceBytes = int64_t{1} << 20;
 
@@ -120,4 +120,4 @@ struct WindowPlan {
 WindowPlan plan_windows(const Program& p, const ResidencyConfig& c, const L2Device& d);
 void to_json(nlohmann::json& j, const WindowPlan& w);
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 namespace {
 
@@ -181,4 +181,4 @@ Trace hinted_trace(const Trace& t, const Program& p, const ResidencyConfig& c, c
   return with_hints(t, spans);
 }
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

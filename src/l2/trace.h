@@ -14,7 +14,7 @@
 #include "l2/slices.h"
 #include "program/program.h"
 
-namespace atoll::l2 {
+namespace atl::l2 {
 
 // splitmix64 finalizer: a fixed, well-mixed hash so traces and simulations repeat exactly.
 inline uint64_t mix64(uint64_t x) {
@@ -81,4 +81,4 @@ const char* hint_mode_name(HintMode m);
 // Hints for config c (checked against p and d first).
 Trace hinted_trace(const Trace& t, const Program& p, const ResidencyConfig& c, const L2Device& d, HintMode mode);
 
-}  // namespace atoll::l2
+}  // namespace atl::l2

@@ -88,11 +88,11 @@ bool aligned_host(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) 
 
 }  // namespace
 
-void launch_unary(const __half* x, __half* y, int64_t n, int act, cudaStream_t s, const int* flag, const char* name) {
-  if (n % 8 == 0 && aligned_host(x) && aligned_host(y)) {
-    unary_vec_kernel<<<blocks_for(n / 8, kThreads), kThreads, 0, s>>>(x, y, n / 8, act, flag);
+void launch_unary(const UnaryArgs& p, cudaStream_t s, const int* flag, const char* name) {
+  if (p.n % 8 == 0 && aligned_host(p.x) && aligned_host(p.y)) {
+    unary_vec_kernel<<<blocks_for(p.n / 8, kThreads), kThreads, 0, s>>>(p.x, p.y, p.n / 8, p.act, flag);
   } else {
-    unary_kernel<<<blocks_for(n, kThreads), kThreads, 0, s>>>(x, y, n, act, flag);
+    unary_kernel<<<blocks_for(p.n, kThreads), kThreads, 0, s>>>(p.x, p.y, p.n, p.act, flag);
   }
   ATL_CUDA_CHECK_LAUNCH(name);
 }

@@ -81,11 +81,21 @@ struct PoolArgs {
   bool count_include_pad = true;
 };
 void launch_pool(const PoolArgs& p, cudaStream_t s, const int* flag, const char* name);
-void launch_global_avg_pool(const __half* x, __half* y, int n, int hw, int c, cudaStream_t s, const int* flag,
-                            const char* name);
+struct GlobalPoolArgs {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int n = 0, hw = 0, c = 0;
+};
+void launch_global_avg_pool(const GlobalPoolArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------
-void launch_unary(const __half* x, __half* y, int64_t n, int act, cudaStream_t s, const int* flag, const char* name);
+struct UnaryArgs {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int64_t n = 0;
+  int act = kActNone;
+};
+void launch_unary(const UnaryArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 // y = act(a op b) with NumPy broadcasting; strides are 0 along broadcast axes.
 struct BinaryArgs {

@@ -60,6 +60,28 @@ class KernelLaunch {
   std::string name_;
 };
 
+// A kernel whose launch is one launcher call over parameters fixed at load.
+template <typename Params>
+class ParamLaunch final : public KernelLaunch {
+ public:
+  using Launcher = void (*)(const Params&, cudaStream_t, const int*, const char*);
+  ParamLaunch(std::string name, const Params& params, Launcher launcher)
+      : KernelLaunch(std::move(name)), params_(params), launcher_(launcher) {}
+  void launch(cudaStream_t stream, const int* preempt_flag) const override {
+    launcher_(params_, stream, preempt_flag, name().c_str());
+  }
+
+ private:
+  Params params_;
+  Launcher launcher_;
+};
+
+template <typename Params>
+std::unique_ptr<KernelLaunch> make_param_launch(const Kernel& k, const Params& params,
+                                                typename ParamLaunch<Params>::Launcher launcher) {
+  return std::make_unique<ParamLaunch<Params>>(k.name, params, launcher);
+}
+
 // The one dispatch point: op -> entry. Throws kUnsupported naming the kernel when it cannot run.
 std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext& ctx);
 

@@ -52,17 +52,6 @@ class GemmLaunch final : public KernelLaunch {
   GemmConfig config_;
 };
 
-class DepthwiseLaunch final : public KernelLaunch {
- public:
-  DepthwiseLaunch(std::string name, const DepthwiseParams& p) : KernelLaunch(std::move(name)), params_(p) {}
-  void launch(cudaStream_t stream, const int* flag) const override {
-    launch_depthwise(params_, stream, flag, name().c_str());
-  }
-
- private:
-  DepthwiseParams params_;
-};
-
 }  // namespace
 
 std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext& ctx) {
@@ -113,7 +102,7 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
     p.out_h = static_cast<int>(oh);
     p.out_w = static_cast<int>(ow);
     p.act = act_code(k);
-    return std::make_unique<DepthwiseLaunch>(k.name, p);
+    return make_param_launch(k, p, launch_depthwise);
   }
 
   GemmParams p;

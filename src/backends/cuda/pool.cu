@@ -112,8 +112,10 @@ void launch_pool(const PoolArgs& p, cudaStream_t s, const int* flag, const char*
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 
-void launch_global_avg_pool(const __half* x, __half* y, int n, int hw, int c, cudaStream_t s, const int* flag,
-                            const char* name) {
+void launch_global_avg_pool(const GlobalPoolArgs& p, cudaStream_t s, const int* flag, const char* name) {
+  const __half* x = p.x;
+  __half* y = p.y;
+  const int n = p.n, hw = p.hw, c = p.c;
   // Narrow vectors keep enough threads busy at batch 1 (C = 2048 -> 1024 threads).
   if (c % 2 == 0 && reinterpret_cast<uintptr_t>(x) % 4 == 0 && reinterpret_cast<uintptr_t>(y) % 4 == 0) {
     global_avg_pool_kernel<2><<<blocks_for(static_cast<int64_t>(n) * c / 2, 128), 128, 0, s>>>(x, y, n, hw, c, flag);

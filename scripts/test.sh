@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Builds atoll with its tests and runs them. GPU tests (label "gpu") skip with a message where
+# no GPU exists; run them on a GPU machine with `ctest --test-dir build -L gpu`.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+"$(dirname "$0")/build.sh" -DATOLL_BUILD_TESTS=ON
+ctest --test-dir "${ATOLL_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 600

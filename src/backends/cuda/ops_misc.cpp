@@ -1,0 +1,180 @@
+// Entry points of the memory-bound families: pooling, activations, Add / Mul, ScaleShift,
+// Softmax and LayerNorm.
+#include "backends/cuda/launch.h"
+#include "core/error.h"
+#include "ir/op_attrs.h"
+
+namespace atl::cuda {
+
+namespace {
+
+int to_int(int64_t v) {
+  ATOLL_CHECK(v >= 0 && v <= INT32_MAX, kUnsupported, "dimension {} exceeds the 32-bit range", v);
+  return static_cast<int>(v);
+}
+
+int64_t product(const Shape& s, int from, int to) {
+  int64_t p = 1;
+  for (int d = from; d < to; ++d) p *= s[d];
+  return p;
+}
+
+// Logical axis -> axis of the stored shape.
+int physical_axis(const Binding& b, int logical) {
+  if (b.layout != Layout::kNHWC || b.shape.rank() != 4) return logical;
+  constexpr int kNhwcPosition[4] = {0, 3, 1, 2};
+  return kNhwcPosition[logical];
+}
+
+int normalize_axis(int64_t axis, int rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  ATOLL_CHECK(a >= 0 && a < rank, kUnsupported, "axis {} out of range for rank {}", axis, rank);
+  return static_cast<int>(a);
+}
+
+}  // namespace
+
+std::unique_ptr<KernelLaunch> prepare_pool(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 1, 1);
+  const Binding& xb = k.inputs[0];
+  const Binding& yb = k.outputs[0];
+  expect_layout(xb, Layout::kNHWC, "input");
+  expect_layout(yb, Layout::kNHWC, "output");
+  const PoolParams pp = pool_params(k.attrs);
+  PoolArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.y = half_out(k, ctx, 0);
+  p.n = to_int(xb.shape[0]);
+  p.c = to_int(xb.shape[1]);
+  p.h = to_int(xb.shape[2]);
+  p.w = to_int(xb.shape[3]);
+  p.kh = to_int(pp.k_h);
+  p.kw = to_int(pp.k_w);
+  p.stride_h = to_int(pp.stride_h);
+  p.stride_w = to_int(pp.stride_w);
+  p.pad_t = to_int(pp.pad_t);
+  p.pad_l = to_int(pp.pad_l);
+  p.out_h = to_int(yb.shape[2]);
+  p.out_w = to_int(yb.shape[3]);
+  p.is_max = k.op == OpKind::kMaxPool;
+  p.count_include_pad = pp.count_include_pad;
+  return make_param_launch(k, p, launch_pool);
+}
+
+std::unique_ptr<KernelLaunch> prepare_global_avg_pool(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 1, 1);
+  const Binding& xb = k.inputs[0];
+  expect_layout(xb, Layout::kNHWC, "input");
+  // [N, C, 1, 1] has the same bytes in either layout.
+  GlobalPoolArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.y = half_out(k, ctx, 0);
+  p.n = to_int(xb.shape[0]);
+  p.c = to_int(xb.shape[1]);
+  p.hw = to_int(xb.shape[2] * xb.shape[3]);
+  return make_param_launch(k, p, launch_global_avg_pool);
+}
+
+std::unique_ptr<KernelLaunch> prepare_unary(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 1, 1);
+  ATOLL_CHECK(k.inputs[0].layout == k.outputs[0].layout, kUnsupported, "input and output layouts differ");
+  UnaryArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.y = half_out(k, ctx, 0);
+  p.n = k.outputs[0].shape.numel();
+  switch (k.op) {
+    case OpKind::kRelu: p.act = kActRelu; break;
+    case OpKind::kRelu6: p.act = kActRelu6; break;
+    case OpKind::kGelu: p.act = kActGelu; break;
+    default: p.act = kActTanh; break;
+  }
+  return make_param_launch(k, p, launch_unary);
+}
+
+std::unique_ptr<KernelLaunch> prepare_binary(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 2, 1);
+  const Binding& ab = k.inputs[0];
+  const Binding& bb = k.inputs[1];
+  const Binding& yb = k.outputs[0];
+  BinaryArgs p;
+  p.a = half_in(k, ctx, 0, "a");
+  p.b = half_in(k, ctx, 1, "b");
+  p.y = half_out(k, ctx, 0);
+  p.n = yb.shape.numel();
+  p.is_mul = k.op == OpKind::kMul;
+  p.act = p.is_mul ? kActNone : act_code(k);
+  p.same_shape = ab.shape == yb.shape && bb.shape == yb.shape;
+  if (yb.layout == Layout::kNHWC) {
+    ATOLL_CHECK(p.same_shape && ab.layout == yb.layout && bb.layout == yb.layout, kUnsupported,
+                "NHWC operands must share the output's shape and layout");
+  } else {
+    ATOLL_CHECK(ab.layout == Layout::kRowMajor && bb.layout == Layout::kRowMajor, kUnsupported,
+                "operands of a row-major output must be row-major");
+  }
+  const Shape out = physical_shape(yb);
+  p.rank = out.rank();
+  ATOLL_CHECK(p.rank <= kMaxRank, kUnsupported, "rank {} exceeds {}", p.rank, kMaxRank);
+  auto strides = [&](const Shape& s, int64_t* dst) {
+    // NumPy broadcasting: align on the right; a size-1 (or missing) axis repeats with stride 0.
+    int64_t stride = 1;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int sd = d - (p.rank - s.rank());
+      const int64_t dim = sd >= 0 ? s[sd] : 1;
+      dst[d] = dim == 1 ? 0 : stride;
+      stride *= dim;
+    }
+  };
+  for (int d = 0; d < p.rank; ++d) p.out_dims[d] = out[d];
+  strides(physical_shape(ab), p.a_strides);
+  strides(physical_shape(bb), p.b_strides);
+  return make_param_launch(k, p, launch_binary);
+}
+
+std::unique_ptr<KernelLaunch> prepare_scale_shift(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 3, 1);
+  const Binding& xb = k.inputs[0];
+  ATOLL_CHECK(xb.layout == k.outputs[0].layout, kUnsupported, "input and output layouts differ");
+  ScaleShiftArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.scale = param_in(k, ctx, 1, "scale");
+  p.shift = param_in(k, ctx, 2, "shift");
+  p.y = half_out(k, ctx, 0);
+  p.n = xb.shape.numel();
+  p.channels = xb.shape[1];
+  p.inner = xb.layout == Layout::kNHWC ? 1 : product(xb.shape, 2, xb.shape.rank());
+  p.act = act_code(k);
+  return make_param_launch(k, p, launch_scale_shift);
+}
+
+std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 1, 1);
+  const Binding& xb = k.inputs[0];
+  ATOLL_CHECK(xb.layout == k.outputs[0].layout, kUnsupported, "input and output layouts differ");
+  const Shape s = physical_shape(xb);
+  const int axis = physical_axis(xb, normalize_axis(k.attrs.get_int("axis", -1), s.rank()));
+  SoftmaxArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.y = half_out(k, ctx, 0);
+  p.outer = product(s, 0, axis);
+  p.len = to_int(s[axis]);
+  p.inner = product(s, axis + 1, s.rank());
+  return make_param_launch(k, p, launch_softmax);
+}
+
+std::unique_ptr<KernelLaunch> prepare_layer_norm(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 3, 1);
+  const Binding& xb = k.inputs[0];
+  expect_layout(xb, Layout::kRowMajor, "input");
+  expect_layout(k.outputs[0], Layout::kRowMajor, "output");
+  LayerNormArgs p;
+  p.x = half_in(k, ctx, 0, "input");
+  p.gamma = param_in(k, ctx, 1, "gamma");
+  p.beta = param_in(k, ctx, 2, "beta");
+  p.y = half_out(k, ctx, 0);
+  p.d = to_int(xb.shape.dim(-1));
+  p.rows = xb.shape.numel() / p.d;
+  p.epsilon = static_cast<float>(k.attrs.get_float("epsilon", 1e-5));
+  return make_param_launch(k, p, launch_layer_norm);
+}
+
+}  // namespace atl::cuda

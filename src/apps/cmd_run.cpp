@@ -18,8 +18,8 @@ namespace {
 struct RunFlags {
   ModelFlags model;
   std::string device = "auto";
-  int iters = 20;
-  int warmup = 3;
+  int iters = 0;   // 0: 100 on a GPU, 10 on the CPU
+  int warmup = -1;  // -1: 10 on a GPU, 1 on the CPU
   bool json = false;
   bool per_kernel = false;
   std::vector<std::string> inputs;  // NAME=FILE.npy
@@ -59,9 +59,11 @@ void run_model(const RunFlags& f) {
   so.device = f.device;
   so.model_options = f.model.options;
   so.weights_file = f.weights;
-  ATOLL_CHECK(f.iters >= 1, kInvalidArgument, "--iters must be at least 1");
   Session session(so);
   if (!session.device_note().empty()) fmt::print(stderr, "atoll: {}\n", session.device_note());
+  const bool gpu = session.device() != "cpu";
+  const int iters = f.iters > 0 ? f.iters : (gpu ? 100 : 10);
+  const int warmup = f.warmup >= 0 ? f.warmup : (gpu ? 10 : 1);
 
   session.set_inputs(session.random_inputs(f.model.options.seed));
   for (const std::string& spec : f.inputs) {
@@ -71,17 +73,17 @@ void run_model(const RunFlags& f) {
   }
 
   Instance& inst = session.instance();
-  for (int i = 0; i < f.warmup; ++i) inst.run();
+  for (int i = 0; i < warmup; ++i) inst.run();
   std::vector<double> samples;
   const auto start = std::chrono::steady_clock::now();
   auto last_report = start;
-  for (int i = 0; i < f.iters; ++i) {
+  for (int i = 0; i < iters; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
     inst.run();
     const auto t1 = std::chrono::steady_clock::now();
     samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     if (t1 - last_report > std::chrono::seconds(2) && !f.json) {
-      fmt::print(stderr, "\ratoll: {}/{} iterations", i + 1, f.iters);
+      fmt::print(stderr, "\ratoll: {}/{} iterations", i + 1, iters);
       last_report = t1;
     }
   }
@@ -98,7 +100,7 @@ void run_model(const RunFlags& f) {
     }
   }
   std::vector<double> kernel_ms;
-  if (f.per_kernel) kernel_ms = inst.kernel_times_ms(std::max(5, f.iters));
+  if (f.per_kernel) kernel_ms = inst.kernel_times_ms(std::max(5, iters));
 
   const MemoryReport mem = inst.memory();
   if (f.json) {
@@ -107,7 +109,7 @@ void run_model(const RunFlags& f) {
     j["device"] = session.device();
     j["device_description"] = session.backend().device_description();
     j["batch"] = f.model.options.batch;
-    j["iters"] = f.iters;
+    j["iters"] = iters;
     j["latency_ms"] = {{"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms},
                        {"max", st.max_ms}};
     j["memory_bytes"] = {{"weights", mem.weight_bytes}, {"arena", mem.arena_bytes},
@@ -154,8 +156,10 @@ void add_run_command(CLI::App& app) {
   auto f = std::make_shared<RunFlags>();
   add_model_flags(cmd, f->model);
   cmd->add_option("--device", f->device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  cmd->add_option("--iters", f->iters, "Timed iterations")->check(CLI::Range(1, 1000000));
-  cmd->add_option("--warmup", f->warmup, "Untimed warm-up iterations")->check(CLI::Range(0, 1000000));
+  cmd->add_option("--iters", f->iters, "Timed iterations (default 100 on a GPU, 10 on the CPU)")
+      ->check(CLI::Range(1, 1000000));
+  cmd->add_option("--warmup", f->warmup, "Untimed warm-up iterations (default 10 on a GPU, 1 on the CPU)")
+      ->check(CLI::Range(0, 1000000));
   cmd->add_flag("--json", f->json, "Print JSON");
   cmd->add_flag("--per-kernel", f->per_kernel, "Print each kernel's median time");
   cmd->add_option("--input", f->inputs, "NAME=FILE.npy: feed a real input (repeatable)");

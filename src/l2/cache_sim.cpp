@@ -84,13 +84,16 @@ void to_json(nlohmann::json& j, const SimResult& r) {
 
 CacheSimulator::CacheSimulator(const CacheGeometry& geometry) : geometry_(geometry) {
   geometry_.validate();
-  slots_.resize(static_cast<size_t>(geometry_.sets * geometry_.ways));
+  const auto slots = static_cast<size_t>(geometry_.sets * geometry_.ways);
+  tags_.resize(slots);
+  meta_.resize(slots);
+  signatures_.resize(slots);
+  flags_.resize(slots);
   ship_counters_.resize(size_t{1} << kShipTableBits);
 }
 
 void CacheSimulator::compute_next_uses(const Trace& t, int passes) {
   const uint64_t total = static_cast<uint64_t>(passes) * static_cast<uint64_t>(t.accesses());
-  ATOLL_CHECK(total < kNever, kUnsupported, "Belady over {} accesses: too many for 32-bit next-use indices", total);
   next_use_.resize(total);
   std::vector<uint32_t> last(static_cast<size_t>(t.total_lines()), kNever);
   uint64_t index = total;
@@ -109,55 +112,58 @@ void CacheSimulator::compute_next_uses(const Trace& t, int passes) {
 template <Policy P>
 int64_t CacheSimulator::choose_victim(int64_t first, int64_t end, uint32_t next_use) {
   for (int64_t s = first; s < end; ++s) {
-    if (slots_[static_cast<size_t>(s)].line < 0) return s;
+    if (tags_[static_cast<size_t>(s)] < 0) return s;
   }
+  const uint32_t* meta = meta_.data();
   if constexpr (P == Policy::kLru) {
     int64_t victim = first;
     for (int64_t s = first + 1; s < end; ++s) {
-      if (slots_[static_cast<size_t>(s)].meta < slots_[static_cast<size_t>(victim)].meta) victim = s;
+      if (meta[s] < meta[victim]) victim = s;
     }
     return victim;
   } else if constexpr (P == Policy::kBelady) {
     int64_t victim = first;
     for (int64_t s = first + 1; s < end; ++s) {
-      if (slots_[static_cast<size_t>(s)].meta > slots_[static_cast<size_t>(victim)].meta) victim = s;
+      if (meta[s] > meta[victim]) victim = s;
     }
-    return next_use >= slots_[static_cast<size_t>(victim)].meta ? -1 : victim;
+    return next_use >= meta[victim] ? -1 : victim;
   } else {
     // SRRIP: the first line predicted "distant", after ageing the set until one is.
     int64_t victim = first;
     for (int64_t s = first + 1; s < end; ++s) {
-      if (slots_[static_cast<size_t>(s)].meta > slots_[static_cast<size_t>(victim)].meta) victim = s;
+      if (meta[s] > meta[victim]) victim = s;
     }
-    const uint32_t age = kRrpvDistant - slots_[static_cast<size_t>(victim)].meta;
+    const uint32_t age = kRrpvDistant - meta[victim];
     if (age > 0) {
-      for (int64_t s = first; s < end; ++s) slots_[static_cast<size_t>(s)].meta += age;
+      for (int64_t s = first; s < end; ++s) meta_[static_cast<size_t>(s)] += age;
     }
     return victim;
   }
 }
 
 template <Policy P>
-void CacheSimulator::access(uint32_t line, bool write, bool persisting, uint32_t signature, KernelStats& stats) {
+void CacheSimulator::access(int64_t set_base, uint32_t line, bool write, bool persisting, uint32_t signature,
+                            KernelStats& stats) {
   uint32_t next_use = 0;
   if constexpr (P == Policy::kBelady) next_use = next_use_[cursor_++];
   const int64_t line_bytes = geometry_.line_bytes;
-  ++stats.accesses;
-  persisting_accesses_ += persisting;
+  const auto tag = static_cast<int32_t>(line);
 
-  const int32_t hit = where_[line];
-  if (hit >= 0) {
-    Slot& slot = slots_[static_cast<size_t>(hit)];
+  const int32_t* tags = tags_.data() + set_base;
+  int way = 0;
+  while (way < geometry_.ways && tags[way] != tag) ++way;
+  if (way < geometry_.ways) {
+    const auto hit = static_cast<size_t>(set_base + way);
     ++stats.hits;
-    if (write) slot.flags |= kDirty;
+    if (write) flags_[hit] |= kDirty;
     if constexpr (P == Policy::kLru) {
-      slot.meta = ++clock_;
+      meta_[hit] = ++clock_;
     } else if constexpr (P == Policy::kBelady) {
-      slot.meta = next_use;
+      meta_[hit] = next_use;
     } else {
-      slot.meta = 0;
-      slot.flags |= kReused;
-      uint8_t& counter = ship_counters_[slot.signature];
+      meta_[hit] = 0;
+      flags_[hit] |= kReused;
+      uint8_t& counter = ship_counters_[signatures_[hit]];
       if (counter < kShipCounterMax) ++counter;
     }
     return;
@@ -165,7 +171,6 @@ void CacheSimulator::access(uint32_t line, bool write, bool persisting, uint32_t
 
   if (!write) stats.dram_read_bytes += line_bytes;
   const bool in_setaside = persisting && partition_ways_ > 0;
-  const int64_t set_base = static_cast<int64_t>(line % static_cast<uint32_t>(geometry_.sets)) * geometry_.ways;
   const int64_t first = set_base + (in_setaside ? 0 : partition_ways_);
   const int64_t end = set_base + (in_setaside ? partition_ways_ : geometry_.ways);
   const int64_t victim = first < end ? choose_victim<P>(first, end, next_use) : -1;
@@ -174,34 +179,37 @@ void CacheSimulator::access(uint32_t line, bool write, bool persisting, uint32_t
     return;
   }
 
-  Slot& slot = slots_[static_cast<size_t>(victim)];
-  if (slot.line >= 0) {
-    if (slot.flags & kDirty) stats.dram_write_bytes += line_bytes;
+  const auto slot = static_cast<size_t>(victim);
+  if (tags_[slot] >= 0) {
+    if (flags_[slot] & kDirty) stats.dram_write_bytes += line_bytes;
     if constexpr (P == Policy::kShip || P == Policy::kShipSw) {
-      uint8_t& counter = ship_counters_[slot.signature];
-      if (!(slot.flags & kReused) && counter > 0) --counter;
+      uint8_t& counter = ship_counters_[signatures_[slot]];
+      if (!(flags_[slot] & kReused) && counter > 0) --counter;
     }
-    where_[static_cast<size_t>(slot.line)] = -1;
   }
-  slot.line = static_cast<int32_t>(line);
-  slot.flags = write ? kDirty : 0;
-  slot.signature = static_cast<uint16_t>(signature & ((1u << kShipTableBits) - 1));
-  where_[line] = static_cast<int32_t>(victim);
+  tags_[slot] = tag;
+  flags_[slot] = write ? kDirty : 0;
+  const auto predictor = static_cast<uint16_t>(signature & ((1u << kShipTableBits) - 1));
+  signatures_[slot] = predictor;
   if constexpr (P == Policy::kLru) {
-    slot.meta = ++clock_;
+    meta_[slot] = ++clock_;
   } else if constexpr (P == Policy::kBelady) {
-    slot.meta = next_use;
+    meta_[slot] = next_use;
   } else if constexpr (P == Policy::kShipSw) {
-    slot.meta = persisting                            ? 0
-                : ship_counters_[slot.signature] == 0 ? kRrpvDistant
-                                                      : kRrpvIntermediate;
+    meta_[slot] = persisting ? 0 : ship_counters_[predictor] == 0 ? kRrpvDistant : kRrpvIntermediate;
   } else {
-    slot.meta = ship_counters_[slot.signature] == 0 ? kRrpvDistant : kRrpvIntermediate;
+    meta_[slot] = ship_counters_[predictor] == 0 ? kRrpvDistant : kRrpvIntermediate;
   }
 }
 
 template <Policy P>
 void CacheSimulator::run_passes(const Trace& t, int passes, uint64_t threshold, bool select_all) {
+  const auto sets = static_cast<uint32_t>(geometry_.sets);
+  const int64_t ways = geometry_.ways;
+  // Ranges are runs of consecutive lines, so the set index advances by one per line: no division,
+  // and the set kPrefetchLines ahead can be fetched into the host cache early.
+  constexpr uint32_t kPrefetchLines = 16;
+  const uint32_t prefetch_offset = kPrefetchLines % sets;
   for (int pass = 0; pass < passes; ++pass) {
     if (pass == passes - 1) {  // only the last pass is measured
       for (KernelStats& k : stats_) k = KernelStats{};
@@ -209,10 +217,18 @@ void CacheSimulator::run_passes(const Trace& t, int passes, uint64_t threshold, 
     }
     for (const TraceRange& r : t.ranges) {
       KernelStats& stats = stats_[r.kernel];
+      stats.accesses += r.lines;
+      uint32_t set = r.first_line % sets;
+      uint32_t ahead = set + prefetch_offset >= sets ? set + prefetch_offset - sets : set + prefetch_offset;
       const uint32_t end = r.first_line + r.lines;
       for (uint32_t line = r.first_line; line < end; ++line) {
+        __builtin_prefetch(tags_.data() + ahead * ways);
+        __builtin_prefetch(meta_.data() + ahead * ways);
         const bool persisting = r.hinted && (select_all || mix64(line ^ kLineSalt) < threshold);
-        access<P>(line, r.write, persisting, r.signature, stats);
+        persisting_accesses_ += persisting;
+        access<P>(static_cast<int64_t>(set) * ways, line, r.write, persisting, r.signature, stats);
+        if (++set == sets) set = 0;
+        if (++ahead == sets) ahead = 0;
       }
     }
   }
@@ -225,8 +241,9 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
               "trace of {} byte lines simulated on a cache of {} byte lines", t.line_bytes, geometry_.line_bytes);
   const int passes = options.warmup_passes + 1;
 
-  std::fill(slots_.begin(), slots_.end(), Slot{-1, 0, 0, 0});
-  where_.assign(static_cast<size_t>(t.total_lines()), -1);
+  std::fill(tags_.begin(), tags_.end(), -1);
+  std::fill(meta_.begin(), meta_.end(), 0);
+  std::fill(flags_.begin(), flags_.end(), 0);
   std::fill(ship_counters_.begin(), ship_counters_.end(), kShipCounterInit);
   stats_.assign(static_cast<size_t>(t.kernel_count), KernelStats{});
   cursor_ = 0;
@@ -262,8 +279,8 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
     r.dram_write_bytes += k.dram_write_bytes;
   }
   if (options.flush_at_end) {
-    for (Slot& s : slots_) {
-      if (s.line >= 0 && (s.flags & kDirty)) r.flush_write_bytes += geometry_.line_bytes;
+    for (size_t s = 0; s < tags_.size(); ++s) {
+      if (tags_[s] >= 0 && (flags_[s] & kDirty)) r.flush_write_bytes += geometry_.line_bytes;
     }
     r.dram_write_bytes += r.flush_write_bytes;
   }

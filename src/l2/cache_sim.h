@@ -104,24 +104,21 @@ class CacheSimulator {
   SimResult run(const Trace& t, Policy policy, double hit_ratio, const SimOptions& options = {});
 
  private:
-  struct Slot {
-    int32_t line;   // -1: empty
-    uint32_t meta;  // LRU: last-use stamp; SHiP: re-reference value; Belady: next use
-    uint16_t signature;
-    uint8_t flags;
-  };
   template <Policy P>
   void run_passes(const Trace& t, int passes, uint64_t threshold, bool select_all);
   template <Policy P>
-  void access(uint32_t line, bool write, bool persisting, uint32_t signature, KernelStats& stats);
+  void access(int64_t set_base, uint32_t line, bool write, bool persisting, uint32_t signature, KernelStats& stats);
   template <Policy P>
   int64_t choose_victim(int64_t first, int64_t end, uint32_t next_use);
   void compute_next_uses(const Trace& t, int passes);
 
   CacheGeometry geometry_;
   int partition_ways_ = 0;  // persisting ways in this run (0 under SHiP-SW)
-  std::vector<Slot> slots_;
-  std::vector<int32_t> where_;  // line -> slot, or -1
+  // One entry per way of every set, set-major. Separate arrays keep a set's tags in one host cache line.
+  std::vector<int32_t> tags_;   // line id, -1 when empty
+  std::vector<uint32_t> meta_;  // LRU: last-use stamp; SHiP: re-reference value; Belady: next use
+  std::vector<uint16_t> signatures_;
+  std::vector<uint8_t> flags_;
   std::vector<uint8_t> ship_counters_;
   std::vector<uint32_t> next_use_;
   std::vector<KernelStats> stats_;

@@ -101,14 +101,17 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   return e;
 }
 
-// Converts raw file bytes of one tensor to the WeightStore's f32 / i64.
-Tensor convert(const Entry& e, const std::byte* src) {
-  const bool is_int = e.dtype.type == FileDType::kI32 || e.dtype.type == FileDType::kI64;
-  Tensor t(is_int ? DType::kI64 : DType::kF32, e.shape);
+DType store_dtype(FileDType t) { return t == FileDType::kI32 || t == FileDType::kI64 ? DType::kI64 : DType::kF32; }
+
+// F32 and I64 are already the WeightStore's types: their bytes are read straight into the tensor.
+bool needs_conversion(FileDType t) { return t != FileDType::kF32 && t != FileDType::kI64; }
+
+// Widens raw file bytes of a converted dtype into the tensor `t` (f32 or i64).
+void convert(FileDType type, const std::byte* src, Tensor& t) {
   const size_t n = static_cast<size_t>(t.numel());
-  switch (e.dtype.type) {
+  switch (type) {
     case FileDType::kF32:
-    case FileDType::kI64: std::memcpy(t.raw(), src, t.nbytes()); break;
+    case FileDType::kI64: ATOLL_THROW(kInternal, "{} needs no conversion", dtype_name(t.dtype()));
     case FileDType::kF16: {
       auto out = t.as<float>();
       for (size_t i = 0; i < n; ++i) {
@@ -146,7 +149,6 @@ Tensor convert(const Entry& e, const std::byte* src) {
       break;
     }
   }
-  return t;
 }
 
 }  // namespace
@@ -188,12 +190,16 @@ WeightStore read_safetensors(const std::string& path) {
   for (const auto& [name, value] : j.items()) {
     if (name == "__metadata__") continue;
     const Entry e = parse_entry(path, name, value, data_bytes);
-    staging.resize(e.end - e.begin);
+    Tensor t(store_dtype(e.dtype.type), e.shape);
+    const bool convert_after = needs_conversion(e.dtype.type);
+    if (convert_after) staging.resize(e.end - e.begin);
+    std::byte* dst = convert_after ? staging.data() : t.raw();
     f.seekg(static_cast<std::streamoff>(data_start + e.begin));
-    f.read(reinterpret_cast<char*>(staging.data()), static_cast<std::streamsize>(staging.size()));
-    ATOLL_CHECK(f.good(), kIo, "{}: tensor '{}': read of {} bytes at offset {} failed", path, name, staging.size(),
+    f.read(reinterpret_cast<char*>(dst), static_cast<std::streamsize>(e.end - e.begin));
+    ATOLL_CHECK(f.good(), kIo, "{}: tensor '{}': read of {} bytes at offset {} failed", path, name, e.end - e.begin,
                 data_start + e.begin);
-    store[name] = convert(e, staging.data());
+    if (convert_after) convert(e.dtype.type, staging.data(), t);
+    store[name] = std::move(t);
   }
   return store;
 }

@@ -2,7 +2,6 @@
 #include "op_cases.h"
 
 #include <cmath>
-#include <cstring>
 
 #include "core/half.h"
 #include "core/rng.h"

@@ -153,8 +153,7 @@ void run_conv(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   auto* scratch = reinterpret_cast<float*>(args.workspace);
   switch (p.path) {
     case ConvPath::kPointwise:
-      gemm_nt(p.rows, p.o, p.c, 1.0f, x, p.c, w, p.c, y, p.o);
-      apply_epilogue(y, p.rows, p.o, p.o, bias, residual, p.p.act);
+      gemm(p.rows, p.o, p.c, 1.0f, x, p.c, w, p.c, true, y, p.o, Epilogue{bias, residual, p.p.act});
       return;
     case ConvPath::kDepthwise:
       run_depthwise(p, x, w, bias, residual, y, scratch);
@@ -162,13 +161,13 @@ void run_conv(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
     case ConvPath::kIm2col:
       for (int64_t row0 = 0; row0 < p.rows; row0 += p.tile_rows) {
         const int64_t count = std::min(p.tile_rows, p.rows - row0);
-        float* y_tile = y + row0 * p.o;
         for (int64_t g = 0; g < p.p.group; ++g) {
           im2col(p, x, g, row0, count, scratch);
-          gemm_nt(count, p.og, p.k, 1.0f, scratch, p.k, w + g * p.og * p.k, p.k, y_tile + g * p.og, p.o);
+          const int64_t col0 = g * p.og;
+          const Epilogue ep{bias != nullptr ? bias + col0 : nullptr,
+                            residual != nullptr ? residual + row0 * p.o + col0 : nullptr, p.p.act};
+          gemm(count, p.og, p.k, 1.0f, scratch, p.k, w + col0 * p.k, p.k, true, y + row0 * p.o + col0, p.o, ep);
         }
-        apply_epilogue(y_tile, count, p.o, p.o, bias, residual != nullptr ? residual + row0 * p.o : nullptr,
-                       p.p.act);
       }
       return;
   }

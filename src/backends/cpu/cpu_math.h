@@ -46,20 +46,18 @@ inline void epilogue_row(float* y, int64_t n, const float* bias, const float* re
   }
 }
 
-// y[i] = act(x[i]) for n elements; x may equal y.
-void apply_act(Act act, const float* x, float* y, int64_t n);
+// What a matrix product does to its result before returning: C = act(C + bias[col] + residual).
+struct Epilogue {
+  const float* bias = nullptr;      // [n]
+  const float* residual = nullptr;  // same shape and leading dimension as C
+  Act act = Act::kNone;
+};
 
-// In place on a rows x cols block with row stride ld: y = act(y + bias[col] + residual[row, col]).
-// bias and residual may be null; the residual has the same row stride as y.
-void apply_epilogue(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias, const float* residual,
-                    Act act);
-
-// C[m, n] = alpha * sum_k A[m, k] * B[n, k]  (B transposed), row-major with leading dimensions.
-// Uses every OpenMP thread, or one when called inside a parallel region.
-void gemm_nt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-             float* c, int64_t ldc);
-// C[m, n] = alpha * sum_k A[m, k] * B[k, n], row-major with leading dimensions.
-void gemm_nn(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-             float* c, int64_t ldc);
+// C[m, n] = epilogue(alpha * A[m, k] * op(B)), row-major with leading dimensions; op(B) is B[n, k]
+// transposed when trans_b, else B[k, n]. Splits rows (or columns, when rows are few) over the
+// OpenMP threads, each running a single-threaded Eigen product and its share of the epilogue
+// while the block is still in cache; inside a parallel region it runs on the calling thread.
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue = {});
 
 }  // namespace atl::cpu

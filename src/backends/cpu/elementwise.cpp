@@ -1,5 +1,4 @@
-// Elementwise kernels: activations, Add/Mul with NumPy broadcasting, ScaleShift; and the
-// activation/epilogue helpers the conv and gemm kernels share.
+// Elementwise kernels: activations, Add/Mul with NumPy broadcasting, ScaleShift.
 #include <algorithm>
 
 #include "backends/cpu/cpu_math.h"
@@ -17,11 +16,9 @@ void act_range(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = activate<A>(x[i]);
 }
 
-}  // namespace
-
+// y[i] = act(x[i]) for n elements.
 void apply_act(Act act, const float* x, float* y, int64_t n) {
   with_act(act, [&]<Act A>() {
-    if (A == Act::kNone && x == y) return;
     const int64_t chunks = (n + kChunk - 1) / kChunk;
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (int64_t c = 0; c < chunks; ++c) {
@@ -30,19 +27,6 @@ void apply_act(Act act, const float* x, float* y, int64_t n) {
     }
   });
 }
-
-void apply_epilogue(float* y, int64_t rows, int64_t cols, int64_t ld, const float* bias, const float* residual,
-                    Act act) {
-  if (bias == nullptr && residual == nullptr && act == Act::kNone) return;
-  with_act(act, [&]<Act A>() {
-#pragma omp parallel for schedule(static) if (rows * cols > kParallelGrain)
-    for (int64_t r = 0; r < rows; ++r) {
-      epilogue_row<A>(y + r * ld, cols, bias, residual != nullptr ? residual + r * ld : nullptr);
-    }
-  });
-}
-
-namespace {
 
 // --- Relu / Relu6 / Gelu / Tanh ---------------------------------------------------------------
 

@@ -1,5 +1,12 @@
-// Matrix products: the Eigen-backed gemm helpers, and the Gemm and MatMul kernels.
+// Matrix products: the threaded Eigen-backed gemm helper, and the Gemm and MatMul kernels.
+// Eigen runs single-threaded; gemm() splits the work itself, so threads never wait on each
+// other inside a product (Eigen's own threading spins on shared packing, which stalls badly
+// when a core is busy with something else).
+#define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
+#include <omp.h>
+
+#include <algorithm>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/kernel_registry.h"
@@ -12,29 +19,64 @@ using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::Ro
 using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
 
-}  // namespace
+// Products below this many multiply-adds run on one thread.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
-void gemm_nt(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-             float* c, int64_t ldc) {
-  ConstMatrixMap am(a, m, k, Eigen::OuterStride<>(lda));
-  ConstMatrixMap bm(b, n, k, Eigen::OuterStride<>(ldb));
-  MatrixMap cm(c, m, n, Eigen::OuterStride<>(ldc));
-  if (alpha == 1.0f) {
-    cm.noalias() = am * bm.transpose();
+// One block of C: rows [r0, r1), columns [c0, c1), product then epilogue.
+void gemm_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, const Epilogue& ep) {
+  if (r1 <= r0 || c1 <= c0) return;
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  ConstMatrixMap am(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
+  MatrixMap cm(c + r0 * ldc + c0, rows, cols, Eigen::OuterStride<>(ldc));
+  if (trans_b) {
+    ConstMatrixMap bm(b + c0 * ldb, cols, k, Eigen::OuterStride<>(ldb));
+    if (alpha == 1.0f) {
+      cm.noalias() = am * bm.transpose();
+    } else {
+      cm.noalias() = (alpha * am) * bm.transpose();
+    }
   } else {
-    cm.noalias() = (alpha * am) * bm.transpose();
+    ConstMatrixMap bm(b + c0, k, cols, Eigen::OuterStride<>(ldb));
+    if (alpha == 1.0f) {
+      cm.noalias() = am * bm;
+    } else {
+      cm.noalias() = (alpha * am) * bm;
+    }
   }
+  if (ep.bias == nullptr && ep.residual == nullptr && ep.act == Act::kNone) return;
+  with_act(ep.act, [&]<Act A>() {
+    for (int64_t r = r0; r < r1; ++r) {
+      epilogue_row<A>(c + r * ldc + c0, cols, ep.bias != nullptr ? ep.bias + c0 : nullptr,
+                      ep.residual != nullptr ? ep.residual + r * ldc + c0 : nullptr);
+    }
+  });
 }
 
-void gemm_nn(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-             float* c, int64_t ldc) {
-  ConstMatrixMap am(a, m, k, Eigen::OuterStride<>(lda));
-  ConstMatrixMap bm(b, k, n, Eigen::OuterStride<>(ldb));
-  MatrixMap cm(c, m, n, Eigen::OuterStride<>(ldc));
-  if (alpha == 1.0f) {
-    cm.noalias() = am * bm;
-  } else {
-    cm.noalias() = (alpha * am) * bm;
+}  // namespace
+
+void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
+          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads == 1 || m * n * k < kParallelMacs) {
+    gemm_block(0, m, 0, n, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
+    return;
+  }
+  // Rows when there are enough to keep every thread's block tall; columns otherwise (a GEMV
+  // or a late, spatially small conv layer), in multiples of 16 to keep SIMD stores whole.
+  const bool split_rows = m >= 8 * threads;
+  const int64_t span = split_rows ? m : n;
+  const int64_t align = split_rows ? 1 : 16;
+  const int64_t step = ((span + threads - 1) / threads + align - 1) / align * align;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t lo = std::min(span, omp_get_thread_num() * step);
+    const int64_t hi = std::min(span, lo + step);
+    if (split_rows) {
+      gemm_block(lo, hi, 0, n, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
+    } else {
+      gemm_block(0, m, lo, hi, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
+    }
   }
 }
 
@@ -79,12 +121,12 @@ KernelPlan validate_gemm(const Kernel& k) {
 
 void run_gemm(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const auto& p = *std::any_cast<GemmPlan>(&plan.params);
-  float* y = args.out_f32(0);
-  gemm_nt(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1), p.k, y, p.n);
+  Epilogue ep;
   size_t next = 2;
-  const float* bias = p.has_bias ? args.in_f32(next++) : nullptr;
-  const float* residual = p.has_residual ? args.in_f32(next) : nullptr;
-  apply_epilogue(y, p.m, p.n, p.n, bias, residual, p.act);
+  if (p.has_bias) ep.bias = args.in_f32(next++);
+  if (p.has_residual) ep.residual = args.in_f32(next);
+  ep.act = p.act;
+  gemm(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1), p.k, true, args.out_f32(0), p.n, ep);
 }
 
 // --- MatMul: y = alpha * a b (or a b^T), batched over equal leading dimensions ----------------
@@ -136,11 +178,7 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
     const float* ai = a + i * p.m * p.k;
     const float* bi = b + i * p.k * p.n;
     float* yi = y + i * p.m * p.n;
-    if (p.trans_b) {
-      gemm_nt(p.m, p.n, p.k, p.alpha, ai, p.k, bi, ldb, yi, p.n);
-    } else {
-      gemm_nn(p.m, p.n, p.k, p.alpha, ai, p.k, bi, ldb, yi, p.n);
-    }
+    gemm(p.m, p.n, p.k, p.alpha, ai, p.k, bi, ldb, p.trans_b, yi, p.n);
   }
 }
 

@@ -115,6 +115,9 @@ __half* half_out(const Kernel& k, const LoadContext& ctx, size_t i);
 const float* param_in(const Kernel& k, const LoadContext& ctx, size_t i, const char* role);
 // Shape as stored: [N, H, W, C] for NHWC tensors, the logical shape otherwise.
 Shape physical_shape(const Binding& b);
+// Logical axis -> axis of the stored shape (NHWC moves the channel axis last).
+int physical_axis(const Binding& b, int logical);
+int normalize_axis(int64_t axis, int rank);
 int act_code(const Kernel& k);
 
 }  // namespace atl::cuda

@@ -19,19 +19,6 @@ int64_t product(const Shape& s, int from, int to) {
   return p;
 }
 
-// Logical axis -> axis of the stored shape.
-int physical_axis(const Binding& b, int logical) {
-  if (b.layout != Layout::kNHWC || b.shape.rank() != 4) return logical;
-  constexpr int kNhwcPosition[4] = {0, 3, 1, 2};
-  return kNhwcPosition[logical];
-}
-
-int normalize_axis(int64_t axis, int rank) {
-  const int64_t a = axis < 0 ? axis + rank : axis;
-  ATOLL_CHECK(a >= 0 && a < rank, kUnsupported, "axis {} out of range for rank {}", axis, rank);
-  return static_cast<int>(a);
-}
-
 }  // namespace
 
 std::unique_ptr<KernelLaunch> prepare_pool(const Kernel& k, const LoadContext& ctx) {

@@ -139,6 +139,18 @@ Shape physical_shape(const Binding& b) {
   return Shape{b.shape[0], b.shape[2], b.shape[3], b.shape[1]};
 }
 
+int physical_axis(const Binding& b, int logical) {
+  if (b.layout != Layout::kNHWC || b.shape.rank() != 4) return logical;
+  constexpr int kNhwcPosition[4] = {0, 3, 1, 2};
+  return kNhwcPosition[logical];
+}
+
+int normalize_axis(int64_t axis, int rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  ATOLL_CHECK(a >= 0 && a < rank, kUnsupported, "axis {} out of range for rank {}", axis, rank);
+  return static_cast<int>(a);
+}
+
 int act_code(const Kernel& k) {
   switch (act_from_name(k.attrs.get_string("act", "none"))) {
     case Act::kNone: return kActNone;

@@ -1,0 +1,81 @@
+#include "backends/cuda/cuda_backend.h"
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_instance.h"
+#include "core/error.h"
+
+namespace atl {
+
+namespace {
+
+// The oldest compute capability this build carries code for (from ATOLL_CUDA_ARCHITECTURES).
+constexpr int kMinArch = ATL_CUDA_MIN_ARCH;
+
+std::string probe_device() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();  // clear the sticky-free error so later calls start clean
+    return fmt::format("cudaGetDeviceCount: {}", cudaGetErrorString(err));
+  }
+  if (count == 0) return "no CUDA device present";
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) {
+    cudaGetLastError();
+    return "cudaGetDeviceProperties failed on device 0";
+  }
+  if (prop.major * 10 + prop.minor < kMinArch) {
+    return fmt::format("{} is sm_{}{}; this build needs sm_{} or newer (set ATOLL_CUDA_ARCHITECTURES)", prop.name,
+                       prop.major, prop.minor, kMinArch);
+  }
+  return "";
+}
+
+const std::string& unavailable_reason() {
+  static const std::string reason = probe_device();
+  return reason;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(int device) : device_(device) {
+    ATOLL_CHECK(cuda_device_available(), kUnsupported, "CUDA backend: {}", unavailable_reason());
+    int count = 0;
+    ATL_CUDA_CHECK(cudaGetDeviceCount(&count));
+    ATOLL_CHECK(device >= 0 && device < count, kInvalidArgument, "CUDA device {} does not exist ({} present)", device,
+                count);
+    cudaDeviceProp prop{};
+    ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    info_.sm_count = prop.multiProcessorCount;
+    info_.name = prop.name;
+    description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
+                               prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string device_description() const override { return description_; }
+  CompileTarget target() const override {
+    CompileTarget t;
+    t.act_dtype = DType::kF16;
+    t.alignment = 256;
+    return t;
+  }
+  std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
+    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_);
+  }
+
+ private:
+  int device_;
+  cuda::DeviceInfo info_;
+  std::string description_;
+};
+
+}  // namespace
+
+bool cuda_device_available() { return unavailable_reason().empty(); }
+
+std::string cuda_unavailable_reason() { return unavailable_reason(); }
+
+std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+
+}  // namespace atl

@@ -1,0 +1,372 @@
+// The CUDA Instance: device memory (weights, arena, workspace, inputs/outputs), the prepared
+// launches, the instance's stream and flags, and the optional CUDA graph of a whole run.
+#include "backends/cuda/cuda_instance.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gemm_plan.h"
+#include "backends/cuda/host_convert.h"
+#include "core/error.h"
+
+namespace atl::cuda {
+
+namespace {
+
+constexpr size_t kDeviceAlignment = 256;
+
+size_t align_up(size_t v) { return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
+
+size_t device_elem_size(WeightFormat f) {
+  switch (f) {
+    case WeightFormat::kParamF32: return 4;
+    case WeightFormat::kInt64: return 8;
+    default: return 2;
+  }
+}
+
+std::string choice_name(const GemmChoice& c) {
+  return fmt::format("{}x{}/s{}", gemm_tile_m(c.tile), gemm_tile_n(c.tile), c.splits);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& weights, int device,
+                                   const DeviceInfo& info)
+    : program_(program), info_(info) {
+  ATOLL_CHECK(program_.act_dtype == DType::kF16, kUnsupported,
+              "program '{}' stores activations as {}; the CUDA backend needs f16 (compile for the CUDA target)",
+              program_.model, dtype_name(program_.act_dtype));
+  ATOLL_CHECK(program_.alignment % 16 == 0, kUnsupported,
+              "program '{}' aligns arena buffers to {} bytes; the CUDA backend needs a multiple of 16", program_.model,
+              program_.alignment);
+  verify_program(program_);
+  ATL_CUDA_CHECK(cudaSetDevice(device));
+  upload_weights(weights);
+  arena_ = DeviceBuffer(static_cast<size_t>(program_.arena_bytes));
+  allocate_io();
+  stream_ = make_stream();
+  flag_ = DeviceBuffer(sizeof(int));
+  ATL_CUDA_CHECK(cudaMemsetAsync(flag_.get(), 0, sizeof(int), stream_.get()));
+  index_error_ = PinnedBuffer(sizeof(int), /*mapped=*/true);
+  *static_cast<volatile int*>(index_error_.get()) = 0;
+  index_error_device_ = static_cast<int*>(index_error_.device_alias());
+
+  launches_.reserve(program_.kernels.size());
+  for (const Kernel& k : program_.kernels) launches_.push_back(prepare_launch(k, *this));
+  size_t ws = 0;
+  for (const auto& l : launches_) ws = std::max(ws, l->workspace_bytes());
+  set_workspace(ws);
+  // Like the CPU backend, a fresh instance has NaN everywhere a kernel writes, so an element
+  // no kernel writes shows up in any comparison.
+  poison(0xFF);
+  // Copies from pageable memory may still be in flight, and on other streams than ours.
+  ATL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+CudaInstanceImpl::~CudaInstanceImpl() {
+  // Work still queued may use the buffers about to be freed.
+  if (stream_) cudaStreamSynchronize(stream_.get());
+}
+
+void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
+  formats_ = plan_weight_formats(program_);
+  weight_offsets_.resize(program_.weights.size());
+  size_t total = 0;
+  for (size_t i = 0; i < program_.weights.size(); ++i) {
+    weight_offsets_[i] = total;
+    total += align_up(static_cast<size_t>(program_.weights[i].shape.numel()) * device_elem_size(formats_[i]));
+  }
+  std::vector<std::byte> host(total);
+  for (size_t i = 0; i < program_.weights.size(); ++i) {
+    const TensorSpec& spec = program_.weights[i];
+    auto it = weights.find(spec.name);
+    ATOLL_CHECK(it != weights.end(), kNotFound, "weight '{}' of program '{}' is missing from the weight store",
+                spec.name, program_.model);
+    const Tensor& t = it->second;
+    ATOLL_CHECK(t.shape() == spec.shape && t.dtype() == spec.dtype, kInvalidArgument,
+                "weight '{}' is {} {}, the program expects {} {}", spec.name, dtype_name(t.dtype()), t.shape().str(),
+                dtype_name(spec.dtype), spec.shape.str());
+    std::byte* dst = host.data() + weight_offsets_[i];
+    switch (formats_[i]) {
+      case WeightFormat::kParamF32:
+      case WeightFormat::kInt64: std::memcpy(dst, t.raw(), t.nbytes()); break;
+      case WeightFormat::kHalf: floats_to_halves(t.as<float>(), reinterpret_cast<uint16_t*>(dst)); break;
+      case WeightFormat::kDepthwiseTaps:
+        depthwise_to_taps(t.as<float>(), spec.shape, reinterpret_cast<uint16_t*>(dst));
+        break;
+    }
+  }
+  weights_ = DeviceBuffer(total);
+  if (total > 0) ATL_CUDA_CHECK(cudaMemcpy(weights_.get(), host.data(), total, cudaMemcpyHostToDevice));
+}
+
+void CudaInstanceImpl::allocate_io() {
+  auto layout = [](const std::vector<TensorSpec>& specs, std::vector<size_t>& offsets, size_t& total) {
+    for (const TensorSpec& s : specs) {
+      offsets.push_back(total);
+      total += align_up(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype));
+    }
+  };
+  size_t total = 0;
+  layout(program_.inputs, input_offsets_, total);
+  layout(program_.outputs, output_offsets_, total);
+  io_ = DeviceBuffer(total);
+  for (const TensorSpec& s : program_.inputs) {
+    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), false);
+    input_copied_.push_back(make_event());
+  }
+  for (const TensorSpec& s : program_.outputs) {
+    output_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), false);
+  }
+}
+
+void CudaInstanceImpl::set_workspace(size_t bytes) {
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  workspace_ = DeviceBuffer(bytes);
+  for (auto& l : launches_) l->bind_workspace(workspace_.get());
+  graph_.reset();
+}
+
+void* CudaInstanceImpl::address(const Binding& b) const {
+  switch (b.kind) {
+    case Binding::Kind::kArena: return arena_.bytes_ptr() + b.offset;
+    case Binding::Kind::kInput: return io_.bytes_ptr() + input_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
+    case Binding::Kind::kOutput: return io_.bytes_ptr() + output_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
+    case Binding::Kind::kWeight: {
+      const auto i = static_cast<size_t>(b.index);
+      const int64_t elem = b.offset / static_cast<int64_t>(dtype_size(program_.weights.at(i).dtype));
+      return weights_.bytes_ptr() + weight_offsets_[i] + static_cast<size_t>(elem) * device_elem_size(formats_[i]);
+    }
+  }
+  return nullptr;
+}
+
+WeightFormat CudaInstanceImpl::weight_format(int weight_index) const {
+  return formats_.at(static_cast<size_t>(weight_index));
+}
+
+void CudaInstanceImpl::set_input(int index, const Tensor& t) {
+  ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.inputs.size()), kInvalidArgument,
+              "input index {} out of range ({} inputs)", index, program_.inputs.size());
+  const auto i = static_cast<size_t>(index);
+  const TensorSpec& spec = program_.inputs[i];
+  ATOLL_CHECK(t.shape() == spec.shape, kInvalidArgument, "input '{}' must be {}, got {}", spec.name,
+              spec.shape.str(), t.shape().str());
+  // The previous copy from this staging buffer must be done before it is overwritten.
+  ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
+  host_to_storage(t, spec, input_staging_[i].get());
+  ATL_CUDA_CHECK(cudaMemcpyAsync(io_.bytes_ptr() + input_offsets_[i], input_staging_[i].get(),
+                                 input_staging_[i].size(), cudaMemcpyHostToDevice, stream_.get()));
+  ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream_.get()));
+}
+
+Tensor CudaInstanceImpl::get_output(int index) {
+  ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.outputs.size()), kInvalidArgument,
+              "output index {} out of range ({} outputs)", index, program_.outputs.size());
+  const auto i = static_cast<size_t>(index);
+  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), io_.bytes_ptr() + output_offsets_[i],
+                                 output_staging_[i].size(), cudaMemcpyDeviceToHost, stream_.get()));
+  synchronize();
+  return storage_to_host(output_staging_[i].get(), program_.outputs[i]);
+}
+
+void CudaInstanceImpl::run() {
+  enqueue_run();
+  synchronize();
+}
+
+void CudaInstanceImpl::run_range(int first, int last) {
+  ATOLL_CHECK(0 <= first && first <= last && last <= static_cast<int>(launches_.size()), kInvalidArgument,
+              "kernel range [{}, {}) outside [0, {})", first, last, launches_.size());
+  for (int k = first; k < last; ++k) launches_[static_cast<size_t>(k)]->launch(stream_.get(), run_flag());
+}
+
+void CudaInstanceImpl::synchronize() {
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  auto* err = static_cast<volatile int*>(index_error_.get());
+  if (*err != 0) {
+    *err = 0;
+    ATOLL_THROW(kInvalidArgument, "program '{}': a Gather index was out of range (clamped on the GPU)",
+                program_.model);
+  }
+}
+
+MemoryReport CudaInstanceImpl::memory() const {
+  MemoryReport r;
+  r.weight_bytes = static_cast<int64_t>(weights_.size());
+  r.arena_bytes = static_cast<int64_t>(arena_.size());
+  r.workspace_bytes = static_cast<int64_t>(workspace_.size());
+  r.io_bytes = static_cast<int64_t>(io_.size());
+  return r;
+}
+
+void CudaInstanceImpl::launch(int kernel, cudaStream_t stream, const int* flag) {
+  launch_at(kernel).launch(stream, flag);
+}
+
+void CudaInstanceImpl::enqueue_run() {
+  if (!use_graph_) return run_range(0, static_cast<int>(launches_.size()));
+  if (!graph_) capture_graph();
+  ATL_CUDA_CHECK(cudaGraphLaunch(graph_.get(), stream_.get()));
+}
+
+void CudaInstanceImpl::capture_graph() {
+  cudaStream_t s = stream_.get();
+  ATL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  cudaGraph_t graph = nullptr;
+  try {
+    for (const auto& l : launches_) l->launch(s, run_flag());
+  } catch (...) {
+    cudaStreamEndCapture(s, &graph);  // leaves the stream usable; the partial graph is dropped
+    if (graph) cudaGraphDestroy(graph);
+    throw;
+  }
+  ATL_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  cudaGraphExec_t exec = nullptr;
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  ATL_CUDA_CHECK(err);
+  graph_ = GraphExec(exec);
+}
+
+void CudaInstanceImpl::set_use_graph(bool on) { use_graph_ = on; }
+
+void CudaInstanceImpl::set_preemptible(bool on) {
+  if (on != preemptible_) graph_.reset();
+  preemptible_ = on;
+}
+
+std::vector<double> CudaInstanceImpl::time_kernels(int repeats) {
+  ATOLL_CHECK(repeats > 0, kInvalidArgument, "repeats must be > 0");
+  const size_t n = launches_.size();
+  std::vector<Event> marks;
+  for (size_t i = 0; i <= n; ++i) marks.push_back(make_event(/*timing=*/true));
+  std::vector<std::vector<double>> samples(n);
+  cudaStream_t s = stream_.get();
+  run_range(0, static_cast<int>(n));  // warm-up: first launches load modules
+  for (int r = 0; r < repeats; ++r) {
+    ATL_CUDA_CHECK(cudaEventRecord(marks[0].get(), s));
+    for (size_t i = 0; i < n; ++i) {
+      launches_[i]->launch(s, run_flag());
+      ATL_CUDA_CHECK(cudaEventRecord(marks[i + 1].get(), s));
+    }
+    synchronize();
+    for (size_t i = 0; i < n; ++i) {
+      float ms = 0;
+      ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, marks[i].get(), marks[i + 1].get()));
+      samples[i].push_back(ms);
+    }
+  }
+  std::vector<double> out;
+  for (auto& s_i : samples) out.push_back(median(std::move(s_i)));
+  return out;
+}
+
+double CudaInstanceImpl::time_one(size_t kernel, int repeats) {
+  cudaStream_t s = stream_.get();
+  Event start = make_event(true), stop = make_event(true);
+  std::vector<double> samples;
+  launches_[kernel]->launch(s, run_flag());
+  for (int r = 0; r < repeats; ++r) {
+    ATL_CUDA_CHECK(cudaEventRecord(start.get(), s));
+    launches_[kernel]->launch(s, run_flag());
+    ATL_CUDA_CHECK(cudaEventRecord(stop.get(), s));
+    ATL_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float ms = 0;
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+    samples.push_back(ms);
+  }
+  return median(std::move(samples));
+}
+
+std::vector<GemmTuneResult> CudaInstanceImpl::tune_gemms(int repeats) {
+  ATOLL_CHECK(repeats > 0, kInvalidArgument, "repeats must be > 0");
+  // Realistic operands: the arena holds a real run's activations while kernels are timed.
+  run_range(0, static_cast<int>(launches_.size()));
+  size_t need = workspace_.size();
+  for (const auto& l : launches_) {
+    for (const GemmChoice& c : l->gemm_choices()) need = std::max(need, l->workspace_bytes_for(c));
+  }
+  if (need > workspace_.size()) set_workspace(need);
+  std::vector<GemmTuneResult> results;
+  for (size_t k = 0; k < launches_.size(); ++k) {
+    KernelLaunch& l = *launches_[k];
+    const std::vector<GemmChoice> choices = l.gemm_choices();
+    if (choices.empty()) continue;
+    GemmTuneResult r;
+    r.kernel = static_cast<int>(k);
+    const GemmChoice initial = l.gemm_choice();
+    r.before = choice_name(initial);
+    r.before_ms = time_one(k, repeats);
+    GemmChoice best = initial;
+    double best_ms = r.before_ms;
+    for (const GemmChoice& c : choices) {
+      if (c == initial) continue;
+      l.set_gemm_choice(c);
+      const double ms = time_one(k, repeats);
+      if (ms < best_ms) {
+        best = c;
+        best_ms = ms;
+      }
+    }
+    l.set_gemm_choice(best);
+    r.after = choice_name(best);
+    r.after_ms = best_ms;
+    results.push_back(r);
+  }
+  size_t ws = 0;
+  for (const auto& l : launches_) ws = std::max(ws, l->workspace_bytes());
+  set_workspace(ws);
+  return results;
+}
+
+KernelLaunch& CudaInstanceImpl::launch_at(int kernel) const {
+  ATOLL_CHECK(kernel >= 0 && kernel < static_cast<int>(launches_.size()), kInvalidArgument,
+              "kernel index {} outside [0, {})", kernel, launches_.size());
+  return *launches_[static_cast<size_t>(kernel)];
+}
+
+std::string CudaInstanceImpl::gemm_choice(int kernel) const {
+  const KernelLaunch& l = launch_at(kernel);
+  return l.gemm_choices().empty() ? std::string() : choice_name(l.gemm_choice());
+}
+
+int CudaInstanceImpl::gemm_choice_count(int kernel) const {
+  return static_cast<int>(launch_at(kernel).gemm_choices().size());
+}
+
+void CudaInstanceImpl::select_gemm_choice(int kernel, int choice) {
+  KernelLaunch& l = launch_at(kernel);
+  const std::vector<GemmChoice> choices = l.gemm_choices();
+  ATOLL_CHECK(choice >= 0 && choice < static_cast<int>(choices.size()), kInvalidArgument,
+              "kernel '{}' has {} GEMM choices, not {}", l.name(), choices.size(), choice);
+  const GemmChoice& c = choices[static_cast<size_t>(choice)];
+  if (l.workspace_bytes_for(c) > workspace_.size()) set_workspace(l.workspace_bytes_for(c));
+  l.set_gemm_choice(c);
+  graph_.reset();
+}
+
+std::vector<std::byte> CudaInstanceImpl::read_binding(const Binding& b) {
+  ATOLL_CHECK(b.kind == Binding::Kind::kArena || b.kind == Binding::Kind::kOutput, kInvalidArgument,
+              "read_binding reads arena and output bindings, not {}", binding_kind_name(b.kind));
+  std::vector<std::byte> out(static_cast<size_t>(b.bytes));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  ATL_CUDA_CHECK(cudaMemcpy(out.data(), address(b), out.size(), cudaMemcpyDeviceToHost));
+  return out;
+}
+
+void CudaInstanceImpl::poison(uint8_t byte) {
+  ATL_CUDA_CHECK(cudaMemsetAsync(arena_.get(), byte, arena_.size(), stream_.get()));
+  const size_t first_output = output_offsets_.empty() ? io_.size() : output_offsets_.front();
+  ATL_CUDA_CHECK(cudaMemsetAsync(io_.bytes_ptr() + first_output, byte, io_.size() - first_output, stream_.get()));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
+}  // namespace atl::cuda

@@ -1,0 +1,69 @@
+#pragma once
+// Private to the CUDA backend: the Instance implementation behind CudaInstance.
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/launch.h"
+
+namespace atl::cuda {
+
+class CudaInstanceImpl final : public CudaInstance, private LoadContext {
+ public:
+  CudaInstanceImpl(const Program& program, const WeightStore& weights, int device, const DeviceInfo& info);
+  ~CudaInstanceImpl() override;
+
+  const Program& program() const override { return program_; }
+  void set_input(int index, const Tensor& t) override;
+  Tensor get_output(int index) override;
+  void run() override;
+  void run_range(int first, int last) override;
+  void synchronize() override;
+  MemoryReport memory() const override;
+
+  cudaStream_t stream() const override { return stream_.get(); }
+  int* preempt_flag() const override { return static_cast<int*>(flag_.get()); }
+  const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }
+  void launch(int kernel, cudaStream_t stream, const int* flag) override;
+  void enqueue_run() override;
+  void set_use_graph(bool on) override;
+  void set_preemptible(bool on) override;
+  std::vector<double> time_kernels(int repeats) override;
+  std::vector<GemmTuneResult> tune_gemms(int repeats) override;
+  std::string gemm_choice(int kernel) const override;
+  int gemm_choice_count(int kernel) const override;
+  void select_gemm_choice(int kernel, int choice) override;
+  std::vector<std::byte> read_binding(const Binding& b) override;
+  void poison(uint8_t byte) override;
+
+ private:
+  // LoadContext, for the entry points while kernels are prepared.
+  void* address(const Binding& b) const override;
+  WeightFormat weight_format(int weight_index) const override;
+  const DeviceInfo& device() const override { return info_; }
+  int* index_error_flag() const override { return index_error_device_; }
+
+  void upload_weights(const WeightStore& weights);
+  void allocate_io();
+  void set_workspace(size_t bytes);  // waits for the stream, rebinds every launch, drops the graph
+  void capture_graph();
+  double time_one(size_t kernel, int repeats);
+  KernelLaunch& launch_at(int kernel) const;
+
+  Program program_;
+  DeviceInfo info_;
+  std::vector<WeightFormat> formats_;
+  std::vector<size_t> weight_offsets_, input_offsets_, output_offsets_;
+  DeviceBuffer weights_, arena_, workspace_, io_, flag_;
+  PinnedBuffer index_error_;  // mapped: Gather writes it, synchronize() reads it
+  int* index_error_device_ = nullptr;
+  std::vector<PinnedBuffer> input_staging_, output_staging_;
+  std::vector<Event> input_copied_;
+  Stream stream_;
+  std::vector<std::unique_ptr<KernelLaunch>> launches_;
+  GraphExec graph_;
+  bool use_graph_ = true;
+  bool preemptible_ = true;
+};
+
+}  // namespace atl::cuda

@@ -1,0 +1,187 @@
+#pragma once
+// A deterministic discrete-event model of a GPU as one host thread drives it: SMs with block
+// slots, in-order streams with priorities, kernels as grids of equal blocks, and a preemption
+// flag that preemptible blocks check when they start and at loop points while they run.
+// Time is simulated in nanoseconds; nothing sleeps, and the same calls give the same timeline.
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <queue>
+#include <vector>
+
+#include "backends/backend.h"
+#include "program/program.h"
+
+namespace atl::sim {
+
+using SimTime = int64_t;  // nanoseconds since the device was created
+inline constexpr SimTime kSimForever = std::numeric_limits<SimTime>::max();
+
+// H200-like defaults. Peaks are effective rates (what tuned fp16 kernels reach), not datasheet.
+struct SimGpuConfig {
+  int sm_count = 132;
+  int blocks_per_sm = 2;             // resident blocks per SM: the device has sm_count * this slots
+  double peak_flops = 250e12;        // flop/s
+  double peak_bytes_per_s = 3.3e12;  // HBM bytes/s
+  SimTime kernel_floor_ns = 2000;    // shortest kernel: fixed device-side cost of any launch
+  int64_t elems_per_block = 4096;    // output elements one block computes (the grid-size model)
+  SimTime split_threshold_ns = 10000;  // kernels longer than this fill every slot (split-K, reductions)
+  SimTime launch_call_ns = 3000;     // host time one launch or stream memory-op call takes
+  SimTime launch_latency_ns = 5000;  // from the launch call until the kernel can start on the device
+  SimTime flag_write_ns = 1500;      // a stream memory write from its call until it lands
+  SimTime block_exit_ns = 300;       // a block that sees the flag at entry still holds its slot this long
+  SimTime loop_check_ns = 2000;      // running preemptible blocks check the flag this often; 0 = never
+  SimTime io_call_ns = 4000;         // host time to copy one request's inputs or outputs
+};
+
+// One kernel's launch shape in the model: `blocks` equal blocks of `block_ns` each.
+struct SimKernelShape {
+  int64_t blocks = 1;
+  SimTime block_ns = 1000;
+  friend bool operator==(const SimKernelShape&, const SimKernelShape&) = default;
+};
+
+// Grid and block time of every kernel from a roofline over Kernel::flops and bytes_moved.
+std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config);
+// The roofline grids with block times scaled so each kernel takes its profiled time (ms, one per kernel).
+std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,
+                                            const SimGpuConfig& config);
+
+struct SimLaunch {
+  SimKernelShape shape;
+  bool preemptible = false;
+  // When the launch completes without any block having exited on the flag, kernel `kernel` of
+  // `work` runs (the numerics of the launch); a cut launch writes nothing.
+  Instance* work = nullptr;
+  int kernel = 0;
+  int tag = 0;  // the caller's label, copied into the trace
+};
+
+// One completed kernel launch, in completion order.
+struct SimLaunchRecord {
+  int stream = 0;
+  uint64_t seq = 0;
+  int tag = 0;
+  int kernel = 0;
+  SimTime issued = 0;   // host launch call
+  SimTime visible = 0;  // could start from here on
+  SimTime start = 0;    // first block dispatched
+  SimTime end = 0;      // last block left its slot
+  int64_t blocks = 0;
+  bool preemptible = false;
+  bool cut = false;  // at least one block exited on the flag
+  friend bool operator==(const SimLaunchRecord&, const SimLaunchRecord&) = default;
+};
+
+struct SimSpan {
+  SimTime start = 0;
+  SimTime end = 0;
+};
+
+class SimGpu {
+ public:
+  explicit SimGpu(SimGpuConfig config = {}, bool record_trace = false);
+
+  const SimGpuConfig& config() const { return config_; }
+  int64_t slots() const { return slots_; }
+
+  // Streams run their work in order; blocks of higher-priority streams are dispatched first.
+  int create_stream(int priority);
+  // Enqueues a kernel; returns its sequence number on the stream (1, 2, ...). The host clock
+  // advances by launch_call_ns.
+  uint64_t launch(int stream, const SimLaunch& launch);
+  // Enqueues a write of the preemption flag, ordered after earlier work on `stream`.
+  void write_flag(int stream, bool raised);
+  // Writes the flag from the host and waits until it has landed.
+  void write_flag_blocking(bool raised);
+  bool flag() const { return flag_; }
+
+  uint64_t launched(int stream) const;
+  uint64_t completed(int stream) const;
+  // Start/end of a completed launch among the stream's most recent 4096.
+  std::optional<SimSpan> span(int stream, uint64_t seq) const;
+  // The first error a launch's numerics raised on this stream since the last call, or null.
+  std::exception_ptr take_error(int stream);
+
+  SimTime now() const { return now_; }
+  // The host spends `ns`: device events up to then happen meanwhile.
+  void advance(SimTime ns);
+  // Returns as soon as a launch has completed since the previous call (the clock stops at that
+  // completion), or when the clock reaches `deadline` (never moves it past; kSimForever with no
+  // work left returns at once).
+  void run_until_completion(SimTime deadline);
+  // Runs until every launch on `stream` has completed.
+  void synchronize(int stream);
+  bool busy() const;
+
+  const std::vector<SimLaunchRecord>& trace() const { return trace_; }
+
+ private:
+  struct Item {
+    bool flag_write = false;
+    bool flag_value = false;
+    uint64_t seq = 0;  // kernels only
+    SimLaunch launch;
+    SimTime issued = 0, visible = 0, ready = 0, start = -1;
+    int64_t dispatched = 0;
+    int running_groups = 0;
+    bool cut = false;
+  };
+  struct Stream {
+    int priority = 0;
+    std::deque<Item> items;
+    bool head_active = false;  // the front kernel is dispatching or running
+    uint64_t launched = 0, completed = 0;
+    std::vector<std::pair<uint64_t, SimSpan>> spans;  // ring indexed by seq
+    std::exception_ptr error;
+  };
+  // Blocks of one kernel dispatched at one instant: they start together and end together.
+  struct Group {
+    int stream = 0;
+    Item* item = nullptr;
+    int64_t blocks = 0;
+    SimTime start = 0, end = 0;
+    uint32_t generation = 0;
+    bool live = false;
+    bool exiting = false;  // saw the flag (at entry or a loop point)
+  };
+  enum class EventKind : uint8_t { kStreamHead, kGroupEnd };
+  struct Event {
+    SimTime time;
+    uint64_t order;  // ties broken by insertion order: the timeline is deterministic
+    EventKind kind;
+    int index;
+    uint32_t generation;
+    bool operator>(const Event& o) const { return time != o.time ? time > o.time : order > o.order; }
+  };
+
+  Stream& stream_at(int stream);
+  const Stream& stream_at(int stream) const;
+  void push_event(SimTime time, EventKind kind, int index, uint32_t generation = 0);
+  void process(const Event& e);
+  void activate_head(int stream);
+  void dispatch();
+  void end_group(int index);
+  void complete_head(int stream);
+  void set_flag(bool raised);
+  void run_events_until(SimTime time);
+
+  SimGpuConfig config_;
+  int64_t slots_;
+  bool record_trace_;
+  SimTime now_ = 0;
+  bool flag_ = false;
+  int64_t free_slots_;
+  uint64_t event_order_ = 0;
+  uint64_t completions_ = 0;
+  uint64_t completions_seen_ = 0;
+  std::vector<Stream> streams_;
+  std::vector<Group> groups_;
+  std::vector<int> free_groups_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> events_;
+  std::vector<SimLaunchRecord> trace_;
+};
+
+}  // namespace atl::sim

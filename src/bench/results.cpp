@@ -1,0 +1,182 @@
+#include "bench/results.h"
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "core/error.h"
+
+namespace atl::bench {
+
+Distribution distribution(std::vector<double> s) {
+  Distribution d;
+  if (s.empty()) return d;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  // Nearest-rank percentiles: the value at or above which (1-q) of samples lie.
+  auto pct = [&](double q) { return s[std::min(n - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(n))) - 1)]; };
+  d.count = static_cast<int>(n);
+  d.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(n);
+  d.p50 = pct(0.5);
+  d.p90 = pct(0.9);
+  d.p99 = pct(0.99);
+  d.p999 = pct(0.999);
+  d.max = s.back();
+  return d;
+}
+
+ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms) {
+  ModeStats m;
+  m.mode = run.mode;
+  const double seconds = run.duration_ms / 1000.0;
+  ATOLL_CHECK(seconds > 0, kInvalidArgument, "mode '{}' ran for no time", run.mode);
+  std::vector<double> rt_latencies;
+  int rt_total = 0, rt_missed = 0;
+  for (size_t c = 0; c < w.clients.size(); ++c) {
+    const ClientSpec& spec = w.clients[c];
+    ClientStats cs;
+    cs.name = spec.name;
+    cs.realtime = spec.realtime;
+    std::vector<double> lat;
+    int total = 0, missed = 0;
+    for (const RequestRecord& r : run.requests) {
+      if (r.client != static_cast<int>(c)) continue;
+      ++total;
+      cs.preemptions += r.preemptions;
+      if (r.dropped || r.failed) {
+        (r.dropped ? cs.dropped : cs.failed)++;
+        ++missed;
+        continue;
+      }
+      ++cs.served;
+      const double l = r.finish_ms - r.arrival_ms;
+      lat.push_back(l);
+      cs.longest_wait_ms = std::max(cs.longest_wait_ms, r.start_ms - r.arrival_ms);
+      if (spec.deadline_ms && l > *spec.deadline_ms) ++missed;
+    }
+    cs.latency_ms = distribution(lat);
+    cs.throughput_per_s = cs.served / seconds;
+    cs.deadline_miss_rate = spec.deadline_ms && total ? static_cast<double>(missed) / total : 0.0;
+    if (c < standalone_p50_ms.size() && standalone_p50_ms[c] > 0) {
+      cs.standalone_p50_ms = standalone_p50_ms[c];
+      cs.p50_increase = cs.latency_ms.p50 / cs.standalone_p50_ms - 1.0;
+    }
+    if (spec.realtime) {
+      rt_latencies.insert(rt_latencies.end(), lat.begin(), lat.end());
+      rt_total += total;
+      rt_missed += missed;
+      m.rt_throughput += cs.throughput_per_s;
+    } else {
+      m.be_throughput += cs.throughput_per_s;
+      m.longest_be_wait_ms = std::max(m.longest_be_wait_ms, cs.longest_wait_ms);
+    }
+    m.preemptions += spec.realtime ? 0 : cs.preemptions;
+    m.clients.push_back(std::move(cs));
+  }
+  m.rt_latency_ms = distribution(rt_latencies);
+  m.overall_throughput = m.rt_throughput + m.be_throughput;
+  m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / rt_total : 0.0;
+  m.preemption_latency_us = distribution(run.preemption_latency_us);
+  return m;
+}
+
+namespace {
+nlohmann::json dist_json(const Distribution& d) {
+  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90},
+          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}};
+}
+}  // namespace
+
+nlohmann::json results_json(const BenchResults& r) {
+  nlohmann::json j;
+  j["schema"] = "atoll.disb/1";
+  j["workload"] = {{"name", r.workload.name}, {"description", r.workload.description}};
+  for (const auto& c : r.workload.clients) {
+    nlohmann::json cj{{"name", c.name},   {"model", c.model},
+                      {"batch", c.batch}, {"priority", c.realtime ? "rt" : "be"},
+                      {"load", load_type_name(c.load)}};
+    if (c.rate_hz > 0) cj["rate_hz"] = c.rate_hz;
+    if (c.deadline_ms) cj["deadline_ms"] = *c.deadline_ms;
+    j["workload"]["clients"].push_back(cj);
+  }
+  j["device"] = r.device;
+  j["commit"] = r.commit;
+  for (size_t i = 0; i < r.stats.size(); ++i) {
+    const ModeStats& m = r.stats[i];
+    nlohmann::json mj;
+    mj["mode"] = m.mode;
+    mj["duration_s"] = r.runs[i].duration_ms / 1000.0;
+    mj["requests"] = r.runs[i].requests.size();
+    mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
+    mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
+    mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
+    mj["preemptions"] = m.preemptions;
+    mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
+    mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
+    for (const ClientStats& c : m.clients) {
+      mj["clients"].push_back({{"name", c.name},
+                               {"priority", c.realtime ? "rt" : "be"},
+                               {"served", c.served},
+                               {"dropped", c.dropped},
+                               {"failed", c.failed},
+                               {"latency_ms", dist_json(c.latency_ms)},
+                               {"standalone_p50_ms", c.standalone_p50_ms},
+                               {"p50_increase", c.p50_increase},
+                               {"deadline_miss_rate", c.deadline_miss_rate},
+                               {"throughput_per_s", c.throughput_per_s},
+                               {"longest_wait_ms", c.longest_wait_ms},
+                               {"preemptions", c.preemptions}});
+    }
+    j["modes"].push_back(std::move(mj));
+  }
+  return j;
+}
+
+std::string results_csv(const BenchResults& r) {
+  std::string out =
+      "workload,mode,client,priority,served,dropped,failed,mean_ms,p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,"
+      "standalone_p50_ms,p50_increase,deadline_miss_rate,throughput_per_s,longest_wait_ms,preemptions\n";
+  for (const ModeStats& m : r.stats) {
+    for (const ClientStats& c : m.clients) {
+      const Distribution& d = c.latency_ms;
+      out += fmt::format("{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{}\n",
+                         r.workload.name, m.mode, c.name, c.realtime ? "rt" : "be", c.served, c.dropped, c.failed,
+                         d.mean, d.p50, d.p90, d.p99, d.p999, d.max, c.standalone_p50_ms, c.p50_increase,
+                         c.deadline_miss_rate, c.throughput_per_s, c.longest_wait_ms, c.preemptions);
+    }
+  }
+  return out;
+}
+
+std::string perfetto_trace_json(const ModeRun& run) {
+  nlohmann::json events = nlohmann::json::array();
+  std::map<std::string, int> tids;
+  auto tid = [&](const std::string& track) {
+    auto [it, fresh] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
+    if (fresh) {
+      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", it->second}, {"args", {{"name", track}}}});
+    }
+    return it->second;
+  };
+  events.push_back({{"ph", "M"}, {"name", "process_name"}, {"pid", 1}, {"args", {{"name", "atoll " + run.mode}}}});
+  for (const KernelSpan& k : run.timeline) {
+    events.push_back({{"ph", "X"},
+                      {"name", k.name},
+                      {"cat", k.realtime ? "rt" : "be"},
+                      {"pid", 1},
+                      {"tid", tid(k.track)},
+                      {"ts", k.start_ms * 1000.0},
+                      {"dur", std::max(0.0, (k.end_ms - k.start_ms) * 1000.0)},
+                      {"args", {{"preempted", k.preempted}}}});
+  }
+  for (const InstantEvent& e : run.events) {
+    events.push_back({{"ph", "i"}, {"s", "g"}, {"name", e.name}, {"pid", 1}, {"tid", tid(e.track)},
+                      {"ts", e.at_ms * 1000.0}});
+  }
+  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+}
+
+}  // namespace atl::bench

@@ -1,0 +1,93 @@
+#pragma once
+// What one scheduler mode did on one workload, and the statistics DISB reports about it.
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "bench/workload.h"
+
+namespace atl::bench {
+
+struct RequestRecord {
+  int client = 0;
+  double arrival_ms = 0;  // scheduled arrival (closed loop: when the previous answer came back)
+  double start_ms = 0;    // first kernel start
+  double finish_ms = 0;
+  int preemptions = 0;
+  bool dropped = false;   // never served within the run
+  bool failed = false;
+};
+
+struct KernelSpan {  // one kernel execution, for the timeline
+  std::string track;  // stream name
+  std::string name;
+  double start_ms = 0, end_ms = 0;
+  bool realtime = false;
+  bool preempted = false;
+};
+
+struct InstantEvent {  // preemption raised / BE restored
+  std::string track;
+  std::string name;
+  double at_ms = 0;
+};
+
+struct ModeRun {
+  std::string mode;
+  double duration_ms = 0;
+  std::vector<RequestRecord> requests;
+  std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
+  std::vector<KernelSpan> timeline;           // a window of a few hundred ms
+  std::vector<InstantEvent> events;
+};
+
+struct Distribution {
+  int count = 0;
+  double mean = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+};
+Distribution distribution(std::vector<double> samples);
+
+struct ClientStats {
+  std::string name;
+  bool realtime = false;
+  int served = 0, dropped = 0, failed = 0;
+  Distribution latency_ms;        // from scheduled arrival
+  double standalone_p50_ms = 0;   // same model alone, same run
+  double p50_increase = 0;        // latency p50 / standalone p50 - 1
+  double deadline_miss_rate = 0;  // dropped and late requests over all scheduled
+  double throughput_per_s = 0;
+  double longest_wait_ms = 0;     // longest arrival -> first kernel start (starvation)
+  int preemptions = 0;
+};
+
+struct ModeStats {
+  std::string mode;
+  std::vector<ClientStats> clients;
+  Distribution rt_latency_ms;  // all RT clients together
+  double rt_throughput = 0, be_throughput = 0, overall_throughput = 0;
+  double rt_deadline_miss_rate = 0;
+  int preemptions = 0;
+  Distribution preemption_latency_us;
+  double longest_be_wait_ms = 0;
+};
+
+// `standalone_p50_ms` by client index: each RT model's latency alone, measured in the same run.
+ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms);
+
+struct BenchResults {
+  Workload workload;
+  std::string device;
+  std::string commit;
+  std::vector<ModeRun> runs;
+  std::vector<ModeStats> stats;
+};
+
+// results.json schema "atoll.disb/1": documented in docs/DISB.md.
+nlohmann::json results_json(const BenchResults& r);
+std::string results_csv(const BenchResults& r);
+std::string perfetto_trace_json(const ModeRun& run);
+std::string report_html(const BenchResults& r);
+
+}  // namespace atl::bench

@@ -1,0 +1,180 @@
+#include "bench/workload.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/rng.h"
+
+namespace atl::bench {
+
+const char* load_type_name(LoadType t) {
+  switch (t) {
+    case LoadType::kPeriodic: return "periodic";
+    case LoadType::kPoisson: return "poisson";
+    case LoadType::kClosedLoop: return "closed";
+    case LoadType::kTrace: return "trace";
+  }
+  return "?";
+}
+
+namespace {
+
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    ATOLL_THROW(kInvalidArgument, "workload '{}': field '{}': {}", source_, field, problem);
+  }
+  const nlohmann::json& need(const nlohmann::json& j, const std::string& key, const std::string& field) const {
+    if (!j.is_object() || !j.contains(key)) fail(field, "is required");
+    return j.at(key);
+  }
+  std::string string(const nlohmann::json& j, const std::string& field) const {
+    if (!j.is_string()) fail(field, "must be a string");
+    return j.get<std::string>();
+  }
+  double number(const nlohmann::json& j, const std::string& field) const {
+    if (!j.is_number()) fail(field, "must be a number");
+    return j.get<double>();
+  }
+  int64_t integer(const nlohmann::json& j, const std::string& field) const {
+    if (!j.is_number_integer()) fail(field, "must be an integer");
+    return j.get<int64_t>();
+  }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+};
+
+std::vector<double> read_trace_file(const Reader& r, const std::string& path, const std::string& field) {
+  std::ifstream f(path);
+  if (!f.good()) r.fail(field, fmt::format("cannot open trace file '{}'", path));
+  std::vector<double> out;
+  std::string line;
+  int line_no = 0;
+  while (std::getline(f, line)) {
+    ++line_no;
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    double t;
+    if (!(in >> t) || t < 0) r.fail(field, fmt::format("'{}' line {}: expected a non-negative time in ms", path, line_no));
+    if (!out.empty() && t < out.back()) {
+      r.fail(field, fmt::format("'{}' line {}: arrival times must not decrease", path, line_no));
+    }
+    out.push_back(t);
+  }
+  if (out.empty()) r.fail(field, fmt::format("trace file '{}' holds no arrival", path));
+  return out;
+}
+
+}  // namespace
+
+Workload parse_workload(const std::string& json_text, const std::string& source_name, const std::string& base_dir) {
+  Reader r(source_name);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(json_text);
+  } catch (const nlohmann::json::parse_error& e) {
+    ATOLL_THROW(kParse, "workload '{}': not valid JSON: {}", source_name, e.what());
+  }
+  Workload w;
+  w.name = r.string(r.need(j, "name", "name"), "name");
+  if (j.contains("description")) w.description = r.string(j.at("description"), "description");
+  const auto& clients = r.need(j, "clients", "clients");
+  if (!clients.is_array() || clients.empty()) r.fail("clients", "must be a non-empty array");
+  for (size_t i = 0; i < clients.size(); ++i) {
+    const auto& cj = clients[i];
+    const std::string at = fmt::format("clients[{}]", i);
+    ClientSpec c;
+    c.model = r.string(r.need(cj, "model", at + ".model"), at + ".model");
+    c.name = cj.contains("name") ? r.string(cj.at("name"), at + ".name") : fmt::format("{}-{}", c.model, i);
+    if (cj.contains("batch")) c.batch = r.integer(cj.at("batch"), at + ".batch");
+    if (c.batch < 1 || c.batch > 4096) r.fail(at + ".batch", "must be between 1 and 4096");
+    const std::string prio = r.string(r.need(cj, "priority", at + ".priority"), at + ".priority");
+    if (prio != "rt" && prio != "be") r.fail(at + ".priority", fmt::format("'{}' is neither \"rt\" nor \"be\"", prio));
+    c.realtime = prio == "rt";
+    const auto& load = r.need(cj, "load", at + ".load");
+    const std::string type = r.string(r.need(load, "type", at + ".load.type"), at + ".load.type");
+    if (type == "periodic" || type == "poisson") {
+      c.load = type == "periodic" ? LoadType::kPeriodic : LoadType::kPoisson;
+      c.rate_hz = r.number(r.need(load, "rate", at + ".load.rate"), at + ".load.rate");
+      if (!(c.rate_hz > 0 && c.rate_hz <= 100000)) r.fail(at + ".load.rate", "must be in (0, 100000] requests/s");
+    } else if (type == "closed") {
+      c.load = LoadType::kClosedLoop;
+      if (load.contains("concurrency")) c.concurrency = static_cast<int>(r.integer(load.at("concurrency"), at + ".load.concurrency"));
+      if (c.concurrency < 1 || c.concurrency > 64) r.fail(at + ".load.concurrency", "must be between 1 and 64");
+    } else if (type == "trace") {
+      c.load = LoadType::kTrace;
+      const std::string file = r.string(r.need(load, "file", at + ".load.file"), at + ".load.file");
+      const std::filesystem::path p = std::filesystem::path(file).is_absolute() ? std::filesystem::path(file)
+                                                                                : std::filesystem::path(base_dir) / file;
+      c.trace_ms = read_trace_file(r, p.string(), at + ".load.file");
+    } else {
+      r.fail(at + ".load.type", fmt::format("'{}' is not one of periodic, poisson, closed, trace", type));
+    }
+    if (cj.contains("deadline_ms")) {
+      const double d = r.number(cj.at("deadline_ms"), at + ".deadline_ms");
+      if (!(d > 0)) r.fail(at + ".deadline_ms", "must be positive");
+      c.deadline_ms = d;
+    } else if (c.realtime && c.load == LoadType::kPeriodic) {
+      c.deadline_ms = 1000.0 / c.rate_hz;
+    }
+    if (c.realtime && c.load == LoadType::kClosedLoop) r.fail(at + ".load.type", "an RT client needs an open-loop load");
+    w.clients.push_back(std::move(c));
+  }
+  return w;
+}
+
+Workload load_workload(const std::string& path) {
+  std::ifstream f(path);
+  ATOLL_CHECK(f.good(), kNotFound, "workload file '{}' not found", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return parse_workload(ss.str(), path, std::filesystem::path(path).parent_path().string());
+}
+
+std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed) {
+  std::vector<double> out;
+  switch (c.load) {
+    case LoadType::kPeriodic: {
+      const double period = 1000.0 / c.rate_hz;
+      for (int64_t i = 0;; ++i) {
+        const double t = static_cast<double>(i) * period;
+        if (t >= duration_ms) break;
+        out.push_back(t);
+      }
+      break;
+    }
+    case LoadType::kPoisson: {
+      Rng rng(seed, c.name);
+      double t = 0;
+      while (true) {
+        t += -std::log(1.0 - static_cast<double>(rng.uniform())) * 1000.0 / c.rate_hz;
+        if (t >= duration_ms) break;
+        out.push_back(t);
+      }
+      break;
+    }
+    case LoadType::kTrace: {
+      // A trace shorter than the run repeats, shifted by its span plus one mean gap.
+      const double span = c.trace_ms.back() + (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
+      for (double base = 0; base < duration_ms; base += span) {
+        for (double t : c.trace_ms) {
+          if (base + t >= duration_ms) break;
+          out.push_back(base + t);
+        }
+      }
+      break;
+    }
+    case LoadType::kClosedLoop: break;
+  }
+  return out;
+}
+
+}  // namespace atl::bench

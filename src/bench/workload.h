@@ -1,0 +1,40 @@
+#pragma once
+// DISB workloads: clients with a model, a priority class and a load pattern, read from JSON.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace atl::bench {
+
+enum class LoadType { kPeriodic, kPoisson, kClosedLoop, kTrace };
+const char* load_type_name(LoadType t);
+
+struct ClientSpec {
+  std::string name;
+  std::string model;
+  int64_t batch = 1;
+  bool realtime = false;
+  LoadType load = LoadType::kClosedLoop;
+  double rate_hz = 0;                  // periodic / poisson
+  int concurrency = 1;                 // closed loop: requests kept outstanding
+  std::vector<double> trace_ms;        // trace: arrival offsets, ms from start, ascending
+  std::optional<double> deadline_ms;   // default for periodic RT clients: the period
+};
+
+struct Workload {
+  std::string name;
+  std::string description;
+  std::vector<ClientSpec> clients;
+};
+
+// Parses and validates; errors are kParse/kInvalidArgument naming the file, the field
+// (e.g. "clients[2].load.rate") and the problem. Trace files are resolved next to `path`.
+Workload load_workload(const std::string& path);
+Workload parse_workload(const std::string& json_text, const std::string& source_name, const std::string& base_dir);
+
+// Scheduled arrival times (ms from start, ascending) of an open-loop client within `duration_ms`;
+// empty for closed-loop clients. Poisson draws are seeded so runs repeat.
+std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed);
+
+}  // namespace atl::bench

@@ -1,0 +1,88 @@
+#pragma once
+// The device as the scheduler drives it: loaded program instances, streams with a priority,
+// kernel-at-a-time launches, per-stream completion counters, one preemption flag and a clock.
+// Preemption is expressed only through these operations, so the scheduler never knows which
+// backend it drives. Every call comes from the one scheduler thread, except where noted.
+//
+// Mapping onto CUDA: a stream is a cudaStream_t created with a priority; launch() calls the
+// CUDA backend's launch of kernel i with the flag pointer (preemptible) or nullptr, then records
+// an event (or cuStreamWriteValue32 of the sequence number to a host-mapped counter), so
+// completed() reads counters or queries events without synchronizing; raise_flag() is
+// cuStreamWriteValue32 on the given stream; lower_flag() writes the flag and waits for it.
+#include <cstdint>
+#include <exception>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ir/graph.h"
+#include "program/program.h"
+
+namespace atl::sched {
+
+using DeviceTime = int64_t;  // nanoseconds on the device's clock
+inline constexpr DeviceTime kNever = std::numeric_limits<DeviceTime>::max();
+using StreamId = int;
+using InstanceId = int;
+
+enum class StreamPriority : uint8_t { kLow, kHigh };
+
+struct LaunchOptions {
+  bool preemptible = false;  // the kernel checks the flag: at block entry and in its loops
+  bool timed = false;        // launch_span() must answer for this launch
+};
+
+struct LaunchSpan {
+  DeviceTime start = 0;  // first block started
+  DeviceTime end = 0;    // last block finished or exited
+};
+
+class ExecDevice {
+ public:
+  virtual ~ExecDevice() = default;
+
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  // What compile_graph must produce for load().
+  virtual CompileTarget target() const = 0;
+
+  // Uploads weights and allocates the activation arena. An instance serves one task at a time.
+  virtual InstanceId load(const Program& program, const WeightStore& weights) = 0;
+  virtual const Program& program(InstanceId instance) const = 0;
+  // Host tensors as Instance::set_input/get_output take them. The caller guarantees no launch
+  // of the instance is in flight. Devices that track only timing return no outputs.
+  virtual void write_inputs(InstanceId instance, std::span<const Tensor> inputs) = 0;
+  virtual std::vector<Tensor> read_outputs(InstanceId instance) = 0;
+
+  virtual StreamId create_stream(StreamPriority priority) = 0;
+  // Enqueues kernel `kernel` of `instance` on `stream` without waiting. Returns the launch's
+  // sequence number on that stream: 1 for its first launch, then 2, 3, ...
+  virtual uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) = 0;
+  // How many launches on `stream` have ended, run to completion or exited on the flag. Launches
+  // end in sequence order; the count never decreases. Cheap: no synchronization.
+  virtual uint64_t completed(StreamId stream) = 0;
+  // Device start and end of an ended launch made with `timed`; nullopt once it has been
+  // forgotten (devices keep at least the 4096 most recent per stream).
+  virtual std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) = 0;
+  // The first failure of a launch on `stream` since the last call, or null.
+  virtual std::exception_ptr take_error(StreamId stream) = 0;
+
+  // Raises the flag with a device write ordered on `via`: later work on `via` starts after it.
+  // Preemptible kernels queued anywhere then exit at block entry, running ones at a loop point.
+  virtual void raise_flag(StreamId via) = 0;
+  // Lowers the flag; every kernel launched after this returns sees it low.
+  virtual void lower_flag() = 0;
+
+  virtual DeviceTime now() = 0;
+  // Blocks until a launch has ended since the previous call (or already had) or the clock
+  // reaches `deadline`. May return early; never sleeps past the deadline. With kNever and
+  // nothing in flight it returns at once.
+  virtual void wait_until(DeviceTime deadline) = 0;
+  // Waits until every launch on `stream` has ended.
+  virtual void synchronize(StreamId stream) = 0;
+};
+
+}  // namespace atl::sched

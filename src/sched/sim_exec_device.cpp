@@ -1,0 +1,128 @@
+#include "sched/sim_exec_device.h"
+
+#include <fmt/format.h>
+
+#include "backends/cpu/cpu_backend.h"
+#include "core/error.h"
+
+namespace atl::sched {
+
+SimExecDevice::SimExecDevice(SimExecOptions options)
+    : options_(options), gpu_(options.gpu, options.record_trace) {
+  if (options_.numerics) cpu_backend_ = make_cpu_backend();
+}
+
+SimExecDevice::~SimExecDevice() = default;
+
+std::string SimExecDevice::description() const {
+  const sim::SimGpuConfig& c = options_.gpu;
+  return fmt::format("simulated GPU, {} SMs x {} block slots, {:.0f} TFLOP/s, {:.1f} TB/s{}", c.sm_count,
+                     c.blocks_per_sm, c.peak_flops / 1e12, c.peak_bytes_per_s / 1e12,
+                     options_.numerics ? ", numerics on the CPU" : ", timing only");
+}
+
+// Numerics run on the CPU backend, which computes in f32; timing-only programs are compiled as
+// the CUDA backend would compile them, so their byte counts match fp16 storage.
+CompileTarget SimExecDevice::target() const {
+  CompileTarget t;
+  t.act_dtype = options_.numerics ? DType::kF32 : DType::kF16;
+  return t;
+}
+
+InstanceId SimExecDevice::load(const Program& program, const WeightStore& weights) {
+  verify_program(program);
+  auto l = std::make_unique<Loaded>();
+  l->program = program;
+  l->shapes = sim::roofline_shapes(program, options_.gpu);
+  if (options_.numerics) l->cpu = cpu_backend_->load(program, weights);
+  instances_.push_back(std::move(l));
+  return static_cast<InstanceId>(instances_.size()) - 1;
+}
+
+SimExecDevice::Loaded& SimExecDevice::loaded(InstanceId instance) {
+  ATOLL_CHECK(instance >= 0 && instance < static_cast<int>(instances_.size()), kInvalidArgument,
+              "sim device has no instance {} ({} loaded)", instance, instances_.size());
+  return *instances_[static_cast<size_t>(instance)];
+}
+
+const SimExecDevice::Loaded& SimExecDevice::loaded(InstanceId instance) const {
+  ATOLL_CHECK(instance >= 0 && instance < static_cast<int>(instances_.size()), kInvalidArgument,
+              "sim device has no instance {} ({} loaded)", instance, instances_.size());
+  return *instances_[static_cast<size_t>(instance)];
+}
+
+const Program& SimExecDevice::program(InstanceId instance) const { return loaded(instance).program; }
+
+void SimExecDevice::write_inputs(InstanceId instance, std::span<const Tensor> inputs) {
+  Loaded& l = loaded(instance);
+  const auto& specs = l.program.inputs;
+  ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}",
+              l.program.model, specs.size(), inputs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const DType host = is_float(specs[i].dtype) ? DType::kF32 : DType::kI64;
+    ATOLL_CHECK(inputs[i].shape() == specs[i].shape && inputs[i].dtype() == host, kInvalidArgument,
+                "input '{}' of model '{}' expects {} {}, was given {} {}", specs[i].name, l.program.model,
+                dtype_name(host), specs[i].shape.str(), dtype_name(inputs[i].dtype()), inputs[i].shape().str());
+  }
+  if (l.cpu) {
+    for (size_t i = 0; i < specs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
+  }
+  gpu_.advance(options_.gpu.io_call_ns);
+}
+
+std::vector<Tensor> SimExecDevice::read_outputs(InstanceId instance) {
+  Loaded& l = loaded(instance);
+  std::vector<Tensor> out;
+  if (l.cpu) {
+    for (size_t i = 0; i < l.program.outputs.size(); ++i) out.push_back(l.cpu->get_output(static_cast<int>(i)));
+  }
+  gpu_.advance(options_.gpu.io_call_ns);
+  return out;
+}
+
+StreamId SimExecDevice::create_stream(StreamPriority priority) {
+  return gpu_.create_stream(priority == StreamPriority::kHigh ? 1 : 0);
+}
+
+uint64_t SimExecDevice::launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) {
+  Loaded& l = loaded(instance);
+  ATOLL_CHECK(kernel >= 0 && kernel < static_cast<int>(l.shapes.size()), kInvalidArgument,
+              "kernel {} outside program '{}' of {} kernels", kernel, l.program.model, l.shapes.size());
+  sim::SimLaunch s;
+  s.shape = l.shapes[static_cast<size_t>(kernel)];
+  s.preemptible = options.preemptible;
+  s.work = l.cpu.get();
+  s.kernel = kernel;
+  s.tag = instance;
+  return gpu_.launch(stream, s);
+}
+
+std::optional<LaunchSpan> SimExecDevice::launch_span(StreamId stream, uint64_t seq) {
+  const auto s = gpu_.span(stream, seq);
+  if (!s) return std::nullopt;
+  return LaunchSpan{s->start, s->end};
+}
+
+void SimExecDevice::set_profile(InstanceId instance, const std::vector<double>& kernel_ms) {
+  Loaded& l = loaded(instance);
+  l.shapes = sim::profiled_shapes(l.program, kernel_ms, options_.gpu);
+}
+
+void SimExecDevice::set_kernel_shapes(InstanceId instance, std::vector<sim::SimKernelShape> shapes) {
+  Loaded& l = loaded(instance);
+  ATOLL_CHECK(shapes.size() == l.program.kernels.size(), kInvalidArgument,
+              "{} kernel shapes given for program '{}' of {} kernels", shapes.size(), l.program.model,
+              l.program.kernels.size());
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    ATOLL_CHECK(shapes[i].blocks >= 1 && shapes[i].block_ns >= 1, kInvalidArgument,
+                "kernel {} shape has {} blocks of {} ns; both must be positive", i, shapes[i].blocks,
+                shapes[i].block_ns);
+  }
+  l.shapes = std::move(shapes);
+}
+
+const std::vector<sim::SimKernelShape>& SimExecDevice::kernel_shapes(InstanceId instance) const {
+  return loaded(instance).shapes;
+}
+
+}  // namespace atl::sched

@@ -1,0 +1,70 @@
+#pragma once
+// ExecDevice on the simulated GPU. Timing comes from the discrete-event model; with `numerics`
+// each instance also lives on the CPU backend and every launch that completes uncut runs its
+// kernel there, so preempted-and-resumed tasks produce real outputs to compare.
+#include <memory>
+#include <vector>
+
+#include "backends/sim/sim_gpu.h"
+#include "sched/exec_device.h"
+
+namespace atl::sched {
+
+struct SimExecOptions {
+  sim::SimGpuConfig gpu;
+  bool numerics = false;      // run kernels on the CPU backend (programs must be f32)
+  bool record_trace = false;  // keep every launch in gpu().trace()
+};
+
+class SimExecDevice final : public ExecDevice {
+ public:
+  explicit SimExecDevice(SimExecOptions options = {});
+  ~SimExecDevice() override;
+
+  std::string name() const override { return "sim"; }
+  std::string description() const override;
+  CompileTarget target() const override;
+
+  InstanceId load(const Program& program, const WeightStore& weights) override;
+  const Program& program(InstanceId instance) const override;
+  void write_inputs(InstanceId instance, std::span<const Tensor> inputs) override;
+  std::vector<Tensor> read_outputs(InstanceId instance) override;
+
+  StreamId create_stream(StreamPriority priority) override;
+  uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override;
+  uint64_t completed(StreamId stream) override { return gpu_.completed(stream); }
+  std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override;
+  std::exception_ptr take_error(StreamId stream) override { return gpu_.take_error(stream); }
+
+  void raise_flag(StreamId via) override { gpu_.write_flag(via, true); }
+  void lower_flag() override { gpu_.write_flag_blocking(false); }
+
+  DeviceTime now() override { return gpu_.now(); }
+  void wait_until(DeviceTime deadline) override { gpu_.run_until_completion(deadline); }
+  void synchronize(StreamId stream) override { gpu_.synchronize(stream); }
+
+  // Launch shapes of an instance's kernels: the roofline by default; a profile or explicit
+  // shapes replace them (one per kernel).
+  void set_profile(InstanceId instance, const std::vector<double>& kernel_ms);
+  void set_kernel_shapes(InstanceId instance, std::vector<sim::SimKernelShape> shapes);
+  const std::vector<sim::SimKernelShape>& kernel_shapes(InstanceId instance) const;
+
+  sim::SimGpu& gpu() { return gpu_; }
+  const sim::SimGpu& gpu() const { return gpu_; }
+
+ private:
+  struct Loaded {
+    Program program;
+    std::vector<sim::SimKernelShape> shapes;
+    std::unique_ptr<Instance> cpu;  // numerics only
+  };
+  Loaded& loaded(InstanceId instance);
+  const Loaded& loaded(InstanceId instance) const;
+
+  SimExecOptions options_;
+  sim::SimGpu gpu_;
+  std::unique_ptr<Backend> cpu_backend_;
+  std::vector<std::unique_ptr<Loaded>> instances_;
+};
+
+}  // namespace atl::sched

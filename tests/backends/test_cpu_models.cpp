@@ -1,0 +1,139 @@
+// Whole models on the CPU backend: the compiler's fusions (BatchNorm folding, epilogue fusion)
+// change nothing beyond fp32 rounding, and a ResNet-50 timing print.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "backends/cpu/cpu_backend.h"
+#include "compile/compiler.h"
+#include "core/rng.h"
+#include "models/zoo.h"
+
+namespace atl {
+namespace {
+
+// Largest index a Program input may hold: the row count of the table a Gather reads it with.
+int64_t index_limit(const Program& p, int input) {
+  for (const Kernel& k : p.kernels) {
+    if (k.op == OpKind::kGather && k.inputs[1].kind == Binding::Kind::kInput && k.inputs[1].index == input) {
+      return k.inputs[0].shape[0];
+    }
+  }
+  ATOLL_THROW(kInvalidArgument, "integer input {} of '{}' feeds no Gather", input, p.model);
+}
+
+std::vector<Tensor> random_inputs(const Program& p, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const TensorSpec& spec = p.inputs[i];
+    Rng rng(seed, spec.name);
+    if (is_float(spec.dtype)) {
+      Tensor t(DType::kF32, spec.shape);
+      for (auto& v : t.as<float>()) v = rng.normal();
+      inputs.push_back(std::move(t));
+    } else {
+      Tensor t(DType::kI64, spec.shape);
+      const auto limit = static_cast<uint64_t>(index_limit(p, static_cast<int>(i)));
+      for (auto& v : t.as<int64_t>()) v = static_cast<int64_t>(rng.next_u64() % limit);
+      inputs.push_back(std::move(t));
+    }
+  }
+  return inputs;
+}
+
+std::vector<Tensor> run_model(const CompiledModel& m, const std::vector<Tensor>& inputs) {
+  auto inst = make_cpu_backend()->load(m.program, m.weights);
+  for (size_t i = 0; i < inputs.size(); ++i) inst->set_input(static_cast<int>(i), inputs[i]);
+  inst->run();
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < m.program.outputs.size(); ++i) out.push_back(inst->get_output(static_cast<int>(i)));
+  return out;
+}
+
+double rel_l2(const Tensor& got, const Tensor& want) {
+  double diff = 0.0, norm = 0.0;
+  const auto g = got.as<float>();
+  const auto w = want.as<float>();
+  for (size_t i = 0; i < w.size(); ++i) {
+    diff += (static_cast<double>(g[i]) - w[i]) * (static_cast<double>(g[i]) - w[i]);
+    norm += static_cast<double>(w[i]) * w[i];
+  }
+  return std::sqrt(diff / norm);
+}
+
+class CpuModelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CpuModelTest, FusionChangesOnlyRounding) {
+  ModelOptions opts;
+  opts.batch = 2;
+  opts.seq_len = 24;
+  opts.seed = 11;
+  const Graph g = build_model(GetParam(), opts);
+  const CompileTarget target = make_cpu_backend()->target();
+  const CompiledModel fused = compile_graph(g, target);
+  CompileOptions plain;
+  plain.fuse_epilogues = false;
+  plain.fold_batchnorm = false;
+  const CompiledModel unfused = compile_graph(g, target, plain);
+  ASSERT_LT(fused.program.kernels.size(), unfused.program.kernels.size()) << "nothing was fused";
+
+  const std::vector<Tensor> inputs = random_inputs(fused.program, 99);
+  const std::vector<Tensor> a = run_model(fused, inputs);
+  const std::vector<Tensor> b = run_model(unfused, inputs);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), b[i].shape());
+    for (float v : a[i].as<float>()) ASSERT_TRUE(std::isfinite(v)) << GetParam() << " output " << i;
+    EXPECT_LE(rel_l2(a[i], b[i]), 1e-5) << GetParam() << " output " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(TinyModels, CpuModelTest, ::testing::Values("tiny_cnn", "tiny_vgg", "tiny_bert"));
+
+double median_run_ms(Instance& inst, int iters) {
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    inst.run();
+    ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::nth_element(ms.begin(), ms.begin() + iters / 2, ms.end());
+  return ms[static_cast<size_t>(iters / 2)];
+}
+
+void print_timing(const std::string& model, int iters) {
+  ModelOptions opts;
+  opts.batch = 1;
+  opts.seq_len = 128;
+  const Graph g = build_model(model, opts);
+  auto backend = make_cpu_backend();
+  const CompiledModel m = compile_graph(g, backend->target());
+  auto inst = backend->load(m.program, m.weights);
+  const std::vector<Tensor> inputs = random_inputs(m.program, 1);
+  for (size_t i = 0; i < inputs.size(); ++i) inst->set_input(static_cast<int>(i), inputs[i]);
+  inst->run();  // warm-up: first touch of the arena and the weights
+  const double ms = median_run_ms(*inst, iters);
+  const MemoryReport mem = inst->memory();
+  std::printf("[timing] %s bs1 on %s: %.1f ms/run (median of %d), %zu kernels, %.1f GFLOP/s; arena %.1f MiB, "
+              "workspace %.1f MiB\n",
+              model.c_str(), backend->device_description().c_str(), ms, iters, m.program.kernels.size(),
+              m.program.total_flops() / (ms * 1e6), static_cast<double>(mem.arena_bytes) / (1 << 20),
+              static_cast<double>(mem.workspace_bytes) / (1 << 20));
+}
+
+// A report, not an assertion: CPU speed varies by machine.
+TEST(CpuModelTiming, ResNet50) { print_timing("resnet50", 3); }
+
+// BERT-base costs a few seconds more (and 440 MB of weights), so only in perf mode.
+TEST(CpuModelTiming, BertBase) {
+  const char* perf = std::getenv("ATOLL_OP_PERF");
+  if (perf == nullptr || std::strcmp(perf, "1") != 0) GTEST_SKIP() << "set ATOLL_OP_PERF=1 to time BERT-base";
+  print_timing("bert_base", 3);
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,0 +1,174 @@
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "bench/results.h"
+#include "bench/workload.h"
+#include "core/error.h"
+
+namespace atl::bench {
+namespace {
+
+std::string error_of(const std::string& text) {
+  try {
+    parse_workload(text, "w.json", ".");
+  } catch (const Error& e) {
+    return e.message();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return "";
+}
+
+TEST(Workload, ShippedWorkloadsParse) {
+  const std::filesystem::path dir = std::filesystem::path(ATOLL_SOURCE_DIR) / "bench" / "workloads";
+  for (const char* name : {"A", "B", "C", "D", "E", "REAL"}) {
+    const Workload w = load_workload((dir / (std::string(name) + ".json")).string());
+    EXPECT_EQ(w.name, name);
+    int rt = 0;
+    for (const auto& c : w.clients) rt += c.realtime;
+    EXPECT_GE(rt, 1) << name;
+    for (const auto& c : w.clients) {
+      if (c.realtime) EXPECT_TRUE(c.deadline_ms.has_value()) << name << " " << c.name;
+    }
+  }
+}
+
+TEST(Workload, ErrorsNameFileFieldAndProblem) {
+  EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(error_of(R"({"clients": []})").find("'name'"), std::string::npos);
+  const std::string bad_rate =
+      error_of(R"({"name": "x", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": -1}}]})");
+  EXPECT_NE(bad_rate.find("w.json"), std::string::npos);
+  EXPECT_NE(bad_rate.find("clients[0].load.rate"), std::string::npos);
+  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "urgent", "load": {"type": "closed"}}]})")
+                .find("clients[0].priority"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "be", "load": {"type": "bursty"}}]})")
+                .find("clients[0].load.type"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "closed"}}]})")
+                .find("open-loop"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "trace", "file": "nope.trace"}}]})")
+                .find("nope.trace"),
+            std::string::npos);
+}
+
+TEST(Workload, ArrivalsFollowTheLoad) {
+  ClientSpec periodic;
+  periodic.load = LoadType::kPeriodic;
+  periodic.rate_hz = 100;
+  const auto p = scheduled_arrivals(periodic, 1000, 1);
+  ASSERT_EQ(p.size(), 100u);
+  EXPECT_DOUBLE_EQ(p[1] - p[0], 10.0);
+
+  ClientSpec poisson = periodic;
+  poisson.load = LoadType::kPoisson;
+  poisson.name = "p";
+  const auto q = scheduled_arrivals(poisson, 100000, 7);
+  EXPECT_NEAR(static_cast<double>(q.size()), 10000.0, 300.0);  // 3 sigma of a Poisson count
+  EXPECT_EQ(q, scheduled_arrivals(poisson, 100000, 7));
+  EXPECT_NE(q, scheduled_arrivals(poisson, 100000, 8));
+  EXPECT_TRUE(std::is_sorted(q.begin(), q.end()));
+
+  ClientSpec trace;
+  trace.load = LoadType::kTrace;
+  trace.trace_ms = {0, 10, 30};
+  const auto t = scheduled_arrivals(trace, 100, 1);
+  EXPECT_EQ(t, (std::vector<double>{0, 10, 30, 45, 55, 75, 90}));  // span 30 + mean gap 15
+  ClientSpec closed;
+  EXPECT_TRUE(scheduled_arrivals(closed, 1000, 1).empty());
+}
+
+BenchResults synthetic_results() {
+  BenchResults r;
+  r.workload = parse_workload(
+      R"({"name": "T", "clients": [{"name": "rt", "model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 100}},
+                                    {"name": "be", "model": "m", "priority": "be", "load": {"type": "closed"}}]})",
+      "t.json", ".");
+  for (const char* mode : {"rt-only", "reset"}) {
+    ModeRun run;
+    run.mode = mode;
+    run.duration_ms = 1000;
+    for (int i = 0; i < 100; ++i) {
+      const double lat = 1.0 + (i == 99 ? 20.0 : 0.01 * i);  // one request misses its 10 ms deadline
+      run.requests.push_back({0, i * 10.0, i * 10.0 + 0.1, i * 10.0 + lat, 0, false, false});
+    }
+    if (std::string(mode) == "reset") {
+      for (int i = 0; i < 50; ++i) run.requests.push_back({1, i * 20.0, i * 20.0 + 1, i * 20.0 + 15, 1, false, false});
+      run.requests.push_back({1, 990, 0, 0, 0, true, false});
+      for (int i = 0; i < 100; ++i) run.preemption_latency_us.push_back(10 + i * 0.1);
+      run.timeline.push_back({"rt", "conv1", 0.1, 0.2, true, false});
+      run.timeline.push_back({"be0", "conv1", 0.0, 0.15, false, true});
+      run.events.push_back({"be0", "preempt", 0.1});
+    }
+    r.runs.push_back(run);
+    r.stats.push_back(summarize(r.workload, run, {0.5, 0}));
+  }
+  return r;
+}
+
+TEST(Results, StatisticsFromScheduledArrival) {
+  const BenchResults r = synthetic_results();
+  const ModeStats& reset = r.stats[1];
+  EXPECT_EQ(reset.clients[0].served, 100);
+  EXPECT_DOUBLE_EQ(reset.clients[0].deadline_miss_rate, 0.01);
+  EXPECT_DOUBLE_EQ(reset.rt_latency_ms.max, 21.0);
+  EXPECT_NEAR(reset.rt_latency_ms.p50, 1.49, 1e-9);  // nearest rank: the 50th of 100 sorted samples
+  EXPECT_NEAR(reset.clients[0].p50_increase, 1.49 / 0.5 - 1.0, 1e-9);
+  EXPECT_DOUBLE_EQ(reset.be_throughput, 50.0);
+  EXPECT_EQ(reset.clients[1].dropped, 1);
+  EXPECT_EQ(reset.preemptions, 50);
+  EXPECT_DOUBLE_EQ(reset.longest_be_wait_ms, 1.0);
+  EXPECT_NEAR(reset.preemption_latency_us.p99, 10 + 98 * 0.1, 1e-9);
+}
+
+TEST(Results, JsonCsvTraceAndReport) {
+  const BenchResults r = synthetic_results();
+  const nlohmann::json j = results_json(r);
+  EXPECT_EQ(j["schema"], "atoll.disb/1");
+  EXPECT_EQ(j["modes"].size(), 2u);
+  EXPECT_EQ(j["modes"][1]["clients"][1]["dropped"], 1);
+  const std::string csv = results_csv(r);
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2);
+  const nlohmann::json trace = nlohmann::json::parse(perfetto_trace_json(r.runs[1]));
+  int spans = 0;
+  for (const auto& e : trace["traceEvents"]) spans += e["ph"] == "X";
+  EXPECT_EQ(spans, 2);
+  const std::string html = report_html(r);
+  for (const char* id : {"rt-latency-cdf", "throughput", "preemption-latency", "deadline-misses"}) {
+    EXPECT_NE(html.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
+  }
+  EXPECT_EQ(html.find("http"), std::string::npos) << "the report must be self-contained";
+}
+
+}  // namespace
+}  // namespace atl::bench
+
+namespace atl::bench {
+namespace {
+
+// Opens the report in headless Chromium and reads back how many charts were laid out.
+TEST(Report, RendersInHeadlessChromium) {
+  const auto dir = std::filesystem::temp_directory_path() / "atoll_report_test";
+  std::filesystem::create_directories(dir);
+  const auto html = dir / "report.html";
+  {
+    std::ofstream f(html);
+    f << report_html(synthetic_results());
+  }
+  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" + html.string() +
+                          "' 2>/dev/null";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string dom;
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) dom.append(buf, n);
+  ASSERT_EQ(pclose(pipe), 0) << "chromium failed (installed by scripts/install-deps.sh)";
+  EXPECT_NE(dom.find("data-charts-rendered=\"4\""), std::string::npos) << dom.substr(0, 300);
+}
+
+}  // namespace
+}  // namespace atl::bench

@@ -1,0 +1,37 @@
+#pragma once
+// Shared by the GPU tests: the skip guard, fresh seeds, and comparisons.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "core/tensor.h"
+
+// Every GPU test starts with this: without a device the test is skipped, saying why.
+#define ATL_REQUIRE_GPU()                                                                      \
+  do {                                                                                         \
+    if (!::atl::cuda_device_available()) {                                                     \
+      GTEST_SKIP() << "no CUDA device: " << ::atl::cuda_unavailable_reason();                  \
+    }                                                                                          \
+  } while (0)
+
+namespace atl::gputest {
+
+// A fresh seed per call (ATOLL_TEST_SEED pins it to reproduce a failure); tests print it.
+uint64_t fresh_seed();
+
+// The CUDA side of an instance; fails the test if the instance is not a CUDA one.
+CudaInstance& as_cuda(Instance& inst);
+
+// ||got - want||_2 / ||want||_2 over f32 tensors; infinite on a shape mismatch or a non-finite value.
+double rel_l2(const Tensor& got, const Tensor& want);
+
+bool same_bytes(const Tensor& a, const Tensor& b);
+bool all_bytes_are(const std::vector<std::byte>& bytes, uint8_t value);
+
+// Sets the flag word through the legacy path and waits, so the next launch sees it.
+void set_flag(int* device_flag, int value);
+
+}  // namespace atl::gputest

@@ -1,0 +1,177 @@
+// Idempotence and preemption on real programs: every kernel of every zoo model re-runs to the
+// same bits and stops at entry while the flag is raised; a flag raised mid-run stops the run
+// (also inside long blocks), and clearing it and re-running gives the unpreempted output.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "../backends/op_cases.h"
+#include "backends/cuda/cuda_check.h"
+#include "gpu_test_util.h"
+#include "runtime/session.h"
+
+namespace atl {
+namespace {
+
+SessionOptions cuda_options(const std::string& model, int64_t batch) {
+  SessionOptions o;
+  o.model = model;
+  o.device = "cuda";
+  o.model_options.batch = batch;
+  return o;
+}
+
+std::vector<std::string> zoo_names() {
+  std::vector<std::string> names;
+  for (const ModelInfo& m : list_models()) names.push_back(m.name);
+  return names;
+}
+
+class GpuKernelTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuKernelTest, EveryKernelStopsAtEntryAndIsIdempotent) {
+  ATL_REQUIRE_GPU();
+  Session s(cuda_options(GetParam(), 1));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  const Program& p = s.program();
+  s.set_inputs(s.random_inputs(gputest::fresh_seed()));
+
+  // Flag raised before each launch: no kernel writes anything, so the poison survives.
+  gpu.poison(0xFF);
+  gputest::set_flag(gpu.preempt_flag(), 1);
+  for (size_t k = 0; k < p.kernels.size(); ++k) gpu.launch(static_cast<int>(k), gpu.stream(), gpu.preempt_flag());
+  for (const Kernel& k : p.kernels) {
+    EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(k.outputs[0]), 0xFF)) << "kernel '" << k.name << "' wrote";
+  }
+  gputest::set_flag(gpu.preempt_flag(), 0);
+
+  // Each kernel, launched twice on its inputs, writes the same bits both times.
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const Kernel& kernel = p.kernels[k];
+    gpu.launch(static_cast<int>(k), gpu.stream(), gpu.preempt_flag());
+    const std::vector<std::byte> first = gpu.read_binding(kernel.outputs[0]);
+    gpu.launch(static_cast<int>(k), gpu.stream(), gpu.preempt_flag());
+    EXPECT_EQ(gpu.read_binding(kernel.outputs[0]), first) << "kernel '" << kernel.name << "' is not idempotent";
+    EXPECT_FALSE(gputest::all_bytes_are(first, 0xFF)) << "kernel '" << kernel.name << "' wrote nothing";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, GpuKernelTest, ::testing::ValuesIn(zoo_names()),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Milliseconds between two events recorded around `enqueue` on `stream`.
+template <typename Fn>
+double timed_ms(cudaStream_t stream, Fn&& enqueue) {
+  cuda::Event start = cuda::make_event(true), stop = cuda::make_event(true);
+  ATL_CUDA_CHECK(cudaEventRecord(start.get(), stream));
+  enqueue();
+  ATL_CUDA_CHECK(cudaEventRecord(stop.get(), stream));
+  ATL_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  float ms = 0;
+  ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
+  return ms;
+}
+
+// Raises the flag from a control stream `after` the call, while the GPU is busy on another stream.
+void raise_flag_after(int* flag, std::chrono::microseconds after, cudaStream_t control, int* pinned_one) {
+  std::this_thread::sleep_for(after);
+  ATL_CUDA_CHECK(cudaMemcpyAsync(flag, pinned_one, sizeof(int), cudaMemcpyHostToDevice, control));
+}
+
+TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
+  ATL_REQUIRE_GPU();
+  Session s(cuda_options("resnet50", 8));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  s.set_inputs(s.random_inputs(gputest::fresh_seed()));
+  s.instance().run();
+  const std::vector<Tensor> clean = s.outputs();
+
+  constexpr int kRuns = 20;
+  const double one_run = timed_ms(gpu.stream(), [&] { gpu.enqueue_run(); });
+  cuda::Stream control = cuda::make_stream();
+  cuda::PinnedBuffer one(sizeof(int), false);
+  *static_cast<int*>(one.get()) = 1;
+  const double preempted = timed_ms(gpu.stream(), [&] {
+    for (int i = 0; i < kRuns; ++i) gpu.enqueue_run();
+    raise_flag_after(gpu.preempt_flag(), std::chrono::microseconds(static_cast<int64_t>(one_run * 3000)),
+                     control.get(), static_cast<int*>(one.get()));
+  });
+  ATL_CUDA_CHECK(cudaStreamSynchronize(control.get()));
+  // The flag stops the remaining ~17 runs' kernels at entry: far less than 20 full runs.
+  EXPECT_LT(preempted, 0.5 * kRuns * one_run) << "one run " << one_run << " ms";
+
+  gputest::set_flag(gpu.preempt_flag(), 0);
+  gpu.poison(0xFF);
+  s.instance().run();
+  const std::vector<Tensor> rerun = s.outputs();
+  for (size_t i = 0; i < clean.size(); ++i) EXPECT_TRUE(gputest::same_bytes(rerun[i], clean[i])) << "output " << i;
+}
+
+TEST(GpuPreemption, LongBlocksStopInsideTheirMainLoop) {
+  ATL_REQUIRE_GPU();
+  // One GEMM with four 64x64 blocks, each running thousands of K tiles (about a millisecond).
+  opcases::OpCase c;
+  c.name = "long_gemm";
+  c.op = OpKind::kGemm;
+  c.attrs = Attrs{{"bias", int64_t{0}}, {"residual", int64_t{0}}, {"act", std::string("none")}};
+  constexpr int64_t kK = 1 << 17;
+  opcases::Operand x, w;
+  x.name = "x";
+  x.shape = Shape{128, kK};
+  w.name = "w";
+  w.role = opcases::Operand::Role::kWeight;
+  w.shape = Shape{128, kK};
+  w.scale = 0.01f;
+  c.operands = {x, w};
+  const opcases::OpCaseData data = c.build(DType::kF16, gputest::fresh_seed());
+  auto inst = make_cuda_backend()->load(data.program, data.weights);
+  CudaInstance& gpu = gputest::as_cuda(*inst);
+  int unsplit = -1;
+  for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
+    gpu.select_gemm_choice(0, i);
+    if (gpu.gemm_choice(0) == "64x64/s1") unsplit = i;
+  }
+  ASSERT_GE(unsplit, 0);
+  gpu.select_gemm_choice(0, unsplit);
+  inst->set_input(0, data.inputs[0]);
+  inst->run();
+  const Tensor clean = inst->get_output(0);
+  const double full = timed_ms(gpu.stream(), [&] { gpu.launch(0, gpu.stream(), gpu.preempt_flag()); });
+
+  cuda::Stream control = cuda::make_stream();
+  cuda::PinnedBuffer one(sizeof(int), false);
+  *static_cast<int*>(one.get()) = 1;
+  const double stopped = timed_ms(gpu.stream(), [&] {
+    gpu.launch(0, gpu.stream(), gpu.preempt_flag());
+    raise_flag_after(gpu.preempt_flag(), std::chrono::microseconds(static_cast<int64_t>(full * 250)), control.get(),
+                     static_cast<int*>(one.get()));
+  });
+  ATL_CUDA_CHECK(cudaStreamSynchronize(control.get()));
+  // Every block has passed its entry check long before the flag rises: only the in-loop check
+  // can end the kernel this early.
+  EXPECT_LT(stopped, 0.6 * full) << "full " << full << " ms";
+
+  gputest::set_flag(gpu.preempt_flag(), 0);
+  gpu.poison(0xFF);
+  inst->run();
+  EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean));
+}
+
+TEST(GpuMemory, FlatOverManyRuns) {
+  ATL_REQUIRE_GPU();
+  Session s(cuda_options("mobilenet_v2", 1));
+  s.set_inputs(s.random_inputs(1));
+  s.instance().run();
+  size_t free_before = 0, free_after = 0, total = 0;
+  ATL_CUDA_CHECK(cudaMemGetInfo(&free_before, &total));
+  for (int i = 0; i < 200; ++i) s.instance().run();
+  ATL_CUDA_CHECK(cudaMemGetInfo(&free_after, &total));
+  EXPECT_EQ(free_after, free_before);
+  const MemoryReport m = s.instance().memory();
+  EXPECT_GT(m.weight_bytes, 0);
+  EXPECT_EQ(m.arena_bytes, s.program().arena_bytes);
+}
+
+}  // namespace
+}  // namespace atl

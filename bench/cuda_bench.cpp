@@ -147,9 +147,10 @@ int run(const Options& o) {
         doc["results"].push_back({{"model", model}, {"batch", batch}, {"error", e.message()}});
       }
       std::fflush(stdout);
+      // Rewritten after every model, so a time limit loses only the model in progress.
+      std::ofstream(o.json_path) << doc.dump(1) << "\n";
     }
   }
-  std::ofstream(o.json_path) << doc.dump(1) << "\n";
   return 0;
 }
 

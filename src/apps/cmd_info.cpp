@@ -21,8 +21,7 @@ struct InfoFlags {
 void run_info(const InfoFlags& f) {
   const std::string name = model_or_default(f.model);
   ModelOptions mo = f.model.options;
-  Graph g = build_model(name, mo);
-  g.init_weights(mo.seed);
+  const Graph g = build_model(name, mo);
   CompileTarget target;
   target.act_dtype = dtype_from_name(f.dtype);
   ATOLL_CHECK(is_float(target.act_dtype), kInvalidArgument, "--dtype must be f16 or f32");

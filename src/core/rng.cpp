@@ -26,9 +26,16 @@ float Rng::uniform() { return static_cast<float>(next_u64() >> 40) * (1.0f / 167
 float Rng::uniform(float lo, float hi) { return lo + (hi - lo) * uniform(); }
 
 float Rng::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_normal_;
+  }
   const float u1 = std::max(uniform(), 1e-12f);
   const float u2 = uniform();
-  return std::sqrt(-2.0f * std::log(u1)) * std::cos(6.28318530718f * u2);
+  const float r = std::sqrt(-2.0f * std::log(u1));
+  spare_normal_ = r * std::sin(6.28318530718f * u2);
+  has_spare_ = true;
+  return r * std::cos(6.28318530718f * u2);
 }
 
 }  // namespace atl

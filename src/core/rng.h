@@ -14,10 +14,12 @@ class Rng {
   uint64_t next_u64();
   float uniform();                  // [0, 1)
   float uniform(float lo, float hi);
-  float normal();                   // standard normal (Box-Muller)
+  float normal();                   // standard normal (Box-Muller, both values of each pair used)
 
  private:
   uint64_t state_;
+  float spare_normal_ = 0.0f;
+  bool has_spare_ = false;
 };
 
 uint64_t fnv1a64(std::string_view s, uint64_t h = 1469598103934665603ull);

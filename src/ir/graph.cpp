@@ -1,6 +1,8 @@
 #include "ir/graph.h"
 
+#include <atomic>
 #include <queue>
+#include <thread>
 
 #include "core/error.h"
 #include "core/rng.h"
@@ -73,35 +75,55 @@ std::optional<ValueId> Graph::find_value(const std::string& name) const {
 }
 
 void Graph::init_weights(uint64_t seed) {
+  std::vector<const Value*> todo;
   for (const Value& v : values_) {
-    if (v.kind != ValueKind::kWeight) continue;
-    Tensor t(v.dtype, v.shape);
-    Rng rng(seed, v.name);
-    if (v.dtype == DType::kI64) {
-      auto d = t.as<int64_t>();
-      for (size_t i = 0; i < d.size(); ++i) d[i] = static_cast<int64_t>(v.init.a);
-    } else {
-      auto d = t.as<float>();
-      for (float& x : d) {
-        switch (v.init.kind) {
-          case WeightInit::Kind::kUniform: x = rng.uniform(v.init.a, v.init.b); break;
-          case WeightInit::Kind::kNormal: x = v.init.a + v.init.b * rng.normal(); break;
-          case WeightInit::Kind::kConstant: x = v.init.a; break;
+    if (v.kind == ValueKind::kWeight) todo.push_back(&v);
+  }
+  std::vector<Tensor> made(todo.size());
+  // Each weight has its own stream keyed by (seed, name), so filling them in parallel gives the
+  // same values as filling them in order.
+  std::atomic<size_t> next{0};
+  auto work = [&] {
+    for (size_t i = next++; i < todo.size(); i = next++) {
+      const Value& v = *todo[i];
+      Tensor t(v.dtype, v.shape);
+      Rng rng(seed, v.name);
+      if (v.dtype == DType::kI64) {
+        for (int64_t& x : t.as<int64_t>()) x = static_cast<int64_t>(v.init.a);
+      } else {
+        for (float& x : t.as<float>()) {
+          switch (v.init.kind) {
+            case WeightInit::Kind::kUniform: x = rng.uniform(v.init.a, v.init.b); break;
+            case WeightInit::Kind::kNormal: x = v.init.a + v.init.b * rng.normal(); break;
+            case WeightInit::Kind::kConstant: x = v.init.a; break;
+          }
         }
       }
+      made[i] = std::move(t);
     }
-    weights_[v.name] = std::move(t);
-  }
+  };
+  const unsigned threads = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& t : pool) t.join();
+  for (size_t i = 0; i < todo.size(); ++i) weights_[todo[i]->name] = std::move(made[i]);
 }
 
 int Graph::load_weights(const WeightStore& store) {
   int loaded = 0;
-  for (const auto& [name, tensor] : store) {
+  for (const auto& [stored_name, tensor] : store) {
+    // Checkpoints of wrapper modules prefix every name ("bert.encoder..."): try without it too.
+    std::string name = stored_name;
     auto id = find_value(name);
+    if (!id && name.find('.') != std::string::npos) {
+      name = name.substr(name.find('.') + 1);
+      id = find_value(name);
+    }
     if (!id || values_[static_cast<size_t>(*id)].kind != ValueKind::kWeight) continue;
     const Value& v = values_[static_cast<size_t>(*id)];
-    ATOLL_CHECK(tensor.shape().numel() == v.shape.numel(), kInvalidArgument,
-                "weight '{}': expected shape {}, file has {}", name, v.shape.str(), tensor.shape().str());
+    ATOLL_CHECK(tensor.shape() == v.shape, kInvalidArgument, "weight '{}': expected shape {}, file has {}", name,
+                v.shape.str(), tensor.shape().str());
     weights_[name] = tensor.to(v.dtype).reshaped(v.shape);
     ++loaded;
   }

@@ -80,7 +80,8 @@ class Graph {
   const WeightStore& weights() const { return weights_; }
   // Fills every weight from its WeightInit, keyed by (seed, weight name).
   void init_weights(uint64_t seed);
-  // Replaces weights present in `store` (names must exist, shapes must match); returns how many.
+  // Replaces weights present in `store` whose names (or names without their first component,
+  // as wrapper-module checkpoints write them) match; shapes must match. Returns how many.
   int load_weights(const WeightStore& store);
 
   // Raw node/value editing for compiler passes; call validate() afterwards.

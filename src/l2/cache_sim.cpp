@@ -11,8 +11,9 @@ namespace atl::l2 {
 namespace {
 
 constexpr uint8_t kDirty = 1;
-constexpr uint8_t kReused = 2;  // SHiP: re-referenced since filled
+constexpr uint8_t kReused = 2;                                     // SHiP: re-referenced since filled
 constexpr uint32_t kNever = std::numeric_limits<uint32_t>::max();  // Belady: no next use
+constexpr int64_t kNoLine = std::numeric_limits<int32_t>::max();   // line ids must stay below (tags are int32)
 constexpr uint32_t kShipTableBits = 14;
 constexpr uint8_t kShipCounterMax = 7;   // 3-bit counters
 constexpr uint8_t kShipCounterInit = 1;  // weakly "re-referenced": fill as intermediate until learnt
@@ -36,10 +37,14 @@ void CacheGeometry::validate() const {
 
 const char* policy_name(Policy p) {
   switch (p) {
-    case Policy::kLru: return "lru";
-    case Policy::kShip: return "ship";
-    case Policy::kShipSw: return "ship-sw";
-    case Policy::kBelady: return "belady";
+    case Policy::kLru:
+      return "lru";
+    case Policy::kShip:
+      return "ship";
+    case Policy::kShipSw:
+      return "ship-sw";
+    case Policy::kBelady:
+      return "belady";
   }
   return "?";
 }
@@ -240,6 +245,13 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   ATOLL_CHECK(t.line_bytes == geometry_.line_bytes, kInvalidArgument,
               "trace of {} byte lines simulated on a cache of {} byte lines", t.line_bytes, geometry_.line_bytes);
   const int passes = options.warmup_passes + 1;
+  for (const TraceRange& r : t.ranges) {
+    ATOLL_CHECK(static_cast<int64_t>(r.kernel) < t.kernel_count &&
+                    int64_t{r.first_line} + r.lines <= std::min<int64_t>(t.total_lines(), kNoLine),
+                kInvalidArgument,
+                "trace range of kernel {} over lines [{}, {}) is outside the trace's {} kernels and {} lines", r.kernel,
+                r.first_line, int64_t{r.first_line} + r.lines, t.kernel_count, t.total_lines());
+  }
 
   std::fill(tags_.begin(), tags_.end(), -1);
   std::fill(meta_.begin(), meta_.end(), 0);
@@ -256,9 +268,15 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   const bool select_all = hit_ratio >= 1.0;
   const auto threshold = static_cast<uint64_t>(hit_ratio * 18446744073709551616.0);
   switch (policy) {
-    case Policy::kLru: run_passes<Policy::kLru>(t, passes, threshold, select_all); break;
-    case Policy::kShip: run_passes<Policy::kShip>(t, passes, threshold, select_all); break;
-    case Policy::kShipSw: run_passes<Policy::kShipSw>(t, passes, threshold, select_all); break;
+    case Policy::kLru:
+      run_passes<Policy::kLru>(t, passes, threshold, select_all);
+      break;
+    case Policy::kShip:
+      run_passes<Policy::kShip>(t, passes, threshold, select_all);
+      break;
+    case Policy::kShipSw:
+      run_passes<Policy::kShipSw>(t, passes, threshold, select_all);
+      break;
     case Policy::kBelady:
       compute_next_uses(t, passes);
       run_passes<Policy::kBelady>(t, passes, threshold, select_all);

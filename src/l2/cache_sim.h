@@ -28,11 +28,10 @@
 //    line is used later still; this is the minimum miss count for each partition. Next uses come
 //    from the trace up front (4 bytes per access).
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "l2/slices.h"
 #include "l2/trace.h"
@@ -51,12 +50,12 @@ struct CacheGeometry {
 };
 
 enum class Policy { kLru, kShip, kShipSw, kBelady };
-const char* policy_name(Policy p);  // "lru", "ship", "ship-sw", "belady"
+const char* policy_name(Policy p);               // "lru", "ship", "ship-sw", "belady"
 Policy policy_from_name(std::string_view name);  // throws kInvalidArgument naming the choices
 
 struct SimOptions {
-  int warmup_passes = 1;       // unmeasured inferences first: the GPU is timed in steady state
-  bool flush_at_end = false;   // write back the dirty lines left after the measured inference
+  int warmup_passes = 1;                // unmeasured inferences first: the GPU is timed in steady state
+  bool flush_at_end = false;            // write back the dirty lines left after the measured inference
   HintMode hints = HintMode::kWindows;  // how simulate() turns a config into hints
 };
 
@@ -71,7 +70,7 @@ struct KernelStats {
 
 // Counts of the measured inference.
 struct SimResult {
-  std::string model;   // model, batch, device and hints are filled by simulate()
+  std::string model;  // model, batch, device and hints are filled by simulate()
   int64_t batch = 0;
   std::string device;
   std::string hints;
@@ -81,9 +80,9 @@ struct SimResult {
   int warmup_passes = 0;
   int64_t accesses = 0;
   int64_t hits = 0;
-  int64_t persisting_accesses = 0;
+  int64_t persisting_accesses = 0;  // hinted and selected by hit_ratio (normal when there is no set-aside)
   int64_t dram_read_bytes = 0;
-  int64_t dram_write_bytes = 0;   // includes flush_write_bytes
+  int64_t dram_write_bytes = 0;  // includes flush_write_bytes
   int64_t flush_write_bytes = 0;
   std::vector<KernelStats> kernels;  // index = kernel index
 

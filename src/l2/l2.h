@@ -1,9 +1,8 @@
 #pragma once
 // Entry points for `atoll l2 info` and `atoll l2 simulate`: plain functions over a compiled Program.
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "l2/cache_sim.h"
 #include "l2/slices.h"

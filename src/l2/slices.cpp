@@ -16,7 +16,9 @@ namespace {
 constexpr int64_t kMiB = int64_t{1} << 20;
 constexpr const char* kConfigFormat = "atoll.l2config/1";
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Bytes of slice s in an arena of arena_bytes.
 int64_t slice_length(int64_t s, int64_t slice_bytes, int64_t arena_bytes) {
@@ -25,8 +27,7 @@ int64_t slice_length(int64_t s, int64_t slice_bytes, int64_t arena_bytes) {
 
 std::string describe(const std::string& model, int64_t batch, const std::string& fingerprint, int64_t slices,
                      int64_t slice_bytes) {
-  return fmt::format("{} batch {} (program {}, {} slices of {} bytes)", model, batch, fingerprint, slices,
-                     slice_bytes);
+  return fmt::format("{} batch {} (program {}, {} slices of {} bytes)", model, batch, fingerprint, slices, slice_bytes);
 }
 
 }  // namespace
@@ -50,9 +51,9 @@ void L2Device::validate() const {
               line_bytes);
   ATOLL_CHECK(sector_bytes > 0 && line_bytes % sector_bytes == 0, kInvalidArgument,
               "L2 device '{}': line of {} bytes is not whole sectors of {}", name, line_bytes, sector_bytes);
-  ATOLL_CHECK(setaside_granularity > 0 && setaside_max_bytes >= 0 && setaside_max_bytes <= l2_bytes,
-              kInvalidArgument, "L2 device '{}': set-aside max {} / granularity {} inconsistent with L2 of {} bytes",
-              name, setaside_max_bytes, setaside_granularity, l2_bytes);
+  ATOLL_CHECK(setaside_granularity > 0 && setaside_max_bytes >= 0 && setaside_max_bytes <= l2_bytes, kInvalidArgument,
+              "L2 device '{}': set-aside max {} / granularity {} inconsistent with L2 of {} bytes", name,
+              setaside_max_bytes, setaside_granularity, l2_bytes);
   ATOLL_CHECK(max_window_bytes > 0, kInvalidArgument, "L2 device '{}': no access window size", name);
 }
 
@@ -108,7 +109,9 @@ int64_t slice_count(int64_t arena_bytes, int64_t slice_bytes) {
   return ceil_div(arena_bytes, slice_bytes);
 }
 
-int64_t ResidencyConfig::resident_count() const { return std::count(resident.begin(), resident.end(), true); }
+int64_t ResidencyConfig::resident_count() const {
+  return std::count(resident.begin(), resident.end(), true);
+}
 
 int64_t ResidencyConfig::resident_bytes(int64_t arena_bytes) const {
   int64_t total = 0;
@@ -121,9 +124,9 @@ int64_t ResidencyConfig::resident_bytes(int64_t arena_bytes) const {
 void ResidencyConfig::check_matches(const Program& p) const {
   const int64_t program_slices = slice_count(p.arena_bytes, slice_bytes);
   const int64_t config_slices = static_cast<int64_t>(resident.size());
-  const char* reason = model != p.model                ? "a different model"
-                       : batch != p.batch              ? "a different batch"
-                       : fingerprint != p.fingerprint  ? "a different plan of the same model and batch"
+  const char* reason = model != p.model                  ? "a different model"
+                       : batch != p.batch                ? "a different batch"
+                       : fingerprint != p.fingerprint    ? "a different plan of the same model and batch"
                        : config_slices != program_slices ? "a different slice count"
                                                          : nullptr;
   ATOLL_CHECK(reason == nullptr, kInvalidArgument, "L2 config was made for {}, not for {}: {}",
@@ -132,11 +135,10 @@ void ResidencyConfig::check_matches(const Program& p) const {
 }
 
 void ResidencyConfig::check_fits(const L2Device& d) const {
-  ATOLL_CHECK(setaside_bytes >= 0 && setaside_bytes % d.setaside_granularity == 0 &&
-                  setaside_bytes <= d.setaside_max_bytes,
-              kInvalidArgument,
-              "L2 config set-aside of {} bytes does not fit {}: it must be a multiple of {} up to {} bytes",
-              setaside_bytes, d.name, d.setaside_granularity, d.setaside_max_bytes);
+  ATOLL_CHECK(
+      setaside_bytes >= 0 && setaside_bytes % d.setaside_granularity == 0 && setaside_bytes <= d.setaside_max_bytes,
+      kInvalidArgument, "L2 config set-aside of {} bytes does not fit {}: it must be a multiple of {} up to {} bytes",
+      setaside_bytes, d.name, d.setaside_granularity, d.setaside_max_bytes);
   ATOLL_CHECK(slice_bytes % d.line_bytes == 0 && slice_bytes <= d.max_window_bytes, kInvalidArgument,
               "L2 config slice of {} bytes does not fit {}: it must be a multiple of the {} byte line and at most "
               "the {} byte access window",
@@ -166,10 +168,14 @@ void to_json(nlohmann::json& j, const ResidencyConfig& c) {
   std::string bits;
   bits.reserve(c.resident.size());
   for (bool b : c.resident) bits.push_back(b ? '1' : '0');
-  j = {{"format", kConfigFormat},     {"model", c.model},
-       {"batch", c.batch},            {"fingerprint", c.fingerprint},
-       {"slice_bytes", c.slice_bytes}, {"slices", c.resident.size()},
-       {"resident", bits},            {"setaside_bytes", c.setaside_bytes},
+  j = {{"format", kConfigFormat},
+       {"model", c.model},
+       {"batch", c.batch},
+       {"fingerprint", c.fingerprint},
+       {"slice_bytes", c.slice_bytes},
+       {"slices", c.resident.size()},
+       {"resident", bits},
+       {"setaside_bytes", c.setaside_bytes},
        {"hit_ratio", c.hit_ratio}};
 }
 
@@ -195,8 +201,7 @@ void from_json(const nlohmann::json& j, ResidencyConfig& c) {
               "L2 config: 'resident' has {} bits but 'slices' says {}", bits.size(), slices);
   c.resident.assign(bits.size(), false);
   for (size_t i = 0; i < bits.size(); ++i) {
-    ATOLL_CHECK(bits[i] == '0' || bits[i] == '1', kParse, "L2 config: 'resident' has '{}' at position {}", bits[i],
-                i);
+    ATOLL_CHECK(bits[i] == '0' || bits[i] == '1', kParse, "L2 config: 'resident' has '{}' at position {}", bits[i], i);
     c.resident[i] = bits[i] == '1';
   }
   ATOLL_CHECK(c.slice_bytes > 0 && c.setaside_bytes >= 0, kInvalidArgument,

@@ -3,11 +3,10 @@
 // saying which slices persist in L2, the device limits that bound a config, and the mapping of a
 // config onto CUDA access-policy windows (CUDA allows one window per launch).
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "program/program.h"
 
@@ -96,8 +95,8 @@ void save_config(const ResidencyConfig& c, const std::string& path);
 // and can avoid it. A window longer than the device maximum is cut to the span of at most that
 // length holding the most touched resident bytes; what it leaves out is missed_resident_bytes.
 struct AccessWindow {
-  int64_t offset = 0;  // arena offset of the window (a slice boundary)
-  int64_t bytes = 0;   // 0: launch without a window
+  int64_t offset = 0;                     // arena offset of the window (a slice boundary)
+  int64_t bytes = 0;                      // 0: launch without a window
   int64_t resident_bytes = 0;             // resident bytes the kernel touches inside the window
   int64_t touched_nonresident_bytes = 0;  // non-resident bytes the kernel touches inside it
   int64_t covered_nonresident_bytes = 0;  // window bytes in non-resident slices

@@ -12,16 +12,21 @@ namespace {
 constexpr int64_t kAllocationAlignment = 256;  // cudaMalloc returns at least 256-byte aligned memory
 constexpr uint32_t kOutputSlotBase = 64;       // binding slots of outputs, apart from inputs
 
-int64_t align_up(int64_t x, int64_t a) { return (x + a - 1) / a * a; }
+int64_t align_up(int64_t x, int64_t a) {
+  return (x + a - 1) / a * a;
+}
 
-int64_t spec_bytes(const TensorSpec& s) { return s.shape.numel() * static_cast<int64_t>(dtype_size(s.dtype)); }
+int64_t spec_bytes(const TensorSpec& s) {
+  return s.shape.numel() * static_cast<int64_t>(dtype_size(s.dtype));
+}
 
 // Element size of each weight on the device (see device_weight_bytes).
 std::vector<int64_t> device_weight_element_sizes(const Program& p) {
   std::vector<int64_t> sizes(p.weights.size());
   for (size_t w = 0; w < p.weights.size(); ++w) sizes[w] = static_cast<int64_t>(dtype_size(p.weights[w].dtype));
   auto stored_as_activation = [&](const Binding& b) {
-    if (b.kind != Binding::Kind::kWeight) return;
+    // An index out of range is reported where the binding is traced.
+    if (b.kind != Binding::Kind::kWeight || b.index < 0 || b.index >= static_cast<int>(p.weights.size())) return;
     const auto w = static_cast<size_t>(b.index);
     if (is_float(p.weights[w].dtype)) sizes[w] = static_cast<int64_t>(dtype_size(p.act_dtype));
   };
@@ -67,7 +72,9 @@ Trace build_trace(const Program& p, int64_t line_bytes) {
     add_region(Binding::Kind::kWeight, static_cast<int>(w), p.weights[w].shape.numel() * weight_element[w]);
   }
   const size_t inputs_at = t.regions.size();
-  for (size_t i = 0; i < p.inputs.size(); ++i) add_region(Binding::Kind::kInput, static_cast<int>(i), spec_bytes(p.inputs[i]));
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    add_region(Binding::Kind::kInput, static_cast<int>(i), spec_bytes(p.inputs[i]));
+  }
   const size_t outputs_at = t.regions.size();
   for (size_t o = 0; o < p.outputs.size(); ++o) {
     add_region(Binding::Kind::kOutput, static_cast<int>(o), spec_bytes(p.outputs[o]));
@@ -76,15 +83,18 @@ Trace build_trace(const Program& p, int64_t line_bytes) {
   ATOLL_CHECK(t.total_lines() < std::numeric_limits<int32_t>::max(), kUnsupported,
               "program '{}' spans {} lines of {} bytes: too many to trace", p.model, t.total_lines(), line_bytes);
 
-  auto add_range = [&](uint32_t kernel, uint32_t slot, const Binding& b, bool write) {
+  // max_rows >= 0 limits a read of a [rows, ...] binding to its first max_rows rows.
+  auto add_range = [&](uint32_t kernel, uint32_t slot, const Binding& b, bool write, int64_t max_rows) {
     if (b.bytes <= 0) return;
     int64_t begin = b.offset, end = b.offset + b.bytes;
     const TraceRegion* region = &t.regions[0];
     if (b.kind != Binding::Kind::kArena) {
-      const size_t at = b.kind == Binding::Kind::kWeight ? weights_at : b.kind == Binding::Kind::kInput ? inputs_at
-                                                                                                       : outputs_at;
-      const size_t limit = b.kind == Binding::Kind::kWeight ? inputs_at : b.kind == Binding::Kind::kInput ? outputs_at
-                                                                                                         : t.regions.size();
+      const size_t at = b.kind == Binding::Kind::kWeight  ? weights_at
+                        : b.kind == Binding::Kind::kInput ? inputs_at
+                                                          : outputs_at;
+      const size_t limit = b.kind == Binding::Kind::kWeight  ? inputs_at
+                           : b.kind == Binding::Kind::kInput ? outputs_at
+                                                             : t.regions.size();
       ATOLL_CHECK(b.index >= 0 && at + static_cast<size_t>(b.index) < limit, kInvalidArgument,
                   "kernel {} binds {} index {}, out of range", kernel, binding_kind_name(b.kind), b.index);
       region = &t.regions[at + static_cast<size_t>(b.index)];
@@ -96,29 +106,37 @@ Trace build_trace(const Program& p, int64_t line_bytes) {
         end = begin + b.bytes / element * device_element;
       }
     }
-    ATOLL_CHECK(begin >= 0 && end <= region->bytes, kInvalidArgument,
-                "kernel {} binds [{}, {}) of a {} of {} bytes", kernel, begin, end, binding_kind_name(b.kind),
-                region->bytes);
+    if (max_rows >= 0 && b.shape.rank() > 0 && max_rows < b.shape[0]) {
+      end = begin + (end - begin) / b.shape[0] * max_rows;
+    }
+    ATOLL_CHECK(begin >= 0 && end <= region->bytes, kInvalidArgument, "kernel {} binds [{}, {}) of a {} of {} bytes",
+                kernel, begin, end, binding_kind_name(b.kind), region->bytes);
     const int64_t first = (region->base + begin) / line_bytes;
     const int64_t last = (region->base + end + line_bytes - 1) / line_bytes;
     const auto signature = static_cast<uint32_t>(mix64((uint64_t{kernel} << 8) | slot));
-    t.ranges.push_back({static_cast<uint32_t>(first), static_cast<uint32_t>(last - first), kernel, signature, write,
-                        false});
+    t.ranges.push_back(
+        {static_cast<uint32_t>(first), static_cast<uint32_t>(last - first), kernel, signature, write, false});
   };
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const Kernel& kernel = p.kernels[k];
     const auto kid = static_cast<uint32_t>(k);
-    for (size_t i = 0; i < kernel.inputs.size(); ++i) add_range(kid, static_cast<uint32_t>(i), kernel.inputs[i], false);
+    // A Gather reads one table row per index, which rows depends on the input data: we charge as
+    // many rows as there are indices (at most the whole table), taken from the table's start.
+    const int64_t gather_rows =
+        kernel.op == OpKind::kGather && kernel.inputs.size() > 1 ? kernel.inputs[1].shape.numel() : -1;
+    for (size_t i = 0; i < kernel.inputs.size(); ++i) {
+      add_range(kid, static_cast<uint32_t>(i), kernel.inputs[i], false, i == 0 ? gather_rows : -1);
+    }
     for (size_t o = 0; o < kernel.outputs.size(); ++o) {
-      add_range(kid, kOutputSlotBase + static_cast<uint32_t>(o), kernel.outputs[o], true);
+      add_range(kid, kOutputSlotBase + static_cast<uint32_t>(o), kernel.outputs[o], true, -1);
     }
   }
   return t;
 }
 
 Trace with_hints(const Trace& t, const std::vector<std::vector<LineSpan>>& spans) {
-  ATOLL_CHECK(static_cast<int>(spans.size()) == t.kernel_count, kInternal, "{} hint lists for {} kernels",
-              spans.size(), t.kernel_count);
+  ATOLL_CHECK(static_cast<int>(spans.size()) == t.kernel_count, kInternal, "{} hint lists for {} kernels", spans.size(),
+              t.kernel_count);
   Trace out = t;
   out.ranges.clear();
   out.ranges.reserve(t.ranges.size());
@@ -145,7 +163,9 @@ Trace with_hints(const Trace& t, const std::vector<std::vector<LineSpan>>& spans
   return out;
 }
 
-const char* hint_mode_name(HintMode m) { return m == HintMode::kWindows ? "windows" : "exact"; }
+const char* hint_mode_name(HintMode m) {
+  return m == HintMode::kWindows ? "windows" : "exact";
+}
 
 Trace hinted_trace(const Trace& t, const Program& p, const ResidencyConfig& c, const L2Device& d, HintMode mode) {
   ATOLL_CHECK(t.arena_bytes == p.arena_bytes && t.kernel_count == static_cast<int>(p.kernels.size()), kInternal,

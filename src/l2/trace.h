@@ -7,7 +7,8 @@
 // covers [offset, offset + bytes). This models the re-reads a GEMM or convolution really does only
 // coarsely: a kernel re-reads operand tiles many times, but while a tile is live those re-reads
 // hit in shared memory or L2, so one pass per binding keeps the traffic that competes for L2
-// across kernels, which is what residency changes. Ranges stay compact; consumers expand them.
+// across kernels, which is what residency changes. A Gather reads as many table rows as it has
+// indices (the rows themselves depend on the input data). Ranges stay compact; consumers expand them.
 #include <cstdint>
 #include <vector>
 

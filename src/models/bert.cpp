@@ -21,9 +21,9 @@ struct LayerModules {
   const char* output_norm;
 };
 
-constexpr LayerModules kBertModules{"attention.self.query",      "attention.self.key", "attention.self.value",
-                                    "attention.output.dense",    "attention.output.LayerNorm",
-                                    "intermediate.dense",        "output.dense",       "output.LayerNorm"};
+constexpr LayerModules kBertModules{
+    "attention.self.query",       "attention.self.key", "attention.self.value", "attention.output.dense",
+    "attention.output.LayerNorm", "intermediate.dense", "output.dense",         "output.LayerNorm"};
 constexpr LayerModules kDistilModules{"attention.q_lin", "attention.k_lin", "attention.v_lin", "attention.out_lin",
                                       "sa_layer_norm",   "ffn.lin1",        "ffn.lin2",        "output_layer_norm"};
 
@@ -78,9 +78,8 @@ Graph build_bert(const BertConfig& cfg, int64_t batch, int64_t seq_len) {
                        "embeddings.word_embeddings");
   if (!cfg.distil) {
     const ValueId types = b.input("token_type_ids", DType::kI64, Shape{batch, seq_len});
-    const ValueId type_emb = b.gather(
-        b.embedding_table("embeddings.token_type_embeddings", cfg.type_vocab, cfg.hidden), types,
-        "embeddings.token_type_embeddings");
+    const ValueId type_emb = b.gather(b.embedding_table("embeddings.token_type_embeddings", cfg.type_vocab, cfg.hidden),
+                                      types, "embeddings.token_type_embeddings");
     x = b.add(x, type_emb, "embeddings.add_token_types");
   }
   // Positions are 0..S-1 for every sequence: a slice of the table, broadcast over the batch.
@@ -104,7 +103,9 @@ Graph build_bert(const BertConfig& cfg, int64_t batch, int64_t seq_len) {
   return g;
 }
 
-Graph build_bert_base(const ModelOptions& opts) { return build_bert(BertConfig{}, opts.batch, opts.seq_len); }
+Graph build_bert_base(const ModelOptions& opts) {
+  return build_bert(BertConfig{}, opts.batch, opts.seq_len);
+}
 
 Graph build_distilbert(const ModelOptions& opts) {
   BertConfig cfg;

@@ -6,23 +6,34 @@ namespace atl::models {
 
 namespace {
 
-WeightInit uniform(float bound) { return {WeightInit::Kind::kUniform, -bound, bound}; }
-WeightInit uniform(float lo, float hi) { return {WeightInit::Kind::kUniform, lo, hi}; }
-WeightInit constant(float value) { return {WeightInit::Kind::kConstant, value, 0.0f}; }
+WeightInit uniform(float bound) {
+  return {WeightInit::Kind::kUniform, -bound, bound};
+}
+WeightInit uniform(float lo, float hi) {
+  return {WeightInit::Kind::kUniform, lo, hi};
+}
+WeightInit constant(float value) {
+  return {WeightInit::Kind::kConstant, value, 0.0f};
+}
 constexpr WeightInit kBertNormal{WeightInit::Kind::kNormal, 0.0f, 0.02f};
 constexpr float kBiasBound = 0.05f;
 
 // He uniform: variance 2 / fan_in keeps the activation scale through ReLU layers.
-WeightInit he_uniform(int64_t fan_in) { return uniform(std::sqrt(6.0f / static_cast<float>(fan_in))); }
+WeightInit he_uniform(int64_t fan_in) {
+  return uniform(std::sqrt(6.0f / static_cast<float>(fan_in)));
+}
 
-std::string node_or_module(const std::string& node, const std::string& module) { return node.empty() ? module : node; }
+std::string node_or_module(const std::string& node, const std::string& module) {
+  return node.empty() ? module : node;
+}
 
 }  // namespace
 
 ValueId Builder::conv(ValueId x, const std::string& module, const ConvSpec& spec) {
   const int64_t in_per_group = shape(x)[1] / spec.group;
-  const ValueId w = g_.add_weight(module + ".weight", Shape{spec.out_channels, in_per_group, spec.kernel_h, spec.kernel_w},
-                                  he_uniform(in_per_group * spec.kernel_h * spec.kernel_w));
+  const ValueId w =
+      g_.add_weight(module + ".weight", Shape{spec.out_channels, in_per_group, spec.kernel_h, spec.kernel_w},
+                    he_uniform(in_per_group * spec.kernel_h * spec.kernel_w));
   std::vector<ValueId> inputs{x, w};
   if (spec.bias) inputs.push_back(g_.add_weight(module + ".bias", Shape{spec.out_channels}, uniform(kBiasBound)));
   Attrs attrs{{"stride", std::vector<int64_t>{spec.stride, spec.stride}},
@@ -50,7 +61,8 @@ ValueId Builder::linear(ValueId x, const std::string& module, int64_t out_featur
   const ValueId w = g_.add_weight(module + ".weight", Shape{out_features, in_features},
                                   init == LinearInit::kBert ? kBertNormal : he_uniform(in_features));
   const ValueId b = g_.add_weight(module + ".bias", Shape{out_features}, uniform(kBiasBound));
-  return g_.add(OpKind::kGemm, node_or_module(node, module), {x, w, b}, {{"bias", int64_t{1}}, {"act", std::string("none")}});
+  return g_.add(OpKind::kGemm, node_or_module(node, module), {x, w, b},
+                {{"bias", int64_t{1}}, {"act", std::string("none")}});
 }
 
 ValueId Builder::layer_norm(ValueId x, const std::string& module, double epsilon, const std::string& node) {

@@ -20,8 +20,8 @@ struct ConvSpec {
 };
 
 // Square kernel, symmetric padding.
-inline ConvSpec conv_spec(int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t pad = 0,
-                          int64_t group = 1, bool bias = false) {
+inline ConvSpec conv_spec(int64_t out_channels, int64_t kernel, int64_t stride = 1, int64_t pad = 0, int64_t group = 1,
+                          bool bias = false) {
   return ConvSpec{out_channels, kernel, kernel, stride, pad, pad, group, bias};
 }
 
@@ -38,7 +38,9 @@ class Builder {
 
   const Shape& shape(ValueId v) const { return g_.value(v).shape; }
 
-  ValueId input(const std::string& name, DType dtype, Shape shape) { return g_.add_input(name, dtype, std::move(shape)); }
+  ValueId input(const std::string& name, DType dtype, Shape shape) {
+    return g_.add_input(name, dtype, std::move(shape));
+  }
   void output(ValueId v) { g_.mark_output(v); }
 
   // Weights "<module>.weight" [O, I/g, kh, kw] and, with spec.bias, "<module>.bias".
@@ -67,7 +69,9 @@ class Builder {
   ValueId avg_pool(ValueId x, const std::string& name, int64_t kernel, int64_t stride, int64_t pad,
                    bool count_include_pad);
   ValueId global_avg_pool(ValueId x, const std::string& name) { return g_.add(OpKind::kGlobalAvgPool, name, {x}); }
-  ValueId flatten(ValueId x, const std::string& name) { return g_.add(OpKind::kFlatten, name, {x}, {{"axis", int64_t{1}}}); }
+  ValueId flatten(ValueId x, const std::string& name) {
+    return g_.add(OpKind::kFlatten, name, {x}, {{"axis", int64_t{1}}});
+  }
   ValueId reshape(ValueId x, const std::string& name, std::vector<int64_t> dims) {
     return g_.add(OpKind::kReshape, name, {x}, {{"shape", std::move(dims)}});
   }
@@ -77,15 +81,17 @@ class Builder {
   ValueId matmul(ValueId a, ValueId b, const std::string& name, bool trans_b, double alpha) {
     return g_.add(OpKind::kMatMul, name, {a, b}, {{"trans_b", int64_t{trans_b ? 1 : 0}}, {"alpha", alpha}});
   }
-  ValueId softmax(ValueId x, const std::string& name) { return g_.add(OpKind::kSoftmax, name, {x}, {{"axis", int64_t{-1}}}); }
+  ValueId softmax(ValueId x, const std::string& name) {
+    return g_.add(OpKind::kSoftmax, name, {x}, {{"axis", int64_t{-1}}});
+  }
   ValueId gather(ValueId table, ValueId indices, const std::string& name) {
     return g_.add(OpKind::kGather, name, {table, indices});
   }
   // x[starts:ends] along the given axes.
   ValueId slice(ValueId x, const std::string& name, std::vector<int64_t> axes, std::vector<int64_t> starts,
                 std::vector<int64_t> ends) {
-    return g_.add(OpKind::kSlice, name, {x}, {{"axes", std::move(axes)}, {"starts", std::move(starts)},
-                                               {"ends", std::move(ends)}});
+    return g_.add(OpKind::kSlice, name, {x},
+                  {{"axes", std::move(axes)}, {"starts", std::move(starts)}, {"ends", std::move(ends)}});
   }
 
  private:

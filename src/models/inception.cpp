@@ -18,7 +18,9 @@ ValueId basic(Builder& b, ValueId x, const std::string& module, int64_t out, int
 }
 
 // 1x7 (or 7x1, 1x3, 3x1) convolution with "same" padding.
-ConvSpec rect(int64_t out, int64_t kh, int64_t kw) { return ConvSpec{out, kh, kw, 1, kh / 2, kw / 2}; }
+ConvSpec rect(int64_t out, int64_t kh, int64_t kw) {
+  return ConvSpec{out, kh, kw, 1, kh / 2, kw / 2};
+}
 
 ValueId pool_branch(Builder& b, ValueId x, const std::string& m, int64_t out) {
   const ValueId pooled = b.avg_pool(x, m + ".branch_pool.avgpool", 3, 1, 1, /*count_include_pad=*/true);
@@ -71,14 +73,14 @@ ValueId inception_d(Builder& b, ValueId x, const std::string& m) {
 ValueId inception_e(Builder& b, ValueId x, const std::string& m) {
   const ValueId b1 = basic(b, x, m + ".branch1x1", 320, 1);
   const ValueId b3 = basic(b, x, m + ".branch3x3_1", 384, 1);
-  const ValueId b3_cat = b.concat({basic(b, b3, m + ".branch3x3_2a", rect(384, 1, 3)),
-                                   basic(b, b3, m + ".branch3x3_2b", rect(384, 3, 1))},
-                                  m + ".branch3x3");
+  const ValueId b3_cat =
+      b.concat({basic(b, b3, m + ".branch3x3_2a", rect(384, 1, 3)), basic(b, b3, m + ".branch3x3_2b", rect(384, 3, 1))},
+               m + ".branch3x3");
   ValueId bd = basic(b, x, m + ".branch3x3dbl_1", 448, 1);
   bd = basic(b, bd, m + ".branch3x3dbl_2", 384, 3, 1, 1);
-  const ValueId bd_cat = b.concat({basic(b, bd, m + ".branch3x3dbl_3a", rect(384, 1, 3)),
-                                   basic(b, bd, m + ".branch3x3dbl_3b", rect(384, 3, 1))},
-                                  m + ".branch3x3dbl");
+  const ValueId bd_cat = b.concat(
+      {basic(b, bd, m + ".branch3x3dbl_3a", rect(384, 1, 3)), basic(b, bd, m + ".branch3x3dbl_3b", rect(384, 3, 1))},
+      m + ".branch3x3dbl");
   return b.concat({b1, b3_cat, bd_cat, pool_branch(b, x, m, 192)}, m);
 }
 

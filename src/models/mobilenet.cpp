@@ -32,8 +32,8 @@ Graph build_mobilenet_v2(const ModelOptions& opts) {
   struct Stage {
     int64_t expand_ratio, channels, repeats, stride;
   };
-  constexpr Stage kStages[] = {{1, 16, 1, 1},  {6, 24, 2, 2},  {6, 32, 3, 2},  {6, 64, 4, 2},
-                               {6, 96, 3, 1},  {6, 160, 3, 2}, {6, 320, 1, 1}};
+  constexpr Stage kStages[] = {{1, 16, 1, 1}, {6, 24, 2, 2},  {6, 32, 3, 2}, {6, 64, 4, 2},
+                               {6, 96, 3, 1}, {6, 160, 3, 2}, {6, 320, 1, 1}};
   Graph g;
   Builder b(g);
   ValueId x = b.input("input", DType::kF32, Shape{opts.batch, 3, 224, 224});

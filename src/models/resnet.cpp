@@ -41,10 +41,18 @@ Graph build_resnet(int depth, const ModelOptions& opts) {
   std::array<int, 4> blocks{};
   bool use_bottleneck = true;
   switch (depth) {
-    case 18: blocks = {2, 2, 2, 2}; use_bottleneck = false; break;
-    case 50: blocks = {3, 4, 6, 3}; break;
-    case 152: blocks = {3, 8, 36, 3}; break;
-    default: ATOLL_THROW(kInvalidArgument, "no ResNet of depth {} in the zoo (18, 50 or 152)", depth);
+    case 18:
+      blocks = {2, 2, 2, 2};
+      use_bottleneck = false;
+      break;
+    case 50:
+      blocks = {3, 4, 6, 3};
+      break;
+    case 152:
+      blocks = {3, 8, 36, 3};
+      break;
+    default:
+      ATOLL_THROW(kInvalidArgument, "no ResNet of depth {} in the zoo (18, 50 or 152)", depth);
   }
   Graph g;
   Builder b(g);

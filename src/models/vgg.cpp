@@ -6,8 +6,8 @@ namespace atl::models {
 
 Graph build_vgg19(const ModelOptions& opts) {
   constexpr int64_t kPool = 0;  // marks a max-pool in the layer list
-  constexpr int64_t kLayers[] = {64,  64,  kPool, 128, 128, kPool, 256, 256, 256, 256, kPool,
-                                 512, 512, 512,   512, kPool, 512, 512, 512, 512, kPool};
+  constexpr int64_t kLayers[] = {64,  64,  kPool, 128, 128,   kPool, 256, 256, 256, 256,  kPool,
+                                 512, 512, 512,   512, kPool, 512,   512, 512, 512, kPool};
   Graph g;
   Builder b(g);
   ValueId x = b.input("input", DType::kF32, Shape{opts.batch, 3, 224, 224});

@@ -7,9 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <vector>
-
 #include <nlohmann/json.hpp>
+#include <vector>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -38,10 +37,14 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 
 const char* file_code(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kI32: return "I32";
-    case DType::kI64: return "I64";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kI32:
+      return "I32";
+    case DType::kI64:
+      return "I64";
   }
   ATOLL_THROW(kInternal, "no safetensors code for dtype {}", dtype_name(t));
 }
@@ -77,8 +80,8 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   uint64_t numel = 1;
   std::vector<int64_t> dims;
   for (const nlohmann::json& d : j["shape"]) {
-    ATOLL_CHECK(d.is_number_unsigned(), kParse, "{}: tensor '{}': shape entries must be non-negative integers",
-                path, name);
+    ATOLL_CHECK(d.is_number_unsigned(), kParse, "{}: tensor '{}': shape entries must be non-negative integers", path,
+                name);
     const uint64_t dim = d.get<uint64_t>();
     ATOLL_CHECK(dim == 0 || numel <= data_bytes / dim, kParse, "{}: tensor '{}': shape {} is larger than the file",
                 path, name, j["shape"].dump());
@@ -101,17 +104,22 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   return e;
 }
 
-DType store_dtype(FileDType t) { return t == FileDType::kI32 || t == FileDType::kI64 ? DType::kI64 : DType::kF32; }
+DType store_dtype(FileDType t) {
+  return t == FileDType::kI32 || t == FileDType::kI64 ? DType::kI64 : DType::kF32;
+}
 
 // F32 and I64 are already the WeightStore's types: their bytes are read straight into the tensor.
-bool needs_conversion(FileDType t) { return t != FileDType::kF32 && t != FileDType::kI64; }
+bool needs_conversion(FileDType t) {
+  return t != FileDType::kF32 && t != FileDType::kI64;
+}
 
 // Widens raw file bytes of a converted dtype into the tensor `t` (f32 or i64).
 void convert(FileDType type, const std::byte* src, Tensor& t) {
   const size_t n = static_cast<size_t>(t.numel());
   switch (type) {
     case FileDType::kF32:
-    case FileDType::kI64: ATOLL_THROW(kInternal, "{} needs no conversion", dtype_name(t.dtype()));
+    case FileDType::kI64:
+      ATOLL_THROW(kInternal, "{} needs no conversion", dtype_name(t.dtype()));
     case FileDType::kF16: {
       auto out = t.as<float>();
       for (size_t i = 0; i < n; ++i) {
@@ -180,8 +188,7 @@ WeightStore read_safetensors(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     ATOLL_THROW(kParse, "{}: bad header JSON: {}", path, e.what());
   }
-  ATOLL_CHECK(j.is_object(), kParse, "{}: bad header JSON: expected an object of tensors, got {}", path,
-              j.type_name());
+  ATOLL_CHECK(j.is_object(), kParse, "{}: bad header JSON: expected an object of tensors, got {}", path, j.type_name());
 
   const uint64_t data_start = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start;
@@ -208,7 +215,8 @@ void write_safetensors(const std::string& path, const WeightStore& store) {
   nlohmann::json header = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : store) {
-    header[name] = {{"dtype", file_code(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
+    header[name] = {
+        {"dtype", file_code(t.dtype())}, {"shape", t.shape().dims()}, {"data_offsets", {offset, offset + t.nbytes()}}};
     offset += t.nbytes();
   }
   std::string text = header.dump();

@@ -34,8 +34,7 @@ const std::vector<Entry>& registry() {
        models::build_mobilenet_v2},
       {{"bert_base", "BERT-base uncased encoder with pooler (HuggingFace BertModel), 109.5M parameters", kBertInputs},
        models::build_bert_base},
-      {{"distilbert", "DistilBERT-base encoder (HuggingFace DistilBertModel), 66.4M parameters",
-        "input_ids i64 [B,S]"},
+      {{"distilbert", "DistilBERT-base encoder (HuggingFace DistilBertModel), 66.4M parameters", "input_ids i64 [B,S]"},
        models::build_distilbert},
       {{"tiny_cnn", "Test CNN: conv/BN/residual/depthwise/concat/pools, 10 classes", "input f32 [B,3,32,32]"},
        models::build_tiny_cnn},
@@ -60,7 +59,9 @@ std::vector<ModelInfo> list_models() {
   return out;
 }
 
-std::string default_model() { return "resnet50"; }
+std::string default_model() {
+  return "resnet50";
+}
 
 Graph build_model(const std::string& name, const ModelOptions& opts) {
   ATOLL_CHECK(opts.batch >= 1, kInvalidArgument, "batch must be at least 1, got {}", opts.batch);

@@ -15,8 +15,7 @@ Session::Session(const SessionOptions& options) {
   device_ = resolve_device(options.device, &device_note_);
   backend_ = make_backend(device_);
   graph_ = build_model(options.model, options.model_options);
-  graph_.init_weights(options.model_options.seed);  // a weights file then overrides by name
-  if (!options.weights_file.empty()) {
+  if (!options.weights_file.empty()) {  // overrides the seeded weights by name
     const int loaded = graph_.load_weights(read_safetensors(options.weights_file));
     ATOLL_CHECK(loaded > 0, kInvalidArgument, "'{}' holds no weight of model '{}'", options.weights_file,
                 options.model);

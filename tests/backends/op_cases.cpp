@@ -37,7 +37,9 @@ Operand index_input(std::string name, Shape shape, int64_t limit) {
 }
 
 // Values with unit-ish variance after a dot product of `fan_in` terms.
-float fan_in_scale(int64_t fan_in) { return std::sqrt(3.0f / static_cast<float>(fan_in)); }
+float fan_in_scale(int64_t fan_in) {
+  return std::sqrt(3.0f / static_cast<float>(fan_in));
+}
 
 Tensor random_tensor(const Operand& o, uint64_t seed, bool round_to_f16) {
   Tensor t(o.dtype, o.shape);
@@ -64,7 +66,9 @@ Tensor to_storage(const Tensor& logical, Layout layout) {
   auto dst = t.as<float>();
   for (int64_t i = 0; i < a; ++i) {
     for (int64_t j = 0; j < b; ++j) {
-      for (int64_t p = 0; p < plane; ++p) dst[static_cast<size_t>((i * plane + p) * b + j)] = src[static_cast<size_t>((i * b + j) * plane + p)];
+      for (int64_t p = 0; p < plane; ++p) {
+        dst[static_cast<size_t>((i * plane + p) * b + j)] = src[static_cast<size_t>((i * b + j) * plane + p)];
+      }
     }
   }
   return t;
@@ -86,9 +90,8 @@ OpCase conv_case(const ConvSpec& s) {
   c.name = "conv_" + s.name;
   c.op = OpKind::kConv2d;
   c.out_layout = Layout::kNHWC;
-  c.attrs = Attrs{{"stride", s.stride},      {"pads", s.pads},
-                  {"dilation", s.dilation},  {"group", s.group},
-                  {"bias", int64_t{s.bias}}, {"residual", int64_t{s.residual}},
+  c.attrs = Attrs{{"stride", s.stride}, {"pads", s.pads},          {"dilation", s.dilation},
+                  {"group", s.group},   {"bias", int64_t{s.bias}}, {"residual", int64_t{s.residual}},
                   {"act", s.act}};
   const int64_t cg = s.c / s.group;
   c.operands.push_back(act_input("x", Shape{s.n, s.c, s.h, s.w}, Layout::kNHWC));
@@ -177,9 +180,9 @@ void add_pool_cases(std::vector<OpCase>& cases) {
                             {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}));
   cases.push_back(pool_case("maxpool_2x2_s2_ceil", OpKind::kMaxPool, Shape{2, 3, 7, 9},
                             {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}, {"ceil_mode", int64_t{1}}}));
-  cases.push_back(pool_case("maxpool_3x3_s2_ceil_p1", OpKind::kMaxPool, Shape{1, 4, 10, 8},
-                            {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
-                             {"ceil_mode", int64_t{1}}}));
+  cases.push_back(pool_case(
+      "maxpool_3x3_s2_ceil_p1", OpKind::kMaxPool, Shape{1, 4, 10, 8},
+      {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}}));
   cases.push_back(pool_case("avgpool_3x3_s1_p1_include_pad", OpKind::kAvgPool, Shape{1, 6, 7, 8},
                             {{"kernel", Ints{3, 3}}, {"stride", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}}}));
   cases.push_back(pool_case("avgpool_3x3_s2_p1_exclude_pad_ceil", OpKind::kAvgPool, Shape{2, 3, 10, 9},
@@ -188,9 +191,9 @@ void add_pool_cases(std::vector<OpCase>& cases) {
                              {"pads", Ints{1, 1, 1, 1}},
                              {"ceil_mode", int64_t{1}},
                              {"count_include_pad", int64_t{0}}}));
-  cases.push_back(pool_case("avgpool_3x3_s2_ceil_include_pad", OpKind::kAvgPool, Shape{1, 3, 8, 8},
-                            {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}},
-                             {"ceil_mode", int64_t{1}}}));
+  cases.push_back(pool_case(
+      "avgpool_3x3_s2_ceil_include_pad", OpKind::kAvgPool, Shape{1, 3, 8, 8},
+      {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}, {"ceil_mode", int64_t{1}}}));
   cases.push_back(pool_case("avgpool_2x2_s2", OpKind::kAvgPool, Shape{1, 7, 8, 6},
                             {{"kernel", Ints{2, 2}}, {"stride", Ints{2, 2}}}));
   cases.push_back(pool_case("global_avgpool", OpKind::kGlobalAvgPool, Shape{2, 7, 5, 6}, {}));
@@ -213,32 +216,32 @@ void add_elementwise_cases(std::vector<OpCase>& cases) {
   cases.push_back(simple_case("relu6", OpKind::kRelu6, {}, {act_input("x", s, Layout::kRowMajor, 8.0f)}));
   cases.push_back(simple_case("gelu", OpKind::kGelu, {}, {act_input("x", s, Layout::kRowMajor, 4.0f)}));
   cases.push_back(simple_case("tanh", OpKind::kTanh, {}, {act_input("x", s, Layout::kRowMajor, 3.0f)}));
-  cases.push_back(simple_case("relu_nhwc", OpKind::kRelu, {}, {act_input("x", Shape{2, 5, 3, 4}, Layout::kNHWC)},
-                              Layout::kNHWC));
+  cases.push_back(
+      simple_case("relu_nhwc", OpKind::kRelu, {}, {act_input("x", Shape{2, 5, 3, 4}, Layout::kNHWC)}, Layout::kNHWC));
   cases.push_back(simple_case("relu_large", OpKind::kRelu, {}, {act_input("x", Shape{3, 50000})}));
   cases.push_back(simple_case("add_same_shape_relu", OpKind::kAdd, {{"act", std::string("relu")}},
                               {act_input("a", Shape{4, 9, 7}), act_input("b", Shape{4, 9, 7})}));
-  cases.push_back(simple_case("add_nhwc", OpKind::kAdd, {},
-                              {act_input("a", Shape{2, 6, 5, 3}, Layout::kNHWC),
-                               act_input("b", Shape{2, 6, 5, 3}, Layout::kNHWC)},
-                              Layout::kNHWC));
+  cases.push_back(
+      simple_case("add_nhwc", OpKind::kAdd, {},
+                  {act_input("a", Shape{2, 6, 5, 3}, Layout::kNHWC), act_input("b", Shape{2, 6, 5, 3}, Layout::kNHWC)},
+                  Layout::kNHWC));
   cases.push_back(simple_case("add_broadcast_rank3_into_rank4", OpKind::kAdd, {},
                               {act_input("a", Shape{2, 3, 4, 5}), act_input("b", Shape{3, 1, 5})}));
   cases.push_back(simple_case("add_broadcast_both", OpKind::kAdd, {},
                               {act_input("a", Shape{2, 1, 4, 1}), act_input("b", Shape{1, 3, 1, 5})}));
   cases.push_back(simple_case("add_attention_mask", OpKind::kAdd, {},
                               {act_input("scores", Shape{2, 4, 6, 6}), act_input("mask", Shape{2, 1, 1, 6})}));
-  cases.push_back(simple_case("add_bias_weight", OpKind::kAdd, {},
-                              {act_input("a", Shape{3, 5, 16}), param("bias", Shape{16})}));
-  cases.push_back(simple_case("mul_broadcast_last", OpKind::kMul, {},
-                              {act_input("a", Shape{4, 6, 5}), act_input("b", Shape{5})}));
+  cases.push_back(
+      simple_case("add_bias_weight", OpKind::kAdd, {}, {act_input("a", Shape{3, 5, 16}), param("bias", Shape{16})}));
+  cases.push_back(
+      simple_case("mul_broadcast_last", OpKind::kMul, {}, {act_input("a", Shape{4, 6, 5}), act_input("b", Shape{5})}));
   cases.push_back(simple_case("mul_broadcast_channel", OpKind::kMul, {},
                               {act_input("a", Shape{2, 3, 8, 8}), act_input("b", Shape{1, 3, 1, 1})}));
   cases.push_back(simple_case("mul_scalar", OpKind::kMul, {}, {act_input("a", Shape{1}), act_input("b", Shape{7, 3})}));
-  cases.push_back(simple_case("scale_shift_nhwc_relu", OpKind::kScaleShift, {{"act", std::string("relu")}},
-                              {act_input("x", Shape{2, 6, 5, 7}, Layout::kNHWC), param("scale", Shape{6}),
-                               param("shift", Shape{6})},
-                              Layout::kNHWC));
+  cases.push_back(simple_case(
+      "scale_shift_nhwc_relu", OpKind::kScaleShift, {{"act", std::string("relu")}},
+      {act_input("x", Shape{2, 6, 5, 7}, Layout::kNHWC), param("scale", Shape{6}), param("shift", Shape{6})},
+      Layout::kNHWC));
   cases.push_back(simple_case("scale_shift_rank3", OpKind::kScaleShift, {},
                               {act_input("x", Shape{2, 6, 5}), param("scale", Shape{6}), param("shift", Shape{6})}));
   cases.push_back(simple_case("scale_shift_rank2_tanh", OpKind::kScaleShift, {{"act", std::string("tanh")}},
@@ -246,15 +249,15 @@ void add_elementwise_cases(std::vector<OpCase>& cases) {
 }
 
 void add_data_cases(std::vector<OpCase>& cases) {
-  cases.push_back(simple_case("concat_channels_nhwc", OpKind::kConcat, {{"axis", int64_t{1}}},
-                              {act_input("a", Shape{2, 3, 5, 6}, Layout::kNHWC),
-                               act_input("b", Shape{2, 5, 5, 6}, Layout::kNHWC),
-                               act_input("c", Shape{2, 2, 5, 6}, Layout::kNHWC)},
-                              Layout::kNHWC));
-  cases.push_back(simple_case("concat_height_nhwc", OpKind::kConcat, {{"axis", int64_t{2}}},
-                              {act_input("a", Shape{1, 3, 2, 4}, Layout::kNHWC),
-                               act_input("b", Shape{1, 3, 5, 4}, Layout::kNHWC)},
-                              Layout::kNHWC));
+  cases.push_back(
+      simple_case("concat_channels_nhwc", OpKind::kConcat, {{"axis", int64_t{1}}},
+                  {act_input("a", Shape{2, 3, 5, 6}, Layout::kNHWC), act_input("b", Shape{2, 5, 5, 6}, Layout::kNHWC),
+                   act_input("c", Shape{2, 2, 5, 6}, Layout::kNHWC)},
+                  Layout::kNHWC));
+  cases.push_back(
+      simple_case("concat_height_nhwc", OpKind::kConcat, {{"axis", int64_t{2}}},
+                  {act_input("a", Shape{1, 3, 2, 4}, Layout::kNHWC), act_input("b", Shape{1, 3, 5, 4}, Layout::kNHWC)},
+                  Layout::kNHWC));
   cases.push_back(simple_case("concat_last_axis", OpKind::kConcat, {{"axis", int64_t{-1}}},
                               {act_input("a", Shape{2, 3, 4}), act_input("b", Shape{2, 3, 5})}));
   cases.push_back(simple_case("concat_axis0_with_weight", OpKind::kConcat, {{"axis", int64_t{0}}},
@@ -263,22 +266,25 @@ void add_data_cases(std::vector<OpCase>& cases) {
                               {act_input("x", Shape{2, 7, 3, 5})}));
   cases.push_back(simple_case("transpose_general", OpKind::kTranspose, {{"perm", Ints{3, 1, 0, 2}}},
                               {act_input("x", Shape{2, 3, 4, 5})}));
-  cases.push_back(simple_case("transpose_2d", OpKind::kTranspose, {{"perm", Ints{1, 0}}}, {act_input("x", Shape{9, 13})}));
-  cases.push_back(simple_case("slice_steps_negative_start", OpKind::kSlice,
-                              {{"axes", Ints{1, 2}}, {"starts", Ints{1, -5}}, {"ends", Ints{9, 100}}, {"steps", Ints{3, 2}}},
-                              {act_input("x", Shape{4, 10, 6})}));
+  cases.push_back(
+      simple_case("transpose_2d", OpKind::kTranspose, {{"perm", Ints{1, 0}}}, {act_input("x", Shape{9, 13})}));
+  cases.push_back(
+      simple_case("slice_steps_negative_start", OpKind::kSlice,
+                  {{"axes", Ints{1, 2}}, {"starts", Ints{1, -5}}, {"ends", Ints{9, 100}}, {"steps", Ints{3, 2}}},
+                  {act_input("x", Shape{4, 10, 6})}));
   cases.push_back(simple_case("slice_first_token", OpKind::kSlice,
                               {{"axes", Ints{1}}, {"starts", Ints{0}}, {"ends", Ints{1}}},
                               {act_input("x", Shape{2, 9, 16})}));
-  cases.push_back(simple_case("slice_channels_nhwc", OpKind::kSlice,
-                              {{"axes", Ints{1, 3}}, {"starts", Ints{2, 1}}, {"ends", Ints{7, 6}}, {"steps", Ints{1, 2}}},
-                              {act_input("x", Shape{2, 8, 6, 6}, Layout::kNHWC)}, Layout::kNHWC));
+  cases.push_back(
+      simple_case("slice_channels_nhwc", OpKind::kSlice,
+                  {{"axes", Ints{1, 3}}, {"starts", Ints{2, 1}}, {"ends", Ints{7, 6}}, {"steps", Ints{1, 2}}},
+                  {act_input("x", Shape{2, 8, 6, 6}, Layout::kNHWC)}, Layout::kNHWC));
   cases.push_back(simple_case("gather_embedding", OpKind::kGather, {},
                               {param("table", Shape{50, 16}), index_input("ids", Shape{2, 7}, 50)}));
-  cases.push_back(simple_case("layout_to_nhwc", OpKind::kLayoutToNHWC, {}, {act_input("x", Shape{2, 5, 4, 3})},
-                              Layout::kNHWC));
-  cases.push_back(simple_case("layout_to_nchw", OpKind::kLayoutToNCHW, {},
-                              {act_input("x", Shape{2, 37, 6, 7}, Layout::kNHWC)}));
+  cases.push_back(
+      simple_case("layout_to_nhwc", OpKind::kLayoutToNHWC, {}, {act_input("x", Shape{2, 5, 4, 3})}, Layout::kNHWC));
+  cases.push_back(
+      simple_case("layout_to_nchw", OpKind::kLayoutToNCHW, {}, {act_input("x", Shape{2, 37, 6, 7}, Layout::kNHWC)}));
 }
 
 void add_gemm_norm_cases(std::vector<OpCase>& cases) {
@@ -286,31 +292,34 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
     return Attrs{{"bias", int64_t{bias}}, {"residual", int64_t{residual}}, {"act", std::string(act)}};
   };
   cases.push_back(simple_case("gemm_2d_bias", OpKind::kGemm, gemm_attrs(true, false, "none"),
-                              {act_input("x", Shape{5, 37}), param("w", Shape{11, 37}, Layout::kRowMajor, fan_in_scale(37)),
-                               param("b", Shape{11})}));
-  cases.push_back(simple_case("gemm_3d_bias_residual_gelu", OpKind::kGemm, gemm_attrs(true, true, "gelu"),
-                              {act_input("x", Shape{2, 7, 33}), param("w", Shape{19, 33}, Layout::kRowMajor, fan_in_scale(33)),
-                               param("b", Shape{19}), act_input("residual", Shape{2, 7, 19})}));
-  cases.push_back(simple_case("gemm_no_bias_tanh", OpKind::kGemm, gemm_attrs(false, false, "tanh"),
-                              {act_input("x", Shape{1, 64}), param("w", Shape{10, 64}, Layout::kRowMajor, fan_in_scale(64))}));
-  cases.push_back(simple_case("gemm_relu_wide", OpKind::kGemm, gemm_attrs(true, false, "relu"),
-                              {act_input("x", Shape{3, 200}), param("w", Shape{130, 200}, Layout::kRowMajor, fan_in_scale(200)),
-                               param("b", Shape{130})}));
+                              {act_input("x", Shape{5, 37}),
+                               param("w", Shape{11, 37}, Layout::kRowMajor, fan_in_scale(37)), param("b", Shape{11})}));
+  cases.push_back(
+      simple_case("gemm_3d_bias_residual_gelu", OpKind::kGemm, gemm_attrs(true, true, "gelu"),
+                  {act_input("x", Shape{2, 7, 33}), param("w", Shape{19, 33}, Layout::kRowMajor, fan_in_scale(33)),
+                   param("b", Shape{19}), act_input("residual", Shape{2, 7, 19})}));
+  cases.push_back(
+      simple_case("gemm_no_bias_tanh", OpKind::kGemm, gemm_attrs(false, false, "tanh"),
+                  {act_input("x", Shape{1, 64}), param("w", Shape{10, 64}, Layout::kRowMajor, fan_in_scale(64))}));
+  cases.push_back(
+      simple_case("gemm_relu_wide", OpKind::kGemm, gemm_attrs(true, false, "relu"),
+                  {act_input("x", Shape{3, 200}), param("w", Shape{130, 200}, Layout::kRowMajor, fan_in_scale(200)),
+                   param("b", Shape{130})}));
   cases.push_back(simple_case("matmul_batched", OpKind::kMatMul, {},
                               {act_input("a", Shape{2, 3, 7, 9}), act_input("b", Shape{2, 3, 9, 5})}));
   cases.push_back(simple_case("matmul_trans_b_alpha", OpKind::kMatMul, {{"trans_b", int64_t{1}}, {"alpha", 0.125}},
                               {act_input("q", Shape{2, 4, 6, 8}), act_input("k", Shape{2, 4, 10, 8})}));
-  cases.push_back(simple_case("matmul_2d_weight", OpKind::kMatMul, {},
-                              {act_input("a", Shape{6, 12}), param("b", Shape{12, 4})}));
+  cases.push_back(
+      simple_case("matmul_2d_weight", OpKind::kMatMul, {}, {act_input("a", Shape{6, 12}), param("b", Shape{12, 4})}));
   cases.push_back(simple_case("softmax_last_axis", OpKind::kSoftmax, {{"axis", int64_t{-1}}},
                               {act_input("x", Shape{3, 4, 37}, Layout::kRowMajor, 10.0f)}));
   cases.push_back(simple_case("softmax_axis1", OpKind::kSoftmax, {{"axis", int64_t{1}}},
                               {act_input("x", Shape{2, 5, 3, 4}, Layout::kRowMajor, 4.0f)}));
   cases.push_back(simple_case("softmax_channels_nhwc", OpKind::kSoftmax, {{"axis", int64_t{1}}},
                               {act_input("x", Shape{2, 5, 3, 4}, Layout::kNHWC, 4.0f)}, Layout::kNHWC));
-  cases.push_back(simple_case("layernorm", OpKind::kLayerNorm, {{"epsilon", 1e-5}},
-                              {act_input("x", Shape{2, 5, 48}, Layout::kRowMajor, 3.0f), param("gamma", Shape{48}),
-                               param("beta", Shape{48})}));
+  cases.push_back(simple_case(
+      "layernorm", OpKind::kLayerNorm, {{"epsilon", 1e-5}},
+      {act_input("x", Shape{2, 5, 48}, Layout::kRowMajor, 3.0f), param("gamma", Shape{48}), param("beta", Shape{48})}));
   cases.push_back(simple_case("layernorm_bert_eps", OpKind::kLayerNorm, {{"epsilon", 1e-12}},
                               {act_input("x", Shape{7, 33}), param("gamma", Shape{33}), param("beta", Shape{33})}));
 }

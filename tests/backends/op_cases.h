@@ -36,9 +36,9 @@ struct Operand {
 
 struct OpCaseData {
   Program program;
-  WeightStore weights;          // storage layout, for Backend::load
-  std::vector<Tensor> inputs;   // host tensors for set_input, one per Program input
-  std::vector<Tensor> operands; // logical value of every kernel input, in binding order
+  WeightStore weights;           // storage layout, for Backend::load
+  std::vector<Tensor> inputs;    // host tensors for set_input, one per Program input
+  std::vector<Tensor> operands;  // logical value of every kernel input, in binding order
 };
 
 struct OpCase {

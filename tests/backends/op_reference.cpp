@@ -32,7 +32,9 @@ void for_each_index(const Shape& s, F&& f) {
   }
 }
 
-double at(const Tensor& t, const Index& idx) { return t.as<float>()[static_cast<size_t>(flat_index(t.shape(), idx))]; }
+double at(const Tensor& t, const Index& idx) {
+  return t.as<float>()[static_cast<size_t>(flat_index(t.shape(), idx))];
+}
 
 double at(const Tensor& t, std::initializer_list<int64_t> idx) {
   int64_t f = 0;
@@ -225,9 +227,11 @@ Tensor layer_norm(const Attrs& attrs, const std::vector<Tensor>& ops) {
 
 Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& ops, const Shape& out) {
   switch (op) {
-    case OpKind::kConv2d: return conv(attrs, ops, out);
+    case OpKind::kConv2d:
+      return conv(attrs, ops, out);
     case OpKind::kMaxPool:
-    case OpKind::kAvgPool: return pool(op, attrs, ops[0], out);
+    case OpKind::kAvgPool:
+      return pool(op, attrs, ops[0], out);
     case OpKind::kGlobalAvgPool:
       return generate(out, [&](const Index& i) {
         double sum = 0.0;
@@ -236,10 +240,14 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
         }
         return sum / static_cast<double>(ops[0].shape()[2] * ops[0].shape()[3]);
       });
-    case OpKind::kRelu: return generate(out, [&](const Index& i) { return activation("relu", at(ops[0], i)); });
-    case OpKind::kRelu6: return generate(out, [&](const Index& i) { return activation("relu6", at(ops[0], i)); });
-    case OpKind::kGelu: return generate(out, [&](const Index& i) { return activation("gelu", at(ops[0], i)); });
-    case OpKind::kTanh: return generate(out, [&](const Index& i) { return activation("tanh", at(ops[0], i)); });
+    case OpKind::kRelu:
+      return generate(out, [&](const Index& i) { return activation("relu", at(ops[0], i)); });
+    case OpKind::kRelu6:
+      return generate(out, [&](const Index& i) { return activation("relu6", at(ops[0], i)); });
+    case OpKind::kGelu:
+      return generate(out, [&](const Index& i) { return activation("gelu", at(ops[0], i)); });
+    case OpKind::kTanh:
+      return generate(out, [&](const Index& i) { return activation("tanh", at(ops[0], i)); });
     case OpKind::kAdd:
     case OpKind::kMul: {
       const std::string act = attrs.get_string("act", "none");
@@ -255,7 +263,8 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
         return activation(act, at(ops[0], i) * at(ops[1], {i[1]}) + at(ops[2], {i[1]}));
       });
     }
-    case OpKind::kConcat: return concat(attrs, ops, out);
+    case OpKind::kConcat:
+      return concat(attrs, ops, out);
     case OpKind::kTranspose: {
       const auto& perm = attrs.get_ints("perm");
       return generate(out, [&](const Index& i) {
@@ -264,7 +273,8 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
         return at(ops[0], j);
       });
     }
-    case OpKind::kSlice: return slice(attrs, ops[0], out);
+    case OpKind::kSlice:
+      return slice(attrs, ops[0], out);
     case OpKind::kGather:
       return generate(out, [&](const Index& i) {
         const Index idx(i.begin(), i.end() - 1);
@@ -272,12 +282,18 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
         return at(ops[0], {row, i.back()});
       });
     case OpKind::kLayoutToNHWC:
-    case OpKind::kLayoutToNCHW: return generate(out, [&](const Index& i) { return at(ops[0], i); });
-    case OpKind::kGemm: return gemm(attrs, ops, out);
-    case OpKind::kMatMul: return matmul(attrs, ops[0], ops[1], out);
-    case OpKind::kSoftmax: return softmax(attrs, ops[0]);
-    case OpKind::kLayerNorm: return layer_norm(attrs, ops);
-    default: break;
+    case OpKind::kLayoutToNCHW:
+      return generate(out, [&](const Index& i) { return at(ops[0], i); });
+    case OpKind::kGemm:
+      return gemm(attrs, ops, out);
+    case OpKind::kMatMul:
+      return matmul(attrs, ops[0], ops[1], out);
+    case OpKind::kSoftmax:
+      return softmax(attrs, ops[0]);
+    case OpKind::kLayerNorm:
+      return layer_norm(attrs, ops);
+    default:
+      break;
   }
   ATOLL_THROW(kUnsupported, "no reference for op {}", op_name(op));
 }

@@ -118,15 +118,18 @@ void print_timing(const std::string& model, int iters) {
   inst->run();  // warm-up: first touch of the arena and the weights
   const double ms = median_run_ms(*inst, iters);
   const MemoryReport mem = inst->memory();
-  std::printf("[timing] %s bs1 on %s: %.1f ms/run (median of %d), %zu kernels, %.1f GFLOP/s; arena %.1f MiB, "
-              "workspace %.1f MiB\n",
-              model.c_str(), backend->device_description().c_str(), ms, iters, m.program.kernels.size(),
-              m.program.total_flops() / (ms * 1e6), static_cast<double>(mem.arena_bytes) / (1 << 20),
-              static_cast<double>(mem.workspace_bytes) / (1 << 20));
+  std::printf(
+      "[timing] %s bs1 on %s: %.1f ms/run (median of %d), %zu kernels, %.1f GFLOP/s; arena %.1f MiB, "
+      "workspace %.1f MiB\n",
+      model.c_str(), backend->device_description().c_str(), ms, iters, m.program.kernels.size(),
+      m.program.total_flops() / (ms * 1e6), static_cast<double>(mem.arena_bytes) / (1 << 20),
+      static_cast<double>(mem.workspace_bytes) / (1 << 20));
 }
 
 // A report, not an assertion: CPU speed varies by machine.
-TEST(CpuModelTiming, ResNet50) { print_timing("resnet50", 3); }
+TEST(CpuModelTiming, ResNet50) {
+  print_timing("resnet50", 3);
+}
 
 // BERT-base costs a few seconds more (and 440 MB of weights), so only in perf mode.
 TEST(CpuModelTiming, BertBase) {

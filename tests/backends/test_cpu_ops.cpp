@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -16,7 +16,9 @@
 namespace atl {
 namespace opcases {
 // gtest prints a failing parameter with this instead of its raw bytes.
-void PrintTo(const OpCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const OpCase& c, std::ostream* os) {
+  *os << c.name;
+}
 }  // namespace opcases
 
 namespace {

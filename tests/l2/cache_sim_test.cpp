@@ -25,7 +25,9 @@ SimResult run(const std::vector<LineAccess>& accesses, CacheGeometry g, Policy p
   return sim.run(make_trace(accesses), policy, hit_ratio, {.warmup_passes = warmup, .flush_at_end = flush});
 }
 
-CacheGeometry geometry(int64_t sets, int ways, int persisting_ways = 0) { return {sets, ways, 128, persisting_ways}; }
+CacheGeometry geometry(int64_t sets, int ways, int persisting_ways = 0) {
+  return {sets, ways, 128, persisting_ways};
+}
 
 // An independent LRU with a set-aside, written plainly: per set one recency list per partition.
 // hit_ratio is 1: every hinted access persists.
@@ -132,7 +134,8 @@ TEST(CacheSim, SoftwareHintsProtectHintedLines) {
 // One set, one way: write A (allocates, no fetch), read B in kernel 1 (fetches B, writes back
 // dirty A), read A in kernel 2 (fetches A, B is clean).
 TEST(CacheSim, WriteBackAccountingPerKernel) {
-  const std::vector<LineAccess> trace = {{.line = 0, .write = true}, {.line = 1, .kernel = 1}, {.line = 0, .kernel = 2}};
+  const std::vector<LineAccess> trace = {
+      {.line = 0, .write = true}, {.line = 1, .kernel = 1}, {.line = 0, .kernel = 2}};
   const SimResult r = run(trace, geometry(1, 1), Policy::kLru);
   EXPECT_EQ(r.hits, 0);
   EXPECT_EQ(r.dram_read_bytes, 2 * 128);
@@ -298,6 +301,12 @@ TEST(CacheSim, RejectsBadArguments) {
   CacheSimulator wide({1, 2, 64, 0});
   EXPECT_THROW(wide.run(t, Policy::kLru, 1.0), Error);  // 128-byte trace lines on 64-byte cache lines
   EXPECT_THROW(CacheSimulator({1, 2, 128, 3}), Error);
+  Trace bad_kernel = t;
+  bad_kernel.ranges[1].kernel = 5;  // the trace has one kernel
+  EXPECT_THROW(sim.run(bad_kernel, Policy::kLru, 1.0), Error);
+  Trace bad_line = t;
+  bad_line.ranges[1].first_line = 2;  // the trace has lines 0 and 1
+  EXPECT_THROW(sim.run(bad_line, Policy::kLru, 1.0), Error);
   EXPECT_EQ(policy_from_name("ship-sw"), Policy::kShipSw);
   EXPECT_THROW(policy_from_name("fifo"), Error);
 }

@@ -1,5 +1,3 @@
-#include "l2/l2.h"
-
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -7,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "l2/l2.h"
 #include "l2_test_util.h"
 
 namespace atl::l2 {
@@ -120,8 +119,8 @@ TEST(L2Api, SimulatorSpeedOnALargeTrace) {
     const auto start = std::chrono::steady_clock::now();
     const SimResult r = simulate(p, d, policy, &c);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-    std::printf("[ timing ] %-8s %7.1f ms  hit rate %.3f  DRAM read %.1f MiB write %.1f MiB\n", policy_name(policy),
-                ms, r.hit_rate(), static_cast<double>(r.dram_read_bytes) / (1 << 20),
+    std::printf("[ timing ] %-8s %7.1f ms  hit rate %.3f  DRAM read %.1f MiB write %.1f MiB\n", policy_name(policy), ms,
+                r.hit_rate(), static_cast<double>(r.dram_read_bytes) / (1 << 20),
                 static_cast<double>(r.dram_write_bytes) / (1 << 20));
     EXPECT_EQ(r.accesses, accesses);
     EXPECT_GT(r.persisting_accesses, 0);

@@ -1,10 +1,10 @@
 #include "l2/slices.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"

@@ -26,7 +26,7 @@ struct Expected {
 //   y     [5632, 5648)   end: 5648 bytes = 45 lines (44 full + 16 bytes)
 // Ranges: conv reads x = lines 36..42 (7), w0 = 28..32 (5), w1 = 34 (1), writes a0 = 0..12 (13);
 // relu reads a0 (13), writes a1 = [1792, 3392) = lines 14..26 (13); pool reads a1 (13), writes y = line 44.
-const std::vector<Expected> kTinyRanges = {{36, 7, 0, false}, {28, 5, 0, false}, {34, 1, 0, false}, {0, 13, 0, true},
+const std::vector<Expected> kTinyRanges = {{36, 7, 0, false}, {28, 5, 0, false}, {34, 1, 0, false},  {0, 13, 0, true},
                                            {0, 13, 1, false}, {14, 13, 1, true}, {14, 13, 2, false}, {44, 1, 2, true}};
 
 TEST(Trace, AddressSpaceAndRangesOfAHandBuiltProgram) {
@@ -71,6 +71,42 @@ TEST(Trace, WeightViewsScaleToTheDeviceElementSize) {
   // [3584 + 288, 3584 + 576) = [3872, 4160): lines 30..32.
   EXPECT_EQ(t.ranges[1].first_line, 30u);
   EXPECT_EQ(t.ranges[1].lines, 3u);
+}
+
+// Embedding lookup: table f32 [100, 16] (f16 on the device: 3200 bytes, rows of 32), i64 indices.
+Program gather_program(int64_t indices) {
+  Program p;
+  p.model = "embed";
+  p.act_dtype = DType::kF16;
+  p.inputs = {{"ids", DType::kI64, Shape{indices}, Layout::kRowMajor}};
+  p.weights = {{"table", DType::kF32, Shape{100, 16}, Layout::kRowMajor}};
+  Kernel k;
+  k.name = "embed";
+  k.op = OpKind::kGather;
+  k.inputs = {testing::tensor_binding(Binding::Kind::kWeight, 0, DType::kF32, Shape{100, 16}),
+              testing::tensor_binding(Binding::Kind::kInput, 0, DType::kI64, Shape{indices})};
+  k.outputs = {testing::arena_binding(0, Shape{indices, 16})};
+  p.kernels = {k};
+  p.arena_bytes = indices * 32;
+  p.fingerprint = p.compute_fingerprint();
+  verify_program(p);
+  return p;
+}
+
+TEST(Trace, GatherReadsOneTableRowPerIndex) {
+  // 6 indices: arena [0,192) then the table at 256: rows [256, 448) = lines 2-3, ids at 3584 = line 28.
+  const Trace six = build_trace(gather_program(6), 128);
+  ASSERT_EQ(six.ranges.size(), 3u);
+  EXPECT_EQ(six.ranges[0].first_line, 2u);
+  EXPECT_EQ(six.ranges[0].lines, 2u);
+  EXPECT_EQ(six.ranges[1].first_line, 28u);
+  EXPECT_EQ(six.ranges[1].lines, 1u);
+  EXPECT_EQ(six.ranges[2].first_line, 0u);
+  EXPECT_EQ(six.ranges[2].lines, 2u);
+  // 200 indices into 100 rows read the whole table: 3200 bytes from 6400 = lines 50..74.
+  const Trace all = build_trace(gather_program(200), 128);
+  EXPECT_EQ(all.ranges[0].first_line, 50u);
+  EXPECT_EQ(all.ranges[0].lines, 25u);
 }
 
 TEST(Trace, DeterministicWithDistinctSignaturesPerBinding) {

@@ -1,7 +1,6 @@
 // safetensors reading and writing: round trips, files laid out byte by byte here (independent of
 // the writer), malformed files, and loading a file into a graph by name.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -175,30 +174,29 @@ TEST_F(WeightsFileTest, MalformedFilesAreParseErrors) {
   }
   cases.push_back({"header longer than the file",
                    write_raw("long_header.safetensors", good_entry, sixteen, good_entry.size() + 100), "truncated"});
-  cases.push_back({"data cut short", write_raw("short_data.safetensors", good_entry, std::vector<uint8_t>(8, 0)),
-                   "out of range"});
+  cases.push_back(
+      {"data cut short", write_raw("short_data.safetensors", good_entry, std::vector<uint8_t>(8, 0)), "out of range"});
   cases.push_back({"bad JSON", write_raw("bad_json.safetensors", R"({"a": {"dtype": )", sixteen), "bad header JSON"});
   cases.push_back({"JSON not an object", write_raw("array.safetensors", "[1, 2]", sixteen), "bad header JSON"});
-  cases.push_back({"offsets past the data",
-                   write_raw("offsets.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,24]}})",
-                             sixteen),
-                   "out of range"});
-  cases.push_back({"offsets reversed",
-                   write_raw("reversed.safetensors", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})",
-                             sixteen),
-                   "out of range"});
-  cases.push_back({"offsets disagree with the shape",
-                   write_raw("size.safetensors", R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,8]}})",
-                             sixteen),
-                   "needs 16"});
+  cases.push_back(
+      {"offsets past the data",
+       write_raw("offsets.safetensors", R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,24]}})", sixteen),
+       "out of range"});
+  cases.push_back(
+      {"offsets reversed",
+       write_raw("reversed.safetensors", R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", sixteen),
+       "out of range"});
+  cases.push_back(
+      {"offsets disagree with the shape",
+       write_raw("size.safetensors", R"({"a":{"dtype":"F32","shape":[2,2],"data_offsets":[0,8]}})", sixteen),
+       "needs 16"});
   cases.push_back({"unknown dtype",
-                   write_raw("dtype.safetensors", R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,1]}})",
-                             sixteen),
+                   write_raw("dtype.safetensors", R"({"a":{"dtype":"Q4","shape":[2],"data_offsets":[0,1]}})", sixteen),
                    "unknown dtype 'Q4'"});
-  cases.push_back({"negative dimension",
-                   write_raw("negative.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
-                             sixteen),
-                   "non-negative"});
+  cases.push_back(
+      {"negative dimension",
+       write_raw("negative.safetensors", R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})", sixteen),
+       "non-negative"});
   cases.push_back({"huge shape",
                    write_raw("huge.safetensors",
                              R"({"a":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,16]}})", sixteen),

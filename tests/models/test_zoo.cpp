@@ -45,9 +45,9 @@ TEST(Zoo, ListsModelsInZooOrder) {
     EXPECT_FALSE(m.description.empty()) << m.name;
     EXPECT_FALSE(m.input_desc.empty()) << m.name;
   }
-  const std::vector<std::string> expected = {"resnet18",     "resnet50",  "resnet152",  "vgg19",
-                                             "densenet201",  "inception_v3", "mobilenet_v2", "bert_base",
-                                             "distilbert",   "tiny_cnn",  "tiny_vgg",   "tiny_bert"};
+  const std::vector<std::string> expected = {"resnet18",    "resnet50",     "resnet152",    "vgg19",
+                                             "densenet201", "inception_v3", "mobilenet_v2", "bert_base",
+                                             "distilbert",  "tiny_cnn",     "tiny_vgg",     "tiny_bert"};
   EXPECT_EQ(names, expected);
   EXPECT_EQ(default_model(), "resnet50");
 }
@@ -56,9 +56,9 @@ TEST(Zoo, ListsModelsInZooOrder) {
 // model.num_parameters() report them (BatchNorm running statistics are buffers, not parameters).
 TEST(Zoo, ParameterCountsMatchReferenceModels) {
   const std::map<std::string, int64_t> expected = {
-      {"resnet18", 11'689'512},     {"resnet50", 25'557'032},    {"resnet152", 60'192'808},
-      {"vgg19", 143'667'240},       {"densenet201", 20'013'928}, {"inception_v3", 23'834'568},
-      {"mobilenet_v2", 3'504'872},  {"bert_base", 109'482'240},  {"distilbert", 66'362'880},
+      {"resnet18", 11'689'512},    {"resnet50", 25'557'032},    {"resnet152", 60'192'808},
+      {"vgg19", 143'667'240},      {"densenet201", 20'013'928}, {"inception_v3", 23'834'568},
+      {"mobilenet_v2", 3'504'872}, {"bert_base", 109'482'240},  {"distilbert", 66'362'880},
   };
   for (const auto& [name, count] : expected) {
     const Graph g = structure_only(name);
@@ -155,8 +155,8 @@ TEST(Zoo, WeightNamesFollowReferenceStateDicts) {
 }
 
 TEST(Zoo, ImageModelsTakeInputAndProduceLogits) {
-  const std::map<std::string, int64_t> sizes = {{"resnet18", 224},    {"resnet50", 224},     {"resnet152", 224},
-                                                {"vgg19", 224},       {"densenet201", 224},  {"inception_v3", 299},
+  const std::map<std::string, int64_t> sizes = {{"resnet18", 224},     {"resnet50", 224},    {"resnet152", 224},
+                                                {"vgg19", 224},        {"densenet201", 224}, {"inception_v3", 299},
                                                 {"mobilenet_v2", 224}, {"tiny_cnn", 32},     {"tiny_vgg", 16}};
   for (const auto& [name, size] : sizes) {
     const Graph g = structure_only(name, /*batch=*/3);
@@ -218,12 +218,12 @@ TEST(Zoo, RejectsUnknownModelsAndBadOptions) {
 
   EXPECT_NE(error_message([] { structure_only("resnet18", /*batch=*/0); }, ErrorCode::kInvalidArgument).find("batch"),
             std::string::npos);
-  EXPECT_NE(error_message([] { structure_only("bert_base", 1, /*seq_len=*/0); }, ErrorCode::kInvalidArgument)
-                .find("seq_len"),
-            std::string::npos);
-  EXPECT_NE(error_message([] { structure_only("bert_base", 1, /*seq_len=*/513); }, ErrorCode::kInvalidArgument)
-                .find("513"),
-            std::string::npos);
+  EXPECT_NE(
+      error_message([] { structure_only("bert_base", 1, /*seq_len=*/0); }, ErrorCode::kInvalidArgument).find("seq_len"),
+      std::string::npos);
+  EXPECT_NE(
+      error_message([] { structure_only("bert_base", 1, /*seq_len=*/513); }, ErrorCode::kInvalidArgument).find("513"),
+      std::string::npos);
 }
 
 TEST(Zoo, EveryGraphRevalidates) {
@@ -287,8 +287,8 @@ TEST(Zoo, TinyModelsCoverTheirOpPatterns) {
     has_depthwise |= p.group > 1 && p.group == cnn.value(n->inputs[0]).shape[1] && p.has_bias;
   }
   EXPECT_TRUE(has_depthwise);
-  for (OpKind op : {OpKind::kBatchNorm, OpKind::kRelu, OpKind::kRelu6, OpKind::kMaxPool, OpKind::kAdd,
-                    OpKind::kConcat, OpKind::kAvgPool, OpKind::kGlobalAvgPool, OpKind::kFlatten, OpKind::kGemm}) {
+  for (OpKind op : {OpKind::kBatchNorm, OpKind::kRelu, OpKind::kRelu6, OpKind::kMaxPool, OpKind::kAdd, OpKind::kConcat,
+                    OpKind::kAvgPool, OpKind::kGlobalAvgPool, OpKind::kFlatten, OpKind::kGemm}) {
     EXPECT_FALSE(nodes_of(cnn, op).empty()) << op_name(op);
   }
   EXPECT_FALSE(pool_params(nodes_of(cnn, OpKind::kAvgPool)[0]->attrs).count_include_pad);

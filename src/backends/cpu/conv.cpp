@@ -79,7 +79,7 @@ KernelPlan validate_conv(const Kernel& kernel) {
     workspace = p.kh * p.kw * p.c;  // weights transposed to [kh, kw, C] for contiguous loads
   } else {
     p.path = ConvPath::kIm2col;
-    p.tile_rows = std::clamp(kColumnBudget / p.k, int64_t{16}, p.rows);
+    p.tile_rows = std::min(p.rows, std::max(kColumnBudget / p.k, int64_t{16}));
     workspace = p.tile_rows * p.k;
   }
   return {p, workspace * static_cast<int64_t>(sizeof(float))};
@@ -175,6 +175,8 @@ void run_conv(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
 
 }  // namespace
 
-void register_conv_kernels(KernelRegistry& r) { r[static_cast<size_t>(OpKind::kConv2d)] = {validate_conv, run_conv}; }
+void register_conv_kernels(KernelRegistry& r) {
+  r[static_cast<size_t>(OpKind::kConv2d)] = {validate_conv, run_conv};
+}
 
 }  // namespace atl::cpu

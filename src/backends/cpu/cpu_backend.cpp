@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstring>
 #include <new>
 
@@ -30,18 +31,21 @@ class AlignedBuffer {
   int64_t bytes_ = 0;
 };
 
-int64_t spec_bytes(const TensorSpec& s) { return s.shape.numel() * static_cast<int64_t>(dtype_size(s.dtype)); }
+int64_t spec_bytes(const TensorSpec& s) {
+  return s.shape.numel() * static_cast<int64_t>(dtype_size(s.dtype));
+}
 
 // Host tensors are f32 for float tensors and i64 for index tensors, whatever the storage type.
-DType host_dtype(DType stored) { return is_float(stored) ? DType::kF32 : DType::kI64; }
+DType host_dtype(DType stored) {
+  return is_float(stored) ? DType::kF32 : DType::kI64;
+}
 
 // Copies a logical NCHW tensor of `shape` into [N, H, W, C] storage (or back with to_nhwc false).
-template <typename T>
-void convert_layout(const T* src, T* dst, const Shape& shape, bool to_nhwc) {
+void convert_layout(const float* src, float* dst, const Shape& shape, bool to_nhwc) {
   const int64_t n = shape[0], c = shape[1], hw = shape[2] * shape[3];
   for (int64_t b = 0; b < n; ++b) {
-    const T* s = src + b * c * hw;
-    T* d = dst + b * c * hw;
+    const float* s = src + b * c * hw;
+    float* d = dst + b * c * hw;
     for (int64_t ch = 0; ch < c; ++ch) {
       for (int64_t p = 0; p < hw; ++p) {
         if (to_nhwc) {
@@ -68,12 +72,10 @@ void copy_converted(const TensorSpec& spec, const std::byte* src, std::byte* dst
     }
     return;
   }
-  if (!nhwc) {
-    std::memcpy(dst, src, static_cast<size_t>(spec_bytes(spec)));
-  } else if (spec.dtype == DType::kF32) {
+  if (nhwc) {
     convert_layout(reinterpret_cast<const float*>(src), reinterpret_cast<float*>(dst), spec.shape, to_storage);
   } else {
-    convert_layout(reinterpret_cast<const int64_t*>(src), reinterpret_cast<int64_t*>(dst), spec.shape, to_storage);
+    std::memcpy(dst, src, static_cast<size_t>(spec_bytes(spec)));
   }
 }
 
@@ -95,6 +97,8 @@ class CpuInstance final : public Instance {
       for (const TensorSpec& s : *list) {
         ATOLL_CHECK(s.dtype == DType::kF32 || s.dtype == DType::kI64 || s.dtype == DType::kI32, kUnsupported,
                     "tensor '{}' is {}; the CPU backend stores f32, i64 or i32", s.name, dtype_name(s.dtype));
+        ATOLL_CHECK(s.dtype == DType::kF32 || s.layout == Layout::kRowMajor, kUnsupported,
+                    "index tensor '{}' must be row-major", s.name);
         (list == &program_.inputs ? inputs_ : outputs_).emplace_back(spec_bytes(s));
       }
     }
@@ -133,12 +137,10 @@ class CpuInstance final : public Instance {
 
   void run_range(int first, int last) override {
     ATOLL_CHECK(0 <= first && first <= last && last <= static_cast<int>(steps_.size()), kInvalidArgument,
-                "kernel range [{}, {}) outside program '{}' of {} kernels", first, last, program_.model,
-                steps_.size());
+                "kernel range [{}, {}) outside program '{}' of {} kernels", first, last, program_.model, steps_.size());
     for (int i = first; i < last; ++i) {
       const Step& s = steps_[static_cast<size_t>(i)];
-      s.entry->run(program_.kernels[static_cast<size_t>(i)], s.plan,
-                   cpu::KernelArgs{s.in, s.out, workspace_.data()});
+      s.entry->run(program_.kernels[static_cast<size_t>(i)], s.plan, cpu::KernelArgs{s.in, s.out, workspace_.data()});
     }
   }
 
@@ -182,10 +184,14 @@ class CpuInstance final : public Instance {
 
   std::byte* resolve(const Binding& b) const {
     switch (b.kind) {
-      case Binding::Kind::kArena: return arena_.data() + b.offset;
-      case Binding::Kind::kWeight: return weights_[static_cast<size_t>(b.index)].data() + b.offset;
-      case Binding::Kind::kInput: return inputs_[static_cast<size_t>(b.index)].data() + b.offset;
-      case Binding::Kind::kOutput: return outputs_[static_cast<size_t>(b.index)].data() + b.offset;
+      case Binding::Kind::kArena:
+        return arena_.data() + b.offset;
+      case Binding::Kind::kWeight:
+        return weights_[static_cast<size_t>(b.index)].data() + b.offset;
+      case Binding::Kind::kInput:
+        return inputs_[static_cast<size_t>(b.index)].data() + b.offset;
+      case Binding::Kind::kOutput:
+        return outputs_[static_cast<size_t>(b.index)].data() + b.offset;
     }
     ATOLL_THROW(kInternal, "unknown binding kind");
   }
@@ -229,6 +235,8 @@ class CpuBackend final : public Backend {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend() {
+  return std::make_unique<CpuBackend>();
+}
 
 }  // namespace atl

@@ -27,11 +27,21 @@ inline float activate(float x) {
 template <typename F>
 inline void with_act(Act act, F&& f) {
   switch (act) {
-    case Act::kNone: f.template operator()<Act::kNone>(); break;
-    case Act::kRelu: f.template operator()<Act::kRelu>(); break;
-    case Act::kRelu6: f.template operator()<Act::kRelu6>(); break;
-    case Act::kGelu: f.template operator()<Act::kGelu>(); break;
-    case Act::kTanh: f.template operator()<Act::kTanh>(); break;
+    case Act::kNone:
+      f.template operator()<Act::kNone>();
+      break;
+    case Act::kRelu:
+      f.template operator()<Act::kRelu>();
+      break;
+    case Act::kRelu6:
+      f.template operator()<Act::kRelu6>();
+      break;
+    case Act::kGelu:
+      f.template operator()<Act::kGelu>();
+      break;
+    case Act::kTanh:
+      f.template operator()<Act::kTanh>();
+      break;
   }
 }
 

@@ -211,8 +211,8 @@ void run_gather(const Kernel& k, const KernelPlan& plan, const KernelArgs& args)
   // Checked before any row moves: an exception cannot leave an OpenMP region.
   for (int64_t i = 0; i < p.rows; ++i) {
     const int64_t v = index(i);
-    ATOLL_CHECK(v >= 0 && v < p.vocab, kInvalidArgument, "kernel '{}': index {} at position {} is outside the table of {} rows",
-                k.name, v, i, p.vocab);
+    ATOLL_CHECK(v >= 0 && v < p.vocab, kInvalidArgument,
+                "kernel '{}': index {} at position {} is outside the table of {} rows", k.name, v, i, p.vocab);
   }
   float* y = args.out_f32(0);
 #pragma omp parallel for schedule(static) if (p.rows * p.width > kParallelGrain)

@@ -3,9 +3,9 @@
 // other inside a product (Eigen's own threading spins on shared packing, which stalls badly
 // when a core is busy with something else).
 #define EIGEN_DONT_PARALLELIZE
-#include <Eigen/Core>
 #include <omp.h>
 
+#include <Eigen/Core>
 #include <algorithm>
 
 #include "backends/cpu/cpu_math.h"

@@ -49,7 +49,9 @@ void expect_shape(const Binding& b, const Shape& shape, const char* role) {
   ATOLL_CHECK(b.shape == shape, kUnsupported, "{} must be {}, is {}", role, shape.str(), b.shape.str());
 }
 
-bool is_nhwc(const Binding& b) { return b.layout == Layout::kNHWC && b.shape.rank() == 4; }
+bool is_nhwc(const Binding& b) {
+  return b.layout == Layout::kNHWC && b.shape.rank() == 4;
+}
 
 std::vector<int64_t> physical_dims(const Binding& b) {
   const auto& d = b.shape.dims();

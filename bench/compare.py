@@ -1,0 +1,54 @@
+#!/usr/bin/env python3
+"""Joins atoll_bench_cuda and torch_models.py JSON: ratio atoll / PyTorch CUDA graph per model
+and batch (same device, same run). Prints a Markdown table; --json writes the joined rows."""
+import argparse
+import json
+
+
+def index(doc):
+    return {(r["model"], r["batch"]): r for r in doc["results"]}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("atoll")
+    p.add_argument("torch")
+    p.add_argument("--json")
+    a = p.parse_args()
+    atoll = json.load(open(a.atoll))
+    torch = json.load(open(a.torch))
+    t = index(torch)
+    rows = []
+    for (model, batch), r in index(atoll).items():
+        ref = t.get((model, batch), {})
+        row = {"model": model, "batch": batch}
+        if "error" in r or "graph" not in ref:
+            row["error"] = r.get("error") or ref.get("error") or "no PyTorch figure"
+            rows.append(row)
+            continue
+        row["atoll_ms"] = r["graph"]["median_ms"]
+        row["torch_graph_ms"] = ref["graph"]["median_ms"]
+        row["torch_eager_ms"] = ref["eager"]["median_ms"]
+        row["ratio"] = row["atoll_ms"] / row["torch_graph_ms"]
+        row["flag_overhead_pct"] = 100 * r["flag_overhead"]
+        if "tuned" in r:
+            row["atoll_tuned_ms"] = r["tuned"]["median_ms"]
+            row["tuned_ratio"] = row["atoll_tuned_ms"] / row["torch_graph_ms"]
+        rows.append(row)
+    print(f"atoll vs PyTorch {torch.get('torch', '?')} CUDA graphs on {atoll['device']} ({atoll['date']})")
+    print("| model | batch | atoll ms | tuned ms | torch graph ms | torch eager ms | ratio | tuned ratio | flag cost |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        if "error" in r:
+            print(f"| {r['model']} | {r['batch']} | error: {r['error'][:60]} |||||||")
+            continue
+        tuned = f"{r['atoll_tuned_ms']:.3f}" if "atoll_tuned_ms" in r else "-"
+        tratio = f"{r['tuned_ratio']:.2f}" if "tuned_ratio" in r else "-"
+        print(f"| {r['model']} | {r['batch']} | {r['atoll_ms']:.3f} | {tuned} | {r['torch_graph_ms']:.3f} | "
+              f"{r['torch_eager_ms']:.3f} | {r['ratio']:.2f} | {tratio} | {r['flag_overhead_pct']:+.2f}% |")
+    if a.json:
+        json.dump({"device": atoll["device"], "date": atoll["date"], "rows": rows}, open(a.json, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""PyTorch side of the CUDA benchmark: the zoo's architectures in fp16 (CNNs channels_last),
+eager and CUDA-graph latency at each batch size, median of many event-timed replays, JSON out.
+
+Models are built from their constructors with random weights (nothing is downloaded); latency
+does not depend on the weight values. BERT/DistilBERT come from transformers' configs.
+"""
+import argparse
+import datetime
+import json
+import statistics
+import sys
+
+import torch
+
+CNNS = {
+    "resnet18": ("resnet18", 224),
+    "resnet50": ("resnet50", 224),
+    "resnet152": ("resnet152", 224),
+    "vgg19": ("vgg19", 224),
+    "densenet201": ("densenet201", 224),
+    "inception_v3": ("inception_v3", 299),
+    "mobilenet_v2": ("mobilenet_v2", 224),
+}
+TRANSFORMERS = ("bert_base", "distilbert")
+
+
+def build(name, batch, seq_len):
+    """Returns (module, example inputs) on the GPU in fp16."""
+    if name in CNNS:
+        import torchvision
+
+        ctor, size = CNNS[name]
+        kwargs = {"weights": None}
+        if name == "inception_v3":
+            kwargs.update(aux_logits=False, init_weights=False)
+        model = getattr(torchvision.models, ctor)(**kwargs)
+        model = model.cuda().half().eval().to(memory_format=torch.channels_last)
+        x = torch.randn(batch, 3, size, size, device="cuda", dtype=torch.half)
+        return model, (x.contiguous(memory_format=torch.channels_last),)
+    import transformers
+
+    if name == "bert_base":
+        model = transformers.BertModel(transformers.BertConfig())
+        ids = torch.randint(0, 30522, (batch, seq_len), device="cuda")
+        types = torch.zeros_like(ids)
+        inputs = (ids, None, types)
+    else:
+        model = transformers.DistilBertModel(transformers.DistilBertConfig())
+        inputs = (torch.randint(0, 30522, (batch, seq_len), device="cuda"),)
+    return model.cuda().half().eval(), inputs
+
+
+def time_fn(fn, iters, warmup):
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(iters):
+        start.record()
+        fn()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop))
+    return {"median_ms": statistics.median(samples), "min_ms": min(samples), "mean_ms": statistics.fmean(samples)}
+
+
+def bench(name, batch, seq_len, iters, warmup):
+    model, inputs = build(name, batch, seq_len)
+    with torch.inference_mode():
+        eager = time_fn(lambda: model(*inputs), iters, warmup)
+        # Capture after warm-up on a side stream, as the CUDA-graph docs prescribe.
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                model(*inputs)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            model(*inputs)
+        graphed = time_fn(graph.replay, iters, warmup)
+    del graph, model
+    torch.cuda.empty_cache()
+    return {"model": name, "batch": batch, "eager": eager, "graph": graphed}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--models", nargs="+", default=list(CNNS) + list(TRANSFORMERS))
+    p.add_argument("--batches", nargs="+", type=int, default=[1, 8])
+    p.add_argument("--seq-len", type=int, default=128)
+    p.add_argument("--iters", type=int, default=200)
+    p.add_argument("--warmup", type=int, default=20)
+    p.add_argument("--json", default="torch_models.json")
+    a = p.parse_args()
+    torch.backends.cudnn.benchmark = True
+    doc = {
+        "date": datetime.date.today().isoformat(),
+        "device": torch.cuda.get_device_name(),
+        "torch": torch.__version__,
+        "iters": a.iters,
+        "results": [],
+    }
+    for name in a.models:
+        for batch in a.batches:
+            try:
+                r = bench(name, batch, a.seq_len, a.iters, a.warmup)
+                print(f"{name:<14} b{batch:<2} eager {r['eager']['median_ms']:8.3f} ms  graph {r['graph']['median_ms']:8.3f} ms",
+                      flush=True)
+            except Exception as e:  # one model failing must not lose the others' numbers
+                r = {"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}"}
+                print(f"{name:<14} b{batch:<2} FAILED: {r['error']}", file=sys.stderr, flush=True)
+            doc["results"].append(r)
+    with open(a.json, "w") as f:
+        json.dump(doc, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the GPU test and benchmark binaries here (the GPU machine has no Debian dev packages) and
+# stages them, stripped, with the shared libraries they load, in .carry/gpu/ (found through the
+# binaries' $ORIGIN rpath). Then: run(carry=[".carry/gpu"], command="scripts/gpu/run-on-device.sh").
+set -euo pipefail
+root=$(cd "$(dirname "$0")/../.." && pwd)
+build=${BUILD_DIR:-$root/build-cuda}
+stage=$root/.carry/gpu
+cmake -S "$root" -B "$build" -G Ninja -DATOLL_CUDA=ON >/dev/null
+cmake --build "$build" -j2 --target test_gpu atoll_bench_cuda
+rm -rf "$stage"
+mkdir -p "$stage"
+cp "$build/tests/test_gpu" "$build/bench/atoll_bench_cuda" "$stage/"
+strip "$stage/test_gpu" "$stage/atoll_bench_cuda"
+# Every library the loader resolves except glibc's own, which the GPU machine provides.
+ldd "$stage/test_gpu" "$stage/atoll_bench_cuda" | awk '/=> \//{print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$stage/"
+du -sh "$stage"
+ls "$stage"

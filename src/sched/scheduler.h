@@ -1,0 +1,99 @@
+#pragma once
+// REEF's scheduler. Real-time (RT) and best-effort (BE) clients share one device. Tasks are
+// requests with a kernel cursor; each client's requests run in arrival order. In the preemptive
+// modes BE tasks run concurrently, one low-priority stream each, through virtual host queues
+// that hand the device at most `inflight_cap` kernels; an RT arrival switches to RT mode:
+// BE launches stop, BE work on the device is preempted (reset: the flag makes it exit), RT
+// tasks run one at a time on a high-priority stream, and BE tasks resume from their first
+// unfinished kernel once the RT queue is empty.
+//
+// The same logic drives every device. poll() never blocks; on a real device a thread loops
+// poll + ExecDevice::wait_until (start/stop); on the simulated device run_until() loops in the
+// caller's thread, which keeps the timeline deterministic.
+#include <atomic>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "sched/exec_device.h"
+#include "sched/task.h"
+
+namespace atl::sched {
+
+enum class Mode : uint8_t {
+  kRtOnly,       // RT requests only (BE requests fail): the latency baseline
+  kSeq,          // one stream, one task at a time, RT first, no preemption
+  kStreams,      // every client its own stream, equal priorities
+  kStreamsPrio,  // as kStreams with RT streams at high priority
+  kWait,         // RT mode stops BE launches; BE kernels on the device finish
+  kReset,        // RT mode stops BE launches and raises the flag: BE kernels exit
+};
+const char* mode_name(Mode m);  // "rt-only", "seq", "streams", "streams-prio", "wait", "reset"
+Mode mode_from_name(std::string_view name);  // throws kInvalidArgument listing the modes
+std::vector<Mode> all_modes();
+
+// Which RT task runs next when several wait: first arrived, or earliest deadline.
+enum class RtOrder : uint8_t { kArrival, kDeadline };
+
+struct SchedulerOptions {
+  Mode mode = Mode::kReset;
+  int inflight_cap = 4;  // kernels a BE stream may have on the device at once (wait, reset)
+  RtOrder rt_order = RtOrder::kArrival;
+  // On its own thread, how long one device wait may last before new submissions are looked at.
+  DeviceTime idle_poll_ns = 2000;
+};
+
+struct SchedulerStats {
+  int64_t rt_completed = 0;
+  int64_t be_completed = 0;
+  int64_t failed = 0;
+  int64_t preemptions = 0;         // BE tasks preempted with kernels in flight
+  int64_t relaunched_kernels = 0;  // launches not known complete at a reset, launched again
+  int64_t kernel_launches = 0;
+};
+
+class Scheduler {
+ public:
+  Scheduler(ExecDevice& device, SchedulerOptions options = {});
+  ~Scheduler();  // stops the thread; requests still pending fail
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Registers a client on a loaded instance it then owns exclusively. Not while running on a thread.
+  ClientId add_client(TaskClass task_class, std::string name, InstanceId instance);
+
+  // Thread-safe. Errors (bad inputs, device failures, BE requests in rt-only) fail the request.
+  std::future<TaskResult> submit(ClientId client, Request request);
+  uint64_t submit(ClientId client, Request request, Completion done);
+
+  // Drives the scheduler in the calling thread until the device clock reaches `time`.
+  void run_until(DeviceTime time);
+  // ... until every submitted request has been answered.
+  void run_until_idle();
+  // Drives the scheduler on its own thread until stop().
+  void start();
+  // Stops the thread; rethrows the error that ended it early, if one did.
+  void stop();
+
+  // One non-blocking step: admit arrivals, observe completions, launch.
+  void poll();
+
+  const SchedulerOptions& options() const { return options_; }
+  SchedulerStats stats() const;  // not while running on a thread
+
+ private:
+  struct Impl;
+
+  std::unique_ptr<Impl> impl_;
+  ExecDevice& device_;
+  SchedulerOptions options_;
+  std::thread worker_;
+  std::atomic<bool> stop_requested_{false};
+};
+
+}  // namespace atl::sched

@@ -31,21 +31,19 @@ def main():
         row["torch_eager_ms"] = ref["eager"]["median_ms"]
         row["ratio"] = row["atoll_ms"] / row["torch_graph_ms"]
         row["flag_overhead_pct"] = 100 * r["flag_overhead"]
-        if "tuned" in r:
-            row["atoll_tuned_ms"] = r["tuned"]["median_ms"]
-            row["tuned_ratio"] = row["atoll_tuned_ms"] / row["torch_graph_ms"]
+        row["atoll_planner_ms"] = r["planner"]["median_ms"]
+        row["planner_ratio"] = row["atoll_planner_ms"] / row["torch_graph_ms"]
         rows.append(row)
     print(f"atoll vs PyTorch {torch.get('torch', '?')} CUDA graphs on {atoll['device']} ({atoll['date']})")
-    print("| model | batch | atoll ms | tuned ms | torch graph ms | torch eager ms | ratio | tuned ratio | flag cost |")
+    print("| model | batch | atoll ms | cost-model ms | torch graph ms | torch eager ms | ratio | cost-model ratio | flag cost |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['model']} | {r['batch']} | error: {r['error'][:60]} |||||||")
             continue
-        tuned = f"{r['atoll_tuned_ms']:.3f}" if "atoll_tuned_ms" in r else "-"
-        tratio = f"{r['tuned_ratio']:.2f}" if "tuned_ratio" in r else "-"
-        print(f"| {r['model']} | {r['batch']} | {r['atoll_ms']:.3f} | {tuned} | {r['torch_graph_ms']:.3f} | "
-              f"{r['torch_eager_ms']:.3f} | {r['ratio']:.2f} | {tratio} | {r['flag_overhead_pct']:+.2f}% |")
+        print(f"| {r['model']} | {r['batch']} | {r['atoll_ms']:.3f} | {r['atoll_planner_ms']:.3f} | "
+              f"{r['torch_graph_ms']:.3f} | {r['torch_eager_ms']:.3f} | {r['ratio']:.2f} | {r['planner_ratio']:.2f} | "
+              f"{r['flag_overhead_pct']:+.2f}% |")
     if a.json:
         json.dump({"device": atoll["device"], "date": atoll["date"], "rows": rows}, open(a.json, "w"), indent=1)
 

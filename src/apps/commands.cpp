@@ -6,6 +6,7 @@ void add_commands(CLI::App& app) {
   add_models_command(app);
   add_info_command(app);
   add_run_command(app);
+  add_l2_command(app);
   add_colocate_command(app);
 }
 

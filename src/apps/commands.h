@@ -9,6 +9,7 @@ void add_commands(CLI::App& app);
 void add_models_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_run_command(CLI::App& app);
+void add_l2_command(CLI::App& app);
 void add_colocate_command(CLI::App& app);
 
 }  // namespace atl::apps

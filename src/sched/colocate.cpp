@@ -110,8 +110,7 @@ namespace {
 
 // Timing does not depend on weight values, so a timing-only device gets zeros (cheap for the
 // big models); a device that computes gets the zoo's seeded weights.
-CompiledModel compile_for(const std::string& model, const ColocateOptions& o, const ExecDevice& device,
-                          bool computes) {
+CompiledModel compile_for(const std::string& model, const ColocateOptions& o, const ExecDevice& device, bool computes) {
   ModelOptions mo;
   mo.batch = o.batch;
   mo.seed = o.seed;
@@ -147,8 +146,8 @@ std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
 
 WorkloadReport run_colocate(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
-  ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument,
-              "duration must be positive (got {} s)", o.duration_s);
+  ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
+              o.duration_s);
   SimExecOptions sim;
   sim.gpu = o.sim;
   std::unique_ptr<ExecDevice> device = make_exec_device(o.device, sim);

@@ -32,7 +32,7 @@ struct ClientSummary {
   TaskClass task_class = TaskClass::kBestEffort;
   double hz = 0;
   int64_t completed = 0;
-  LatencyStats latency_ms;     // from scheduled arrival
+  LatencyStats latency_ms;      // from scheduled arrival
   double throughput_per_s = 0;  // requests finished within the run's duration
   int64_t preemptions = 0;
 };

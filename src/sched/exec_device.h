@@ -52,10 +52,13 @@ class ExecDevice {
   // Uploads weights and allocates the activation arena. An instance serves one task at a time.
   virtual InstanceId load(const Program& program, const WeightStore& weights) = 0;
   virtual const Program& program(InstanceId instance) const = 0;
-  // Host tensors as Instance::set_input/get_output take them. The caller guarantees no launch
-  // of the instance is in flight. Devices that track only timing return no outputs.
-  virtual void write_inputs(InstanceId instance, std::span<const Tensor> inputs) = 0;
-  virtual std::vector<Tensor> read_outputs(InstanceId instance) = 0;
+  // Host tensors as Instance::set_input/get_output take them; the caller guarantees no launch
+  // of the instance is in flight. write_inputs may copy asynchronously, ordered on `stream`
+  // ahead of the kernels launched there next (the tensors may be freed when it returns);
+  // read_outputs returns the outputs of the last kernels that ended on `stream`. Devices that
+  // track only timing return no outputs.
+  virtual void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) = 0;
+  virtual std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) = 0;
 
   virtual StreamId create_stream(StreamPriority priority) = 0;
   // Enqueues kernel `kernel` of `instance` on `stream` without waiting. Returns the launch's

@@ -9,7 +9,9 @@
 
 namespace atl::sched {
 
-const char* task_class_name(TaskClass c) { return c == TaskClass::kRealTime ? "rt" : "be"; }
+const char* task_class_name(TaskClass c) {
+  return c == TaskClass::kRealTime ? "rt" : "be";
+}
 
 namespace {
 
@@ -17,7 +19,7 @@ struct ModeName {
   Mode mode;
   const char* name;
 };
-constexpr ModeName kModes[] = {{Mode::kRtOnly, "rt-only"}, {Mode::kSeq, "seq"},   {Mode::kStreams, "streams"},
+constexpr ModeName kModes[] = {{Mode::kRtOnly, "rt-only"},           {Mode::kSeq, "seq"},   {Mode::kStreams, "streams"},
                                {Mode::kStreamsPrio, "streams-prio"}, {Mode::kWait, "wait"}, {Mode::kReset, "reset"}};
 
 constexpr uint64_t kNoCut = UINT64_MAX;
@@ -81,7 +83,6 @@ struct Scheduler::Impl {
     StreamId stream = -1;
     Source source = Source::kAny;
     ClientId client = -1;
-    bool windowed = false;  // the in-flight cap applies
     TaskPtr task;
     uint64_t launched = 0;   // launches issued on the stream
     uint64_t completed = 0;  // launches seen to have ended
@@ -99,25 +100,27 @@ struct Scheduler::Impl {
     ATOLL_CHECK(options.idle_poll_ns >= 1, kInvalidArgument, "idle poll must be at least 1 ns (got {})",
                 options.idle_poll_ns);
     switch (options.mode) {
-      case Mode::kSeq: add_lane(Lane::Source::kAny, -1, StreamPriority::kLow, false); break;
+      case Mode::kSeq:
+        add_lane(Lane::Source::kAny, -1, StreamPriority::kLow);
+        break;
       case Mode::kRtOnly:
       case Mode::kWait:
       case Mode::kReset:
-        rt_lane = add_lane(Lane::Source::kRtQueue, -1, StreamPriority::kHigh, false);
+        rt_lane = add_lane(Lane::Source::kRtQueue, -1, StreamPriority::kHigh);
         break;
       case Mode::kStreams:
-      case Mode::kStreamsPrio: break;
+      case Mode::kStreamsPrio:
+        break;
     }
   }
 
   bool preemptive() const { return options.mode == Mode::kWait || options.mode == Mode::kReset; }
 
-  int add_lane(Lane::Source source, ClientId client, StreamPriority priority, bool windowed) {
+  int add_lane(Lane::Source source, ClientId client, StreamPriority priority) {
     Lane l;
     l.stream = device.create_stream(priority);
     l.source = source;
     l.client = client;
-    l.windowed = windowed;
     lanes.push_back(std::move(l));
     return static_cast<int>(lanes.size()) - 1;
   }
@@ -125,8 +128,7 @@ struct Scheduler::Impl {
   ClientId add_client(TaskClass task_class, std::string name, InstanceId instance) {
     ATOLL_CHECK(!in_poll, kInvalidArgument, "clients cannot be added from a completion callback");
     for (const Client& c : clients) {
-      ATOLL_CHECK(c.instance != instance, kInvalidArgument, "instance {} already serves client '{}'", instance,
-                  c.name);
+      ATOLL_CHECK(c.instance != instance, kInvalidArgument, "instance {} already serves client '{}'", instance, c.name);
     }
     const int kernels = static_cast<int>(device.program(instance).kernels.size());
     const ClientId id = static_cast<ClientId>(clients.size());
@@ -134,9 +136,9 @@ struct Scheduler::Impl {
     const bool rt = task_class == TaskClass::kRealTime;
     if (options.mode == Mode::kStreams || options.mode == Mode::kStreamsPrio) {
       const bool high = rt && options.mode == Mode::kStreamsPrio;
-      add_lane(Lane::Source::kClient, id, high ? StreamPriority::kHigh : StreamPriority::kLow, false);
+      add_lane(Lane::Source::kClient, id, high ? StreamPriority::kHigh : StreamPriority::kLow);
     } else if (preemptive() && !rt) {
-      add_lane(Lane::Source::kClient, id, StreamPriority::kLow, true);
+      add_lane(Lane::Source::kClient, id, StreamPriority::kLow);
     }
     return id;
   }
@@ -186,9 +188,9 @@ struct Scheduler::Impl {
       pending.pop_back();
       Client& c = clients[static_cast<size_t>(t->client)];
       if (options.mode == Mode::kRtOnly && c.task_class == TaskClass::kBestEffort) {
-        t->error = make_error(ErrorCode::kInvalidArgument,
-                              fmt::format("mode rt-only serves RT requests only; request {} of BE client '{}' refused",
-                                          t->id, c.name));
+        t->error = make_error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("mode rt-only serves RT requests only; request {} of BE client '{}' refused", t->id, c.name));
         deliver(std::move(t), {}, now);
         continue;
       }
@@ -239,7 +241,8 @@ struct Scheduler::Impl {
 
   TaskPtr next_task_for(const Lane& l) {
     switch (l.source) {
-      case Lane::Source::kRtQueue: return pop_rt();
+      case Lane::Source::kRtQueue:
+        return pop_rt();
       case Lane::Source::kClient: {
         Client& c = clients[static_cast<size_t>(l.client)];
         return c.queue.empty() ? nullptr : pop_front(c);
@@ -264,7 +267,7 @@ struct Scheduler::Impl {
       }
       const Client& c = clients[static_cast<size_t>(t->client)];
       try {
-        device.write_inputs(c.instance, t->request.inputs);
+        device.write_inputs(c.instance, l.stream, t->request.inputs);
       } catch (...) {
         t->error = std::current_exception();
         deliver(std::move(t), {}, device.now());
@@ -278,12 +281,15 @@ struct Scheduler::Impl {
     }
   }
 
-  // Hands the device the bound task's next kernels, up to the cap on windowed lanes.
+  // Hands the device the bound task's next kernels. A BE task has at most `inflight_cap` on the
+  // device, which bounds both what a reset must drain and the host time one poll spends
+  // launching; an RT task gets all of its kernels at once.
   void top_up(Lane& l) {
     Task& t = *l.task;
     if (t.error || l.cut_at != kNoCut) return;
     const Client& c = clients[static_cast<size_t>(t.client)];
-    const uint64_t cap = l.windowed ? static_cast<uint64_t>(options.inflight_cap) : UINT64_MAX;
+    const uint64_t cap =
+        c.task_class == TaskClass::kBestEffort ? static_cast<uint64_t>(options.inflight_cap) : UINT64_MAX;
     while (t.next_launch < c.kernels && l.launched - l.completed < cap) {
       const bool first = t.next_launch == 0 && t.first_seq == 0;
       LaunchOptions lo;
@@ -303,6 +309,16 @@ struct Scheduler::Impl {
       ++t.next_launch;
       ++stats.kernel_launches;
     }
+  }
+
+  // Keeps a lane busy: binds the next task, or hands the bound one more kernels.
+  void feed(Lane& l) {
+    if (!l.task) {
+      start_next(l);
+      return;
+    }
+    top_up(l);
+    settle(l);
   }
 
   // Reads the lane's completion counter and moves the cursor.
@@ -345,7 +361,7 @@ struct Scheduler::Impl {
     if (!t->error) {
       if (const auto span = device.launch_span(l.stream, l.launched)) end = span->end;
       try {
-        outputs = device.read_outputs(clients[static_cast<size_t>(t->client)].instance);
+        outputs = device.read_outputs(clients[static_cast<size_t>(t->client)].instance, l.stream);
       } catch (...) {
         t->error = std::current_exception();
       }
@@ -400,6 +416,7 @@ struct Scheduler::Impl {
     }
     stats.preemptions += preempted;
     pending_preempted = preempted;
+    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, device.now(), preempted});
   }
 
   void leave_rt_mode() {
@@ -411,6 +428,7 @@ struct Scheduler::Impl {
       flag_raised = false;
     }
     rt_mode = false;
+    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, device.now(), 0});
   }
 
   void schedule_preemptive() {
@@ -422,13 +440,7 @@ struct Scheduler::Impl {
     if (rt_mode && !rt.task && !rt_queued()) leave_rt_mode();
     if (rt_mode) return;
     for (Lane& l : lanes) {
-      if (l.source != Lane::Source::kClient) continue;
-      if (!l.task) {
-        start_next(l);
-      } else {
-        top_up(l);
-        settle(l);
-      }
+      if (l.source == Lane::Source::kClient) feed(l);
     }
   }
 
@@ -448,9 +460,9 @@ struct Scheduler::Impl {
     admit();  // completion callbacks may have submitted
     if (preemptive()) {
       schedule_preemptive();
-    } else {
-      for (Lane& l : lanes) start_next(l);
+      return;
     }
+    for (Lane& l : lanes) feed(l);
   }
 
   bool in_flight() const {
@@ -498,7 +510,8 @@ struct Scheduler::Impl {
   int pending_preempted = 0;  // BE tasks preempted for the RT task about to start
   size_t next_be_client = 0;  // seq mode's round-robin position
   SchedulerStats stats;
-  std::vector<TaskPtr> pending;  // heap by (arrival, id): submitted, not arrived yet
+  std::vector<SchedulerEvent> events;
+  std::vector<TaskPtr> pending;     // heap by (arrival, id): submitted, not arrived yet
   std::exception_ptr thread_error;  // what ended the scheduler thread, for stop() to rethrow
 
   std::mutex inbox_mutex;
@@ -531,7 +544,9 @@ uint64_t Scheduler::submit(ClientId client, Request request, Completion done) {
   return impl_->enqueue(client, std::move(request), std::move(done), nullptr);
 }
 
-void Scheduler::poll() { impl_->poll(); }
+void Scheduler::poll() {
+  impl_->poll();
+}
 
 void Scheduler::run_until(DeviceTime time) {
   ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "run_until while the scheduler runs on its own thread");
@@ -579,6 +594,11 @@ void Scheduler::stop() {
 SchedulerStats Scheduler::stats() const {
   ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "scheduler statistics are read after stop()");
   return impl_->stats;
+}
+
+const std::vector<SchedulerEvent>& Scheduler::events() const {
+  ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "scheduler events are read after stop()");
+  return impl_->events;
 }
 
 }  // namespace atl::sched

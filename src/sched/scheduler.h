@@ -33,7 +33,7 @@ enum class Mode : uint8_t {
   kWait,         // RT mode stops BE launches; BE kernels on the device finish
   kReset,        // RT mode stops BE launches and raises the flag: BE kernels exit
 };
-const char* mode_name(Mode m);  // "rt-only", "seq", "streams", "streams-prio", "wait", "reset"
+const char* mode_name(Mode m);               // "rt-only", "seq", "streams", "streams-prio", "wait", "reset"
 Mode mode_from_name(std::string_view name);  // throws kInvalidArgument listing the modes
 std::vector<Mode> all_modes();
 
@@ -42,10 +42,19 @@ enum class RtOrder : uint8_t { kArrival, kDeadline };
 
 struct SchedulerOptions {
   Mode mode = Mode::kReset;
-  int inflight_cap = 4;  // kernels a BE stream may have on the device at once (wait, reset)
+  int inflight_cap = 4;  // kernels a BE task may have on the device at once (every mode)
   RtOrder rt_order = RtOrder::kArrival;
   // On its own thread, how long one device wait may last before new submissions are looked at.
   DeviceTime idle_poll_ns = 2000;
+  bool record_events = false;  // keep every SchedulerEvent for events()
+};
+
+// RT mode transitions (wait and reset modes), for timelines.
+struct SchedulerEvent {
+  enum class Kind : uint8_t { kRtModeEnter, kRtModeLeave };
+  Kind kind = Kind::kRtModeEnter;
+  DeviceTime at = 0;  // device clock when the scheduler acted
+  int preempted = 0;  // enter: BE tasks preempted with kernels in flight
 };
 
 struct SchedulerStats {
@@ -84,7 +93,8 @@ class Scheduler {
   void poll();
 
   const SchedulerOptions& options() const { return options_; }
-  SchedulerStats stats() const;  // not while running on a thread
+  SchedulerStats stats() const;                       // not while running on a thread
+  const std::vector<SchedulerEvent>& events() const;  // with record_events; not while running
 
  private:
   struct Impl;

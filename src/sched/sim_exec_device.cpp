@@ -7,8 +7,7 @@
 
 namespace atl::sched {
 
-SimExecDevice::SimExecDevice(SimExecOptions options)
-    : options_(options), gpu_(options.gpu, options.record_trace) {
+SimExecDevice::SimExecDevice(SimExecOptions options) : options_(options), gpu_(options.gpu, options.record_trace) {
   if (options_.numerics) cpu_backend_ = make_cpu_backend();
 }
 
@@ -51,13 +50,15 @@ const SimExecDevice::Loaded& SimExecDevice::loaded(InstanceId instance) const {
   return *instances_[static_cast<size_t>(instance)];
 }
 
-const Program& SimExecDevice::program(InstanceId instance) const { return loaded(instance).program; }
+const Program& SimExecDevice::program(InstanceId instance) const {
+  return loaded(instance).program;
+}
 
-void SimExecDevice::write_inputs(InstanceId instance, std::span<const Tensor> inputs) {
+void SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const Tensor> inputs) {
   Loaded& l = loaded(instance);
   const auto& specs = l.program.inputs;
-  ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}",
-              l.program.model, specs.size(), inputs.size());
+  ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}", l.program.model,
+              specs.size(), inputs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
     const DType host = is_float(specs[i].dtype) ? DType::kF32 : DType::kI64;
     ATOLL_CHECK(inputs[i].shape() == specs[i].shape && inputs[i].dtype() == host, kInvalidArgument,
@@ -70,7 +71,7 @@ void SimExecDevice::write_inputs(InstanceId instance, std::span<const Tensor> in
   gpu_.advance(options_.gpu.io_call_ns);
 }
 
-std::vector<Tensor> SimExecDevice::read_outputs(InstanceId instance) {
+std::vector<Tensor> SimExecDevice::read_outputs(InstanceId instance, StreamId) {
   Loaded& l = loaded(instance);
   std::vector<Tensor> out;
   if (l.cpu) {

@@ -27,8 +27,9 @@ class SimExecDevice final : public ExecDevice {
 
   InstanceId load(const Program& program, const WeightStore& weights) override;
   const Program& program(InstanceId instance) const override;
-  void write_inputs(InstanceId instance, std::span<const Tensor> inputs) override;
-  std::vector<Tensor> read_outputs(InstanceId instance) override;
+  // Copies cost io_call_ns of host time; the stream does not matter to the model.
+  void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) override;
+  std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) override;
 
   StreamId create_stream(StreamPriority priority) override;
   uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override;

@@ -227,7 +227,7 @@ TEST(WindowPlan, WindowCutToTheDeviceMaximumKeepsTheMostResidentBytes) {
   EXPECT_EQ(relu.touched_nonresident_bytes, 0);
   // The last slice is short: a window ending there stops at the arena's end.
   const ResidencyConfig last = make_config(p, d, {false, false, false, false, false, false, true}, 1.0, 512);
-  const AccessWindow& pool = plan_windows(p, last, d).windows[2];
+  const AccessWindow pool = plan_windows(p, last, d).windows[2];
   EXPECT_EQ(pool.offset, 3072);
   EXPECT_EQ(pool.bytes, 320);
 }

@@ -29,9 +29,10 @@ struct ConvPlan {
   int64_t rows = 0;                    // output pixels, n * oh * ow
   int64_t k = 0;                       // GEMM depth, kh * kw * cg
   int64_t tile_rows = 0;               // im2col rows per pass
+  int64_t column_floats = 0;           // workspace for one column tile; GEMM packing follows it
 };
 
-KernelPlan validate_conv(const Kernel& kernel) {
+KernelPlan validate_conv(const Kernel& kernel, int threads) {
   ConvPlan p;
   p.p = conv2d_params(kernel.attrs);
   const Conv2dParams& a = p.p;
@@ -74,23 +75,28 @@ KernelPlan validate_conv(const Kernel& kernel) {
   int64_t workspace = 0;
   if (unit_window && a.group == 1) {
     p.path = ConvPath::kPointwise;
+    workspace = gemm_workspace_bytes(p.rows, p.o, p.c, threads);
   } else if (a.group == p.c && a.group == p.o) {
     p.path = ConvPath::kDepthwise;
-    workspace = p.kh * p.kw * p.c;  // weights transposed to [kh, kw, C] for contiguous loads
+    workspace = p.kh * p.kw * p.c * static_cast<int64_t>(sizeof(float));  // weights as [kh, kw, C]
   } else {
     p.path = ConvPath::kIm2col;
     p.tile_rows = std::min(p.rows, std::max(kColumnBudget / p.k, int64_t{16}));
-    workspace = p.tile_rows * p.k;
+    // Whole cache lines, so the packing buffers behind the columns stay aligned.
+    p.column_floats = (p.tile_rows * p.k + 15) / 16 * 16;
+    const int64_t last_tile = p.rows - (p.rows - 1) / p.tile_rows * p.tile_rows;
+    workspace = p.column_floats * static_cast<int64_t>(sizeof(float)) +
+                std::max(gemm_workspace_bytes(p.tile_rows, p.og, p.k, threads),
+                         gemm_workspace_bytes(last_tile, p.og, p.k, threads));
   }
-  return {p, workspace * static_cast<int64_t>(sizeof(float))};
+  return {p, workspace};
 }
 
 // Copies the receptive fields of output pixels [row0, row0 + count) for one group into `cols`.
 void im2col(const ConvPlan& p, const float* x, int64_t group, int64_t row0, int64_t count, float* cols) {
   const Conv2dParams& a = p.p;
   const size_t span = static_cast<size_t>(p.cg) * sizeof(float);
-#pragma omp parallel for schedule(static) if (count * p.k > kParallelGrain)
-  for (int64_t r = 0; r < count; ++r) {
+  parallel_for(count, count * p.k, [&](int64_t r) {
     const int64_t pixel = row0 + r;
     const int64_t ox = pixel % p.ow;
     const int64_t oy = (pixel / p.ow) % p.oh;
@@ -107,7 +113,7 @@ void im2col(const ConvPlan& p, const float* x, int64_t group, int64_t row0, int6
         }
       }
     }
-  }
+  });
 }
 
 void run_depthwise(const ConvPlan& p, const float* x, const float* w, const float* bias, const float* residual,
@@ -118,8 +124,7 @@ void run_depthwise(const ConvPlan& p, const float* x, const float* w, const floa
     for (int64_t t = 0; t < taps; ++t) taps_by_channel[t * p.c + c] = w[c * taps + t];
   }
   with_act(a.act, [&]<Act A>() {
-#pragma omp parallel for schedule(static) if (p.rows * p.c > kParallelGrain)
-    for (int64_t row = 0; row < p.n * p.oh; ++row) {
+    parallel_for(p.n * p.oh, p.rows * p.c, [&](int64_t row) {
       const int64_t b = row / p.oh, oy = row % p.oh;
       for (int64_t ox = 0; ox < p.ow; ++ox) {
         const int64_t pixel = row * p.ow + ox;
@@ -138,7 +143,7 @@ void run_depthwise(const ConvPlan& p, const float* x, const float* w, const floa
         }
         epilogue_row<A>(out, p.c, bias, residual != nullptr ? residual + pixel * p.c : nullptr);
       }
-    }
+    });
   });
 }
 
@@ -153,7 +158,8 @@ void run_conv(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   auto* scratch = reinterpret_cast<float*>(args.workspace);
   switch (p.path) {
     case ConvPath::kPointwise:
-      gemm(p.rows, p.o, p.c, 1.0f, x, p.c, w, p.c, true, y, p.o, Epilogue{bias, residual, p.p.act});
+      gemm(p.rows, p.o, p.c, 1.0f, x, p.c, w, p.c, true, y, p.o, Epilogue{bias, residual, p.p.act}, args.threads,
+           scratch);
       return;
     case ConvPath::kDepthwise:
       run_depthwise(p, x, w, bias, residual, y, scratch);
@@ -166,7 +172,8 @@ void run_conv(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
           const int64_t col0 = g * p.og;
           const Epilogue ep{bias != nullptr ? bias + col0 : nullptr,
                             residual != nullptr ? residual + row0 * p.o + col0 : nullptr, p.p.act};
-          gemm(count, p.og, p.k, 1.0f, scratch, p.k, w + col0 * p.k, p.k, true, y + row0 * p.o + col0, p.o, ep);
+          gemm(count, p.og, p.k, 1.0f, scratch, p.k, w + col0 * p.k, p.k, true, y + row0 * p.o + col0, p.o, ep,
+               args.threads, scratch + p.column_floats);
         }
       }
       return;

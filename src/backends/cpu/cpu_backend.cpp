@@ -107,6 +107,8 @@ class CpuInstance final : public Instance {
     // Poison: every byte 0xFF is a NaN in f32, so an element no kernel writes shows in the output.
     std::memset(arena_.data(), 0xFF, static_cast<size_t>(arena_.bytes()));
     for (auto& o : outputs_) std::memset(o.data(), 0xFF, static_cast<size_t>(o.bytes()));
+    // Inputs start at zero (a valid index too), so running before set_input is deterministic.
+    for (auto& i : inputs_) std::memset(i.data(), 0, static_cast<size_t>(i.bytes()));
   }
 
   const Program& program() const override { return program_; }
@@ -140,7 +142,8 @@ class CpuInstance final : public Instance {
                 "kernel range [{}, {}) outside program '{}' of {} kernels", first, last, program_.model, steps_.size());
     for (int i = first; i < last; ++i) {
       const Step& s = steps_[static_cast<size_t>(i)];
-      s.entry->run(program_.kernels[static_cast<size_t>(i)], s.plan, cpu::KernelArgs{s.in, s.out, workspace_.data()});
+      s.entry->run(program_.kernels[static_cast<size_t>(i)], s.plan,
+                   cpu::KernelArgs{s.in, s.out, workspace_.data(), threads_});
     }
   }
 
@@ -202,7 +205,7 @@ class CpuInstance final : public Instance {
       Step s;
       try {
         s.entry = &cpu::kernel_entry(k.op);
-        s.plan = s.entry->validate(k);
+        s.plan = s.entry->validate(k, threads_);
       } catch (const Error& e) {
         throw Error(e.code(), fmt::format("kernel '{}' ({}): {}", k.name, op_name(k.op), e.message()), e.file(),
                     e.line());
@@ -216,6 +219,8 @@ class CpuInstance final : public Instance {
   }
 
   Program program_;
+  // Fixed at load: per-thread scratch is sized for it.
+  const int threads_ = omp_get_max_threads();
   std::vector<AlignedBuffer> weights_, inputs_, outputs_;
   AlignedBuffer arena_, workspace_;
   std::vector<Step> steps_;

@@ -1,6 +1,8 @@
 #pragma once
 // Numeric building blocks shared by the CPU kernel families: activations, the conv/gemm
 // epilogue and row-major matrix products on raw buffers.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +13,19 @@ namespace atl::cpu {
 
 // Work below this many elements runs on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 1 << 14;
+
+// Runs body(i) for i in [0, n): across the OpenMP threads when `work` (elements touched) is worth
+// it, else inline. The serial case never enters a parallel region: libgomp allocates a team even
+// for a region whose if-clause is false, and run() must not allocate.
+template <typename F>
+inline void parallel_for(int64_t n, int64_t work, F&& body) {
+  if (n > 1 && work > kParallelGrain && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i) body(i);
+  } else {
+    for (int64_t i = 0; i < n; ++i) body(i);
+  }
+}
 
 template <Act A>
 inline float activate(float x) {
@@ -64,10 +79,12 @@ struct Epilogue {
 };
 
 // C[m, n] = epilogue(alpha * A[m, k] * op(B)), row-major with leading dimensions; op(B) is B[n, k]
-// transposed when trans_b, else B[k, n]. Splits rows (or columns, when rows are few) over the
-// OpenMP threads, each running a single-threaded Eigen product and its share of the epilogue
-// while the block is still in cache; inside a parallel region it runs on the calling thread.
+// transposed when trans_b, else B[k, n]. Splits rows (or columns, when rows are few) over
+// `threads` OpenMP threads, each running a single-threaded Eigen product and its share of the
+// epilogue while the block is still in cache; inside a parallel region it runs on the calling
+// thread. `workspace` holds gemm_workspace_bytes(m, n, k, threads) for Eigen's packing buffers.
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue = {});
+          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue, int threads, float* workspace);
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int threads);
 
 }  // namespace atl::cpu

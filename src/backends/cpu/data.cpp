@@ -23,8 +23,7 @@ void strided_copy(const float* in, int64_t in_base, const std::vector<int64_t>& 
   const int64_t inner_stride = in_strides.back();
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < dims.size(); ++d) rows *= dims[d];
-#pragma omp parallel for schedule(static) if (rows * inner > kParallelGrain)
-  for (int64_t row = 0; row < rows; ++row) {
+  parallel_for(rows, rows * inner, [&](int64_t row) {
     int64_t off = in_base, rest = row;
     for (size_t d = dims.size() - 1; d-- > 0;) {
       off += (rest % dims[d]) * in_strides[d];
@@ -37,7 +36,7 @@ void strided_copy(const float* in, int64_t in_base, const std::vector<int64_t>& 
     } else {
       for (int64_t i = 0; i < inner; ++i) dst[i] = src[i * inner_stride];
     }
-  }
+  });
 }
 
 // --- Concat: storage order viewed as [outer, axis, inner]; each input is one chunk per outer ----
@@ -48,7 +47,7 @@ struct ConcatPlan {
   int64_t total = 0;           // sum of chunk
 };
 
-KernelPlan validate_concat(const Kernel& k) {
+KernelPlan validate_concat(const Kernel& k, int) {
   ATOLL_CHECK(!k.inputs.empty() && k.outputs.size() == 1, kUnsupported, "expects inputs and one output");
   expect_f32(k);
   const Binding& y = k.outputs[0];
@@ -82,14 +81,13 @@ KernelPlan validate_concat(const Kernel& k) {
 void run_concat(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const auto& p = *std::any_cast<ConcatPlan>(&plan.params);
   float* y = args.out_f32(0);
-#pragma omp parallel for schedule(static) if (p.outer * p.total > kParallelGrain)
-  for (int64_t o = 0; o < p.outer; ++o) {
+  parallel_for(p.outer, p.outer * p.total, [&](int64_t o) {
     float* dst = y + o * p.total;
     for (size_t i = 0; i < p.chunk.size(); ++i) {
       std::memcpy(dst, args.in_f32(i) + o * p.chunk[i], static_cast<size_t>(p.chunk[i]) * sizeof(float));
       dst += p.chunk[i];
     }
-  }
+  });
 }
 
 // --- Transpose (row-major) and Slice (either layout): both are strided copies ---------------
@@ -99,7 +97,7 @@ struct StridedCopyPlan {
   std::vector<int64_t> in_strides, out_dims;  // in storage order of the output
 };
 
-KernelPlan validate_transpose(const Kernel& k) {
+KernelPlan validate_transpose(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -126,7 +124,7 @@ KernelPlan validate_transpose(const Kernel& k) {
   return {p, 0};
 }
 
-KernelPlan validate_slice(const Kernel& k) {
+KernelPlan validate_slice(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -180,7 +178,7 @@ struct GatherPlan {
   bool wide_index = true;  // i64 indices; i32 otherwise
 };
 
-KernelPlan validate_gather(const Kernel& k) {
+KernelPlan validate_gather(const Kernel& k, int) {
   expect_arity(k, 2, 1);
   const Binding& table = k.inputs[0];
   const Binding& idx = k.inputs[1];
@@ -215,10 +213,9 @@ void run_gather(const Kernel& k, const KernelPlan& plan, const KernelArgs& args)
                 "kernel '{}': index {} at position {} is outside the table of {} rows", k.name, v, i, p.vocab);
   }
   float* y = args.out_f32(0);
-#pragma omp parallel for schedule(static) if (p.rows * p.width > kParallelGrain)
-  for (int64_t i = 0; i < p.rows; ++i) {
+  parallel_for(p.rows, p.rows * p.width, [&](int64_t i) {
     std::memcpy(y + i * p.width, table + index(i) * p.width, static_cast<size_t>(p.width) * sizeof(float));
-  }
+  });
 }
 
 // --- Layout casts: [N, A, B] -> [N, B, A] per image (A = C, B = H*W to NHWC; reversed back) -----
@@ -228,7 +225,7 @@ struct LayoutCastPlan {
 };
 
 template <Layout From, Layout To>
-KernelPlan validate_layout_cast(const Kernel& k) {
+KernelPlan validate_layout_cast(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -247,19 +244,18 @@ void run_layout_cast(const Kernel&, const KernelPlan& plan, const KernelArgs& ar
   // Tiles keep both the reads and the writes within a few cache lines.
   constexpr int64_t kTile = 32;
   const int64_t tiles_a = (p.a + kTile - 1) / kTile, tiles_b = (p.b + kTile - 1) / kTile;
-#pragma omp parallel for collapse(2) schedule(static) if (p.n * p.a * p.b > kParallelGrain)
-  for (int64_t img = 0; img < p.n; ++img) {
-    for (int64_t tb = 0; tb < tiles_b; ++tb) {
-      const float* src = x + img * p.a * p.b;
-      float* dst = y + img * p.a * p.b;
-      for (int64_t ta = 0; ta < tiles_a; ++ta) {
-        const int64_t a1 = std::min(p.a, (ta + 1) * kTile), b1 = std::min(p.b, (tb + 1) * kTile);
-        for (int64_t j = tb * kTile; j < b1; ++j) {
-          for (int64_t i = ta * kTile; i < a1; ++i) dst[j * p.a + i] = src[i * p.b + j];
-        }
+  parallel_for(p.n * tiles_b, p.n * p.a * p.b, [&](int64_t task) {
+    const int64_t img = task / tiles_b, tb = task % tiles_b;
+    const float* src = x + img * p.a * p.b;
+    float* dst = y + img * p.a * p.b;
+    const int64_t b1 = std::min(p.b, (tb + 1) * kTile);
+    for (int64_t ta = 0; ta < tiles_a; ++ta) {
+      const int64_t a1 = std::min(p.a, (ta + 1) * kTile);
+      for (int64_t j = tb * kTile; j < b1; ++j) {
+        for (int64_t i = ta * kTile; i < a1; ++i) dst[j * p.a + i] = src[i * p.b + j];
       }
     }
-  }
+  });
 }
 
 }  // namespace

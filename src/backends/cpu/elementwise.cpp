@@ -20,11 +20,10 @@ void act_range(const float* x, float* y, int64_t n) {
 void apply_act(Act act, const float* x, float* y, int64_t n) {
   with_act(act, [&]<Act A>() {
     const int64_t chunks = (n + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, n, [&](int64_t c) {
       const int64_t lo = c * kChunk;
       act_range<A>(x + lo, y + lo, std::min(kChunk, n - lo));
-    }
+    });
   });
 }
 
@@ -36,7 +35,7 @@ struct UnaryPlan {
 };
 
 template <Act A>
-KernelPlan validate_unary(const Kernel& k) {
+KernelPlan validate_unary(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   expect_shape(k.outputs[0], k.inputs[0].shape, "output");
@@ -60,7 +59,7 @@ struct BinaryPlan {
   int64_t rows = 1;                               // product of all but the innermost dimension
 };
 
-KernelPlan validate_binary(const Kernel& k) {
+KernelPlan validate_binary(const Kernel& k, int) {
   expect_arity(k, 2, 1);
   expect_f32(k);
   BinaryPlan p;
@@ -143,16 +142,14 @@ void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float
   const int64_t ia = p.stride_a.back(), ib = p.stride_b.back();
   if (p.rows == 1) {
     const int64_t chunks = (inner + kChunk - 1) / kChunk;
-#pragma omp parallel for schedule(static) if (chunks > 1)
-    for (int64_t c = 0; c < chunks; ++c) {
+    parallel_for(chunks, inner, [&](int64_t c) {
       const int64_t lo = c * kChunk;
       binary_span<kAdd, A>(a + lo * ia, ia, b + lo * ib, ib, y + lo, std::min(kChunk, inner - lo));
-    }
+    });
     return;
   }
   const int outer_rank = static_cast<int>(p.dims.size()) - 1;
-#pragma omp parallel for schedule(static) if (p.rows * inner > kParallelGrain)
-  for (int64_t row = 0; row < p.rows; ++row) {
+  parallel_for(p.rows, p.rows * inner, [&](int64_t row) {
     int64_t off_a = 0, off_b = 0, rest = row;
     for (int d = outer_rank - 1; d >= 0; --d) {
       const int64_t i = rest % p.dims[static_cast<size_t>(d)];
@@ -161,7 +158,7 @@ void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float
       off_b += i * p.stride_b[static_cast<size_t>(d)];
     }
     binary_span<kAdd, A>(a + off_a, ia, b + off_b, ib, y + row * inner, inner);
-  }
+  });
 }
 
 void run_binary(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
@@ -183,7 +180,7 @@ struct ScaleShiftPlan {
   int64_t outer = 0, channels = 0, inner = 0;  // row-major [outer, channels, inner]; NHWC: inner = 1
 };
 
-KernelPlan validate_scale_shift(const Kernel& k) {
+KernelPlan validate_scale_shift(const Kernel& k, int) {
   expect_arity(k, 3, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -213,23 +210,21 @@ void run_scale_shift(const Kernel&, const KernelPlan& plan, const KernelArgs& ar
   float* y = args.out_f32(0);
   with_act(p.act, [&]<Act A>() {
     if (p.channels_last) {
-#pragma omp parallel for schedule(static) if (p.outer * p.channels > kParallelGrain)
-      for (int64_t r = 0; r < p.outer; ++r) {
+      parallel_for(p.outer, p.outer * p.channels, [&](int64_t r) {
         const float* xr = x + r * p.channels;
         float* yr = y + r * p.channels;
         for (int64_t c = 0; c < p.channels; ++c) yr[c] = activate<A>(xr[c] * scale[c] + shift[c]);
-      }
+      });
       return;
     }
     const int64_t planes = p.outer * p.channels;
-#pragma omp parallel for schedule(static) if (planes * p.inner > kParallelGrain)
-    for (int64_t plane = 0; plane < planes; ++plane) {
+    parallel_for(planes, planes * p.inner, [&](int64_t plane) {
       const int64_t c = plane % p.channels;
       const float s = scale[c], t = shift[c];
       const float* xr = x + plane * p.inner;
       float* yr = y + plane * p.inner;
       for (int64_t i = 0; i < p.inner; ++i) yr[i] = activate<A>(xr[i] * s + t);
-    }
+    });
   });
 }
 

@@ -1,7 +1,8 @@
-// Matrix products: the threaded Eigen-backed gemm helper, and the Gemm and MatMul kernels.
-// Eigen runs single-threaded; gemm() splits the work itself, so threads never wait on each
-// other inside a product (Eigen's own threading spins on shared packing, which stalls badly
-// when a core is busy with something else).
+// Matrix products: the threaded gemm helper over Eigen's blocked kernel, and the Gemm and
+// MatMul kernels. Eigen runs single-threaded with packing buffers taken from the instance's
+// workspace (its usual path allocates them on every product); gemm() splits the work across
+// threads itself, so threads never wait on each other inside a product (Eigen's own threading
+// spins on shared packing, which stalls badly when a core is busy with something else).
 #define EIGEN_DONT_PARALLELIZE
 #include <omp.h>
 
@@ -15,68 +16,166 @@ namespace atl::cpu {
 
 namespace {
 
-using RowMatrix = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-using ConstMatrixMap = Eigen::Map<const RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
-using MatrixMap = Eigen::Map<RowMatrix, Eigen::Unaligned, Eigen::OuterStride<>>;
+using Eigen::Index;
 
 // Products below this many multiply-adds run on one thread.
 constexpr int64_t kParallelMacs = int64_t{1} << 18;
 
-// One block of C: rows [r0, r1), columns [c0, c1), product then epilogue.
-void gemm_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t k, float alpha, const float* a, int64_t lda,
-                const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, const Epilogue& ep) {
-  if (r1 <= r0 || c1 <= c0) return;
-  const int64_t rows = r1 - r0, cols = c1 - c0;
-  ConstMatrixMap am(a + r0 * lda, rows, k, Eigen::OuterStride<>(lda));
-  MatrixMap cm(c + r0 * ldc + c0, rows, cols, Eigen::OuterStride<>(ldc));
+int64_t round_up(int64_t x, int64_t to) {
+  return (x + to - 1) / to * to;
+}
+
+// Eigen's cache blocking for one product, with its two packing buffers in caller memory.
+// Dimensions are those of Eigen's column-major view of our row-major C = A op(B): its rows are
+// our columns (n) and its columns our rows (m).
+class WorkspaceBlocking : public Eigen::internal::level3_blocking<float, float> {
+ public:
+  WorkspaceBlocking(int64_t m, int64_t n, int64_t k) {
+    m_mc = n;
+    m_nc = m;
+    m_kc = k;
+    Eigen::internal::computeProductBlockingSizes<float, float, 1, Index>(m_kc, m_mc, m_nc, 1);
+  }
+  // Floats for both buffers, each rounded to whole cache lines (the packed panels are read with
+  // aligned SIMD loads).
+  int64_t floats() const { return round_up(m_kc * m_mc, 16) + round_up(m_kc * m_nc, 16); }
+  void attach(float* buffer) {
+    m_blockA = buffer;
+    m_blockB = buffer + round_up(m_kc * m_mc, 16);
+  }
+};
+
+// How gemm() divides C among threads: `threads` blocks of `step` rows (or columns).
+struct Split {
+  int threads = 1;
+  bool rows = true;
+  int64_t step = 0;
+};
+
+Split split_for(int64_t m, int64_t n, int64_t k, int threads) {
+  Split s;
+  if (threads <= 1 || m * n * k < kParallelMacs) {
+    s.step = m;
+    return s;
+  }
+  s.threads = threads;
+  // Rows when there are enough to keep every thread's block tall; columns otherwise (a GEMV,
+  // a late, spatially small conv layer), in multiples of 16 to keep SIMD stores whole.
+  s.rows = m >= 8 * threads;
+  const int64_t span = s.rows ? m : n;
+  const int64_t align = s.rows ? 1 : 16;
+  s.step = round_up((span + threads - 1) / threads, align);
+  return s;
+}
+
+// Packing floats one thread needs for any block of the split (the last block may be smaller).
+int64_t per_thread_floats(const Split& s, int64_t m, int64_t n, int64_t k) {
+  if (m == 1) return 0;  // the GEMV path packs nothing
+  const int64_t span = s.rows ? m : n;
+  const int64_t last = span - std::min(span, (s.threads - 1) * s.step);
+  int64_t most = 0;
+  for (int64_t block : {std::min(span, s.step), last}) {
+    if (block <= 0) continue;
+    most = std::max(most, s.rows ? WorkspaceBlocking(block, n, k).floats() : WorkspaceBlocking(m, block, k).floats());
+  }
+  return round_up(most, 16);
+}
+
+// One row of A times op(B): y[j] += alpha * dot(a, B[j, :]) (or column j of B).
+void gemv_block(int64_t c0, int64_t c1, int64_t k, float alpha, const float* a, const float* b, int64_t ldb,
+                bool trans_b, float* y) {
   if (trans_b) {
-    ConstMatrixMap bm(b + c0 * ldb, cols, k, Eigen::OuterStride<>(ldb));
-    if (alpha == 1.0f) {
-      cm.noalias() = am * bm.transpose();
-    } else {
-      cm.noalias() = (alpha * am) * bm.transpose();
+    for (int64_t j = c0; j < c1; ++j) {
+      const float* row = b + j * ldb;
+      // Eight partial sums let the compiler vectorize without reassociating a single sum.
+      float part[8] = {};
+      int64_t kk = 0;
+      for (; kk + 8 <= k; kk += 8) {
+        for (int l = 0; l < 8; ++l) part[l] += a[kk + l] * row[kk + l];
+      }
+      float acc = 0.0f;
+      for (; kk < k; ++kk) acc += a[kk] * row[kk];
+      for (float v : part) acc += v;
+      y[j] += alpha * acc;
     }
   } else {
-    ConstMatrixMap bm(b + c0, k, cols, Eigen::OuterStride<>(ldb));
-    if (alpha == 1.0f) {
-      cm.noalias() = am * bm;
-    } else {
-      cm.noalias() = (alpha * am) * bm;
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const float scale = alpha * a[kk];
+      const float* row = b + kk * ldb;
+      for (int64_t j = c0; j < c1; ++j) y[j] += scale * row[j];
     }
   }
-  if (ep.bias == nullptr && ep.residual == nullptr && ep.act == Act::kNone) return;
-  with_act(ep.act, [&]<Act A>() {
-    for (int64_t r = r0; r < r1; ++r) {
-      epilogue_row<A>(c + r * ldc + c0, cols, ep.bias != nullptr ? ep.bias + c0 : nullptr,
-                      ep.residual != nullptr ? ep.residual + r * ldc + c0 : nullptr);
+}
+
+// One block of C: rows [r0, r1), columns [c0, c1). C starts as bias + residual, the product is
+// accumulated into it, then the activation is applied while the block is in cache.
+void gemm_block(int64_t r0, int64_t r1, int64_t c0, int64_t c1, int64_t k, float alpha, const float* a, int64_t lda,
+                const float* b, int64_t ldb, bool trans_b, float* c, int64_t ldc, const Epilogue& ep, float* packing) {
+  if (r1 <= r0 || c1 <= c0) return;
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  for (int64_t r = r0; r < r1; ++r) {
+    float* out = c + r * ldc + c0;
+    const float* res = ep.residual != nullptr ? ep.residual + r * ldc + c0 : nullptr;
+    for (int64_t j = 0; j < cols; ++j) {
+      out[j] = (ep.bias != nullptr ? ep.bias[c0 + j] : 0.0f) + (res != nullptr ? res[j] : 0.0f);
     }
+  }
+  const float* a0 = a + r0 * lda;
+  const float* b0 = trans_b ? b + c0 * ldb : b + c0;
+  float* c00 = c + r0 * ldc + c0;
+  if (rows == 1) {
+    gemv_block(0, cols, k, alpha, a0, b0, ldb, trans_b, c00);
+  } else {
+    WorkspaceBlocking blocking(rows, cols, k);
+    blocking.attach(packing);
+    using namespace Eigen::internal;
+    if (trans_b) {
+      general_matrix_matrix_product<Index, float, Eigen::RowMajor, false, float, Eigen::ColMajor, false,
+                                    Eigen::RowMajor, 1>::run(rows, cols, k, a0, lda, b0, ldb, c00, 1, ldc, alpha,
+                                                             blocking, nullptr);
+    } else {
+      general_matrix_matrix_product<Index, float, Eigen::RowMajor, false, float, Eigen::RowMajor, false,
+                                    Eigen::RowMajor, 1>::run(rows, cols, k, a0, lda, b0, ldb, c00, 1, ldc, alpha,
+                                                             blocking, nullptr);
+    }
+  }
+  if (ep.act == Act::kNone) return;
+  with_act(ep.act, [&]<Act A>() {
+    for (int64_t r = r0; r < r1; ++r) epilogue_row<A>(c + r * ldc + c0, cols, nullptr, nullptr);
   });
 }
 
 }  // namespace
 
+int64_t gemm_workspace_bytes(int64_t m, int64_t n, int64_t k, int threads) {
+  const Split s = split_for(m, n, k, threads);
+  return s.threads * per_thread_floats(s, m, n, k) * static_cast<int64_t>(sizeof(float));
+}
+
 void gemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda, const float* b, int64_t ldb,
-          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue) {
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads == 1 || m * n * k < kParallelMacs) {
-    gemm_block(0, m, 0, n, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
+          bool trans_b, float* c, int64_t ldc, const Epilogue& epilogue, int threads, float* workspace) {
+  // The split, and with it each block's packing slot, is the one the workspace was sized for.
+  const Split s = split_for(m, n, k, threads);
+  const int64_t stride = per_thread_floats(s, m, n, k);
+  const int64_t span = s.rows ? m : n;
+  auto block = [&](int t) {
+    const int64_t lo = std::min(span, t * s.step);
+    const int64_t hi = std::min(span, lo + s.step);
+    float* packing = workspace + t * stride;
+    if (s.rows) {
+      gemm_block(lo, hi, 0, n, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue, packing);
+    } else {
+      gemm_block(0, m, lo, hi, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue, packing);
+    }
+  };
+  if (s.threads == 1 || omp_in_parallel()) {
+    for (int t = 0; t < s.threads; ++t) block(t);
     return;
   }
-  // Rows when there are enough to keep every thread's block tall; columns otherwise (a GEMV
-  // or a late, spatially small conv layer), in multiples of 16 to keep SIMD stores whole.
-  const bool split_rows = m >= 8 * threads;
-  const int64_t span = split_rows ? m : n;
-  const int64_t align = split_rows ? 1 : 16;
-  const int64_t step = ((span + threads - 1) / threads + align - 1) / align * align;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(s.threads)
   {
-    const int64_t lo = std::min(span, omp_get_thread_num() * step);
-    const int64_t hi = std::min(span, lo + step);
-    if (split_rows) {
-      gemm_block(lo, hi, 0, n, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
-    } else {
-      gemm_block(0, m, lo, hi, k, alpha, a, lda, b, ldb, trans_b, c, ldc, epilogue);
-    }
+    // A smaller team than asked for (thread limits) still covers every block.
+    for (int t = omp_get_thread_num(); t < s.threads; t += omp_get_num_threads()) block(t);
   }
 }
 
@@ -90,7 +189,7 @@ struct GemmPlan {
   Act act = Act::kNone;
 };
 
-KernelPlan validate_gemm(const Kernel& k) {
+KernelPlan validate_gemm(const Kernel& k, int threads) {
   GemmPlan p;
   p.has_bias = k.attrs.get_int("bias", 0) != 0;
   p.has_residual = k.attrs.get_int("residual", 0) != 0;
@@ -116,7 +215,7 @@ KernelPlan validate_gemm(const Kernel& k) {
     expect_shape(k.inputs[next], Shape(out), "residual");
     expect_layout(k.inputs[next], Layout::kRowMajor, "residual");
   }
-  return {p, 0};
+  return {p, gemm_workspace_bytes(p.m, p.n, p.k, threads)};
 }
 
 void run_gemm(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
@@ -126,7 +225,8 @@ void run_gemm(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   if (p.has_bias) ep.bias = args.in_f32(next++);
   if (p.has_residual) ep.residual = args.in_f32(next);
   ep.act = p.act;
-  gemm(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1), p.k, true, args.out_f32(0), p.n, ep);
+  gemm(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1), p.k, true, args.out_f32(0), p.n, ep, args.threads,
+       reinterpret_cast<float*>(args.workspace));
 }
 
 // --- MatMul: y = alpha * a b (or a b^T), batched over equal leading dimensions ----------------
@@ -137,7 +237,7 @@ struct MatMulPlan {
   float alpha = 1.0f;
 };
 
-KernelPlan validate_matmul(const Kernel& k) {
+KernelPlan validate_matmul(const Kernel& k, int threads) {
   expect_arity(k, 2, 1);
   expect_f32(k);
   MatMulPlan p;
@@ -163,7 +263,11 @@ KernelPlan validate_matmul(const Kernel& k) {
   std::vector<int64_t> out = a.shape.dims();
   out.back() = p.n;
   expect_shape(y, Shape(out), "output");
-  return {p, 0};
+  // Many small products (attention heads) run one per thread, each with its own packing space;
+  // a single product splits across the threads instead.
+  const int64_t workspace =
+      p.batch > 1 ? threads * gemm_workspace_bytes(p.m, p.n, p.k, 1) : gemm_workspace_bytes(p.m, p.n, p.k, threads);
+  return {p, workspace};
 }
 
 void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
@@ -172,14 +276,23 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const float* b = args.in_f32(1);
   float* y = args.out_f32(0);
   const int64_t ldb = p.trans_b ? p.k : p.n;
-  // Many small products (attention heads): one product per thread beats splitting each one.
-#pragma omp parallel for schedule(static) if (p.batch > 1)
-  for (int64_t i = 0; i < p.batch; ++i) {
-    const float* ai = a + i * p.m * p.k;
-    const float* bi = b + i * p.k * p.n;
-    float* yi = y + i * p.m * p.n;
-    gemm(p.m, p.n, p.k, p.alpha, ai, p.k, bi, ldb, p.trans_b, yi, p.n);
+  auto* workspace = reinterpret_cast<float*>(args.workspace);
+  if (p.batch == 1) {
+    gemm(p.m, p.n, p.k, p.alpha, a, p.k, b, ldb, p.trans_b, y, p.n, {}, args.threads, workspace);
+    return;
   }
+  const int64_t slot = gemm_workspace_bytes(p.m, p.n, p.k, 1) / static_cast<int64_t>(sizeof(float));
+  auto product = [&](int64_t i, float* packing) {
+    gemm(p.m, p.n, p.k, p.alpha, a + i * p.m * p.k, p.k, b + i * p.k * p.n, ldb, p.trans_b, y + i * p.m * p.n, p.n, {},
+         1, packing);
+  };
+  // No region for one thread: libgomp allocates a team even for a serialized one.
+  if (args.threads == 1 || omp_in_parallel()) {
+    for (int64_t i = 0; i < p.batch; ++i) product(i, workspace);
+    return;
+  }
+#pragma omp parallel for schedule(static) num_threads(args.threads)
+  for (int64_t i = 0; i < p.batch; ++i) product(i, workspace + omp_get_thread_num() * slot);
 }
 
 }  // namespace

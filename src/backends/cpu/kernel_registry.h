@@ -23,14 +23,16 @@ struct KernelPlan {
 struct KernelArgs {
   std::span<const std::byte* const> in;
   std::span<std::byte* const> out;
-  std::byte* workspace = nullptr;
+  std::byte* workspace = nullptr;  // KernelPlan::workspace_bytes, 64-byte aligned
+  int threads = 1;                 // the thread count the plan was made for
 
   const float* in_f32(size_t i) const { return reinterpret_cast<const float*>(in[i]); }
   float* out_f32(size_t i) const { return reinterpret_cast<float*>(out[i]); }
 };
 
 // validate throws (kUnsupported for what this backend cannot run); the caller adds the kernel name.
-using ValidateFn = KernelPlan (*)(const Kernel& k);
+// `threads` is the instance's OpenMP thread count, which scratch for per-thread work depends on.
+using ValidateFn = KernelPlan (*)(const Kernel& k, int threads);
 using RunFn = void (*)(const Kernel& k, const KernelPlan& plan, const KernelArgs& args);
 
 struct KernelEntry {

@@ -16,7 +16,7 @@ struct SoftmaxPlan {
   int64_t outer = 1, axis = 1, inner = 1;
 };
 
-KernelPlan validate_softmax(const Kernel& k) {
+KernelPlan validate_softmax(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -43,8 +43,7 @@ void run_softmax(const Kernel&, const KernelPlan& plan, const KernelArgs& args) 
   const float* x = args.in_f32(0);
   float* y = args.out_f32(0);
   const int64_t lines = p.outer * p.inner;
-#pragma omp parallel for schedule(static) if (lines * p.axis > kParallelGrain)
-  for (int64_t line = 0; line < lines; ++line) {
+  parallel_for(lines, lines * p.axis, [&](int64_t line) {
     const int64_t base = (line / p.inner) * p.axis * p.inner + line % p.inner;
     const float* in = x + base;
     float* out = y + base;
@@ -58,7 +57,7 @@ void run_softmax(const Kernel&, const KernelPlan& plan, const KernelArgs& args) 
     }
     const auto inv = static_cast<float>(1.0 / sum);
     for (int64_t i = 0; i < p.axis; ++i) out[i * p.inner] *= inv;
-  }
+  });
 }
 
 // --- LayerNorm over the last axis ---------------------------------------------------------------
@@ -68,7 +67,7 @@ struct LayerNormPlan {
   double epsilon = 1e-5;
 };
 
-KernelPlan validate_layer_norm(const Kernel& k) {
+KernelPlan validate_layer_norm(const Kernel& k, int) {
   expect_arity(k, 3, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -91,8 +90,7 @@ void run_layer_norm(const Kernel&, const KernelPlan& plan, const KernelArgs& arg
   const float* gamma = args.in_f32(1);
   const float* beta = args.in_f32(2);
   float* y = args.out_f32(0);
-#pragma omp parallel for schedule(static) if (p.rows * p.width > kParallelGrain)
-  for (int64_t r = 0; r < p.rows; ++r) {
+  parallel_for(p.rows, p.rows * p.width, [&](int64_t r) {
     const float* in = x + r * p.width;
     float* out = y + r * p.width;
     double sum = 0.0;
@@ -104,7 +102,7 @@ void run_layer_norm(const Kernel&, const KernelPlan& plan, const KernelArgs& arg
     for (int64_t i = 0; i < p.width; ++i) {
       out[i] = static_cast<float>((in[i] - mean) * rstd) * gamma[i] + beta[i];
     }
-  }
+  });
 }
 
 }  // namespace

@@ -17,7 +17,7 @@ struct PoolPlan {
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
 };
 
-KernelPlan validate_pool(const Kernel& k) {
+KernelPlan validate_pool(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   PoolPlan p;
@@ -44,8 +44,7 @@ void run_pool(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const PoolParams& a = p.p;
   const float* x = args.in_f32(0);
   float* y = args.out_f32(0);
-#pragma omp parallel for schedule(static) if (p.n * p.oh * p.ow * p.c > kParallelGrain)
-  for (int64_t row = 0; row < p.n * p.oh; ++row) {
+  parallel_for(p.n * p.oh, p.n * p.oh * p.ow * p.c, [&](int64_t row) {
     const int64_t b = row / p.oh, oy = row % p.oh;
     // Window clipped to the padded input (PyTorch's divisor with count_include_pad), then to the input.
     const int64_t y0 = oy * a.stride_h - a.pad_t;
@@ -73,7 +72,7 @@ void run_pool(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
         for (int64_t c = 0; c < p.c; ++c) out[c] *= inv;
       }
     }
-  }
+  });
 }
 
 // --- GlobalAvgPool: [N, C, H, W] -> [N, C, 1, 1] ------------------------------------------------
@@ -82,7 +81,7 @@ struct GlobalPoolPlan {
   int64_t n = 0, c = 0, pixels = 0;
 };
 
-KernelPlan validate_global_pool(const Kernel& k) {
+KernelPlan validate_global_pool(const Kernel& k, int) {
   expect_arity(k, 1, 1);
   expect_f32(k);
   const Binding& x = k.inputs[0];
@@ -98,14 +97,13 @@ void run_global_pool(const Kernel&, const KernelPlan& plan, const KernelArgs& ar
   const float* x = args.in_f32(0);
   float* y = args.out_f32(0);
   const double inv = 1.0 / static_cast<double>(p.pixels);
-#pragma omp parallel for schedule(static) if (p.n * p.c * p.pixels > kParallelGrain)
-  for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
+  parallel_for(p.n * p.c, p.n * p.c * p.pixels, [&](int64_t nc) {
     const int64_t b = nc / p.c, c = nc % p.c;
     const float* in = x + b * p.pixels * p.c + c;
     double sum = 0.0;
     for (int64_t i = 0; i < p.pixels; ++i) sum += in[i * p.c];
     y[nc] = static_cast<float>(sum * inv);
-  }
+  });
 }
 
 }  // namespace

@@ -9,13 +9,13 @@ namespace {
 
 template <int V>
 __global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const int cv = p.c / V;
-  const int64_t total = static_cast<int64_t>(p.n) * p.out_h * p.out_w * cv;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int total = p.n * p.out_h * p.out_w * cv;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
     const int c = static_cast<int>(i % cv) * V;
-    int64_t pix = i / cv;
+    int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
     pix /= p.out_w;
     const int oh = static_cast<int>(pix % p.out_h);
@@ -43,7 +43,7 @@ __global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
         }
       }
     }
-    const int64_t out = i * V;  // output is dense NHWC: pixel-major, then channel
+    const int out = i * V;  // output is dense NHWC: pixel-major, then channel
     if (p.residual) {
       if constexpr (V == 8) {
         float rv[8];

@@ -1,5 +1,8 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <cstdlib>
+#include <string_view>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_instance.h"
 #include "core/error.h"
@@ -38,7 +41,8 @@ const std::string& unavailable_reason() {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(int device) : device_(device) {
+  explicit CudaBackend(const CudaBackendOptions& options) : device_(options.device), autotune_(options.autotune) {
+    const int device = options.device;
     ATOLL_CHECK(cuda_device_available(), kUnsupported, "CUDA backend: {}", unavailable_reason());
     int count = 0;
     ATL_CUDA_CHECK(cudaGetDeviceCount(&count));
@@ -61,11 +65,12 @@ class CudaBackend final : public Backend {
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
-    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_);
+    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, autotune_);
   }
 
  private:
   int device_;
+  bool autotune_;
   cuda::DeviceInfo info_;
   std::string description_;
 };
@@ -76,6 +81,16 @@ bool cuda_device_available() { return unavailable_reason().empty(); }
 
 std::string cuda_unavailable_reason() { return unavailable_reason(); }
 
-std::unique_ptr<Backend> make_cuda_backend(int device) { return std::make_unique<CudaBackend>(device); }
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+std::unique_ptr<Backend> make_cuda_backend(int device) {
+  CudaBackendOptions options;
+  options.device = device;
+  const char* env = std::getenv("ATOLL_CUDA_AUTOTUNE");
+  options.autotune = env == nullptr || std::string_view(env) != "0";
+  return make_cuda_backend(options);
+}
 
 }  // namespace atl

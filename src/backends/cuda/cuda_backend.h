@@ -19,6 +19,16 @@ bool cuda_device_available();
 // Why cuda_device_available() is false ("" when it is true), for skip messages and notes.
 std::string cuda_unavailable_reason();
 
+struct CudaBackendOptions {
+  int device = 0;
+  // At load, time every tile/split-K alternative of each GEMM-backed kernel (once per distinct
+  // geometry, on random operands) and keep the fastest; off keeps the cost model's choice.
+  // Either way an instance's choices are fixed once loaded, so its results are deterministic.
+  bool autotune = true;
+};
+
+std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
+// Default options on `device`; the environment variable ATOLL_CUDA_AUTOTUNE=0 turns autotuning off.
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 
 // A GEMM-backed kernel's tile/split-K choice, before and after timing the alternatives.
@@ -26,6 +36,7 @@ struct GemmTuneResult {
   int kernel = -1;
   std::string before, after;  // e.g. "64x64/s4"
   double before_ms = 0, after_ms = 0;
+  std::vector<std::pair<std::string, double>> candidates_ms;  // every alternative timed
 };
 
 // What load() returns on the CUDA backend, with the operations the scheduler, the profiler and
@@ -48,10 +59,11 @@ class CudaInstance : public Instance {
   // measuring what the checks cost; the scheduler always leaves this on).
   virtual void set_preemptible(bool on) = 0;
 
-  // Median time of each kernel in milliseconds over `repeats` runs, events between kernels.
+  // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
+  // launches queued behind a device-side wait so that they run back to back.
   virtual std::vector<double> time_kernels(int repeats) = 0;
-  // Times every tile/split-K alternative of each GEMM-backed kernel in place and keeps the
-  // fastest (results stay deterministic: the choice is fixed from then on).
+  // Times every tile/split-K alternative of each GEMM-backed kernel in place, on the operands of
+  // a real run, and keeps the fastest (what autotune does at load, but per kernel and reported).
   virtual std::vector<GemmTuneResult> tune_gemms(int repeats) = 0;
   // The current tile/split-K choice of a kernel, e.g. "64x64/s4" ("" if it is not GEMM-backed),
   // how many alternatives it has, and selecting one of them (tests run every alternative).

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_plan.h"
 #include "backends/cuda/host_convert.h"
+#include "backends/cuda/timing.h"
 #include "core/error.h"
 
 namespace atl::cuda {
@@ -15,6 +17,12 @@ namespace atl::cuda {
 namespace {
 
 constexpr size_t kDeviceAlignment = 256;
+// Tuning: each alternative runs kTuneLaunches times back to back, best of kAutotuneRepeats.
+constexpr int kTuneLaunches = 4;
+constexpr int kAutotuneRepeats = 2;
+// Device-side wait before timed launches; long enough for the host to queue them all.
+constexpr double kSpinBaseUs = 50.0;
+constexpr double kSpinPerLaunchUs = 8.0;
 
 size_t align_up(size_t v) { return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
 
@@ -38,7 +46,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& weights, int device,
-                                   const DeviceInfo& info)
+                                   const DeviceInfo& info, bool autotune)
     : program_(program), info_(info) {
   ATOLL_CHECK(program_.act_dtype == DType::kF16, kUnsupported,
               "program '{}' stores activations as {}; the CUDA backend needs f16 (compile for the CUDA target)",
@@ -63,6 +71,7 @@ CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& we
   size_t ws = 0;
   for (const auto& l : launches_) ws = std::max(ws, l->workspace_bytes());
   set_workspace(ws);
+  if (autotune) autotune_gemms();
   // Like the CPU backend, a fresh instance has NaN everywhere a kernel writes, so an element
   // no kernel writes shows up in any comparison.
   poison(0xFF);
@@ -252,6 +261,7 @@ std::vector<double> CudaInstanceImpl::time_kernels(int repeats) {
   cudaStream_t s = stream_.get();
   run_range(0, static_cast<int>(n));  // warm-up: first launches load modules
   for (int r = 0; r < repeats; ++r) {
+    launch_spin(s, kSpinBaseUs + kSpinPerLaunchUs * static_cast<double>(n));
     ATL_CUDA_CHECK(cudaEventRecord(marks[0].get(), s));
     for (size_t i = 0; i < n; ++i) {
       launches_[i]->launch(s, run_flag());
@@ -272,46 +282,52 @@ std::vector<double> CudaInstanceImpl::time_kernels(int repeats) {
 double CudaInstanceImpl::time_one(size_t kernel, int repeats) {
   cudaStream_t s = stream_.get();
   Event start = make_event(true), stop = make_event(true);
-  std::vector<double> samples;
   launches_[kernel]->launch(s, run_flag());
+  double best = 0;
   for (int r = 0; r < repeats; ++r) {
+    launch_spin(s, kSpinBaseUs + kSpinPerLaunchUs * kTuneLaunches);
     ATL_CUDA_CHECK(cudaEventRecord(start.get(), s));
-    launches_[kernel]->launch(s, run_flag());
+    for (int i = 0; i < kTuneLaunches; ++i) launches_[kernel]->launch(s, run_flag());
     ATL_CUDA_CHECK(cudaEventRecord(stop.get(), s));
     ATL_CUDA_CHECK(cudaEventSynchronize(stop.get()));
     float ms = 0;
     ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, start.get(), stop.get()));
-    samples.push_back(ms);
+    const double per_launch = ms / kTuneLaunches;
+    if (r == 0 || per_launch < best) best = per_launch;
   }
-  return median(std::move(samples));
+  return best;
 }
 
-std::vector<GemmTuneResult> CudaInstanceImpl::tune_gemms(int repeats) {
-  ATOLL_CHECK(repeats > 0, kInvalidArgument, "repeats must be > 0");
-  // Realistic operands: the arena holds a real run's activations while kernels are timed.
-  run_range(0, static_cast<int>(launches_.size()));
+std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_key) {
   size_t need = workspace_.size();
   for (const auto& l : launches_) {
     for (const GemmChoice& c : l->gemm_choices()) need = std::max(need, l->workspace_bytes_for(c));
   }
   if (need > workspace_.size()) set_workspace(need);
+  std::map<std::string, GemmChoice> tuned;
   std::vector<GemmTuneResult> results;
   for (size_t k = 0; k < launches_.size(); ++k) {
     KernelLaunch& l = *launches_[k];
     const std::vector<GemmChoice> choices = l.gemm_choices();
     if (choices.empty()) continue;
+    if (share_by_key) {
+      if (auto it = tuned.find(l.tune_key()); it != tuned.end()) {
+        l.set_gemm_choice(it->second);
+        continue;
+      }
+    }
     GemmTuneResult r;
     r.kernel = static_cast<int>(k);
     const GemmChoice initial = l.gemm_choice();
     r.before = choice_name(initial);
-    r.before_ms = time_one(k, repeats);
     GemmChoice best = initial;
-    double best_ms = r.before_ms;
+    double best_ms = 0;
     for (const GemmChoice& c : choices) {
-      if (c == initial) continue;
       l.set_gemm_choice(c);
       const double ms = time_one(k, repeats);
-      if (ms < best_ms) {
+      r.candidates_ms.emplace_back(choice_name(c), ms);
+      if (c == initial) r.before_ms = ms;
+      if (best_ms == 0 || ms < best_ms) {
         best = c;
         best_ms = ms;
       }
@@ -319,12 +335,32 @@ std::vector<GemmTuneResult> CudaInstanceImpl::tune_gemms(int repeats) {
     l.set_gemm_choice(best);
     r.after = choice_name(best);
     r.after_ms = best_ms;
-    results.push_back(r);
+    tuned.emplace(l.tune_key(), best);
+    results.push_back(std::move(r));
   }
   size_t ws = 0;
   for (const auto& l : launches_) ws = std::max(ws, l->workspace_bytes());
   set_workspace(ws);
   return results;
+}
+
+void CudaInstanceImpl::autotune_gemms() {
+  // Random operands stand in for activations (timing on zeros or NaN poison flatters kernels);
+  // index inputs keep their bytes, and no kernel that reads them is timed here.
+  launch_fill_random(arena_.get(), static_cast<int64_t>(arena_.size() / 2), 1, stream_.get());
+  for (size_t i = 0; i < program_.inputs.size(); ++i) {
+    const TensorSpec& spec = program_.inputs[i];
+    if (spec.dtype != DType::kF16) continue;
+    launch_fill_random(io_.bytes_ptr() + input_offsets_[i], spec.shape.numel(), 2, stream_.get());
+  }
+  tune(kAutotuneRepeats, /*share_by_key=*/true);
+}
+
+std::vector<GemmTuneResult> CudaInstanceImpl::tune_gemms(int repeats) {
+  ATOLL_CHECK(repeats > 0, kInvalidArgument, "repeats must be > 0");
+  // Realistic operands: the arena holds a real run's activations while kernels are timed.
+  run_range(0, static_cast<int>(launches_.size()));
+  return tune(repeats, /*share_by_key=*/false);
 }
 
 KernelLaunch& CudaInstanceImpl::launch_at(int kernel) const {

@@ -10,7 +10,8 @@ namespace atl::cuda {
 
 class CudaInstanceImpl final : public CudaInstance, private LoadContext {
  public:
-  CudaInstanceImpl(const Program& program, const WeightStore& weights, int device, const DeviceInfo& info);
+  CudaInstanceImpl(const Program& program, const WeightStore& weights, int device, const DeviceInfo& info,
+                   bool autotune);
   ~CudaInstanceImpl() override;
 
   const Program& program() const override { return program_; }
@@ -47,7 +48,12 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void allocate_io();
   void set_workspace(size_t bytes);  // waits for the stream, rebinds every launch, drops the graph
   void capture_graph();
+  // Best-of-`repeats` time of one launch, measured over a few back-to-back launches.
   double time_one(size_t kernel, int repeats);
+  // Times every GEMM alternative of every GEMM-backed kernel and keeps the fastest; with
+  // share_by_key, kernels of equal geometry reuse the first one's result.
+  std::vector<GemmTuneResult> tune(int repeats, bool share_by_key);
+  void autotune_gemms();
   KernelLaunch& launch_at(int kernel) const;
 
   Program program_;

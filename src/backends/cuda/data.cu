@@ -11,12 +11,12 @@ constexpr int kThreads = 256;
 
 template <typename T>
 __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, src = p.offset;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
+       i += gridDim.x * blockDim.x) {
+    int rem = i, src = p.offset;
     for (int d = p.rank - 1; d >= 0; --d) {
       src += (rem % p.out_dims[d]) * p.in_strides[d];
       rem /= p.out_dims[d];
@@ -27,33 +27,33 @@ __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
 
 template <typename T>
 __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const ConcatArgs::Part& part = p.parts[blockIdx.y];
-  const int64_t n = p.rows * part.row;
+  const int n = p.rows * part.row;
   const T* x = static_cast<const T*>(part.x);
   T* y = static_cast<T*>(p.y);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t r = i / part.row;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
+    const int r = i / part.row;
     y[r * p.out_row + part.offset + (i - r * part.row)] = x[i];
   }
 }
 
 template <int V>
 __global__ void gather_kernel(const GatherArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const int dv = p.d / V;
-  const int64_t total = p.rows * dv;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t row = i / dv;
+  const int total = p.rows * dv;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const int row = i / dv;
     const int col = static_cast<int>(i - row * dv) * V;
     int64_t idx = p.idx[row];
     if (idx < 0 || idx >= p.vocab) {
       if (col == 0) *reinterpret_cast<volatile int*>(p.error_flag) = 1;
       idx = idx < 0 ? 0 : p.vocab - 1;
     }
-    const __half* src = p.table + idx * p.d + col;
+    const __half* src = p.table + static_cast<int>(idx) * p.d + col;
     __half* dst = p.y + row * p.d + col;
     if constexpr (V == 8) {
       *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);

@@ -8,23 +8,18 @@
 
 namespace atl::cuda {
 
-// Per-thread check for kernels without barriers: a thread that sees the flag leaves at once.
-__device__ __forceinline__ bool thread_preempted(const int* flag) {
-  return flag != nullptr && *reinterpret_cast<const volatile int*>(flag) != 0;
+// Entry check of short, memory-bound kernels: a cacheable read, so the first warp on each SM
+// misses and every later block hits L1 instead of queueing on one L2 line (each kernel starts
+// with a clean L1, so a flag raised before the launch is always seen).
+__device__ __forceinline__ bool entry_preempted(const int* flag) { return flag != nullptr && __ldca(flag) != 0; }
+
+// Warp-uniform entry check for kernels that use warp shuffles (every lane must stay or leave).
+__device__ __forceinline__ bool warp_entry_preempted(const int* flag) {
+  return flag != nullptr && __any_sync(0xffffffffu, __ldca(flag) != 0);
 }
 
-// Block-uniform check for kernels with barriers: one thread reads the flag and every thread gets
-// the same answer, so no thread waits at a barrier for threads that already left. `flag` is a
-// kernel argument, hence uniform, so the short-circuit keeps the barrier uniform too.
-__device__ __forceinline__ bool block_preempted(const int* flag) {
-  return flag != nullptr && __syncthreads_or(threadIdx.x == 0 && *reinterpret_cast<const volatile int*>(flag) != 0);
-}
-
-// Warp-uniform check for kernels that use warp shuffles (every lane of the warp must be present).
-__device__ __forceinline__ bool warp_preempted(const int* flag) {
-  return flag != nullptr &&
-         __any_sync(0xffffffffu, (threadIdx.x & 31) == 0 && *reinterpret_cast<const volatile int*>(flag) != 0);
-}
+// Read of long kernels while they run: bypasses L1, so a flag raised mid-kernel is seen.
+__device__ __forceinline__ int read_flag_now(const int* flag) { return *reinterpret_cast<const volatile int*>(flag); }
 
 __device__ __forceinline__ float apply_act(float v, int act) {
   switch (act) {

@@ -9,10 +9,10 @@ namespace {
 
 constexpr int kThreads = 256;
 
-__global__ void unary_vec_kernel(const __half* x, __half* y, int64_t n8, int act, const int* flag) {
-  if (thread_preempted(flag)) return;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n8;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+__global__ void unary_vec_kernel(const __half* x, __half* y, int n8, int act, const int* flag) {
+  if (entry_preempted(flag)) return;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
+       i += gridDim.x * blockDim.x) {
     float v[8];
     load8(x + i * 8, v);
 #pragma unroll
@@ -21,19 +21,19 @@ __global__ void unary_vec_kernel(const __half* x, __half* y, int64_t n8, int act
   }
 }
 
-__global__ void unary_kernel(const __half* x, __half* y, int64_t n, int act, const int* flag) {
-  if (thread_preempted(flag)) return;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+__global__ void unary_kernel(const __half* x, __half* y, int n, int act, const int* flag) {
+  if (entry_preempted(flag)) return;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
     y[i] = __float2half(apply_act(__half2float(x[i]), act));
   }
 }
 
 __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  const int64_t n8 = p.n / 8;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n8;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  if (entry_preempted(flag)) return;
+  const int n8 = p.n / 8;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
+       i += gridDim.x * blockDim.x) {
     float a[8], b[8];
     load8(p.a + i * 8, a);
     load8(p.b + i * 8, b);
@@ -44,12 +44,12 @@ __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
 }
 
 __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int64_t rem = i, ai = 0, bi = 0;
+  if (entry_preempted(flag)) return;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
+       i += gridDim.x * blockDim.x) {
+    int rem = i, ai = 0, bi = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
-      const int64_t coord = rem % p.out_dims[d];
+      const int coord = rem % p.out_dims[d];
       rem /= p.out_dims[d];
       ai += coord * p.a_strides[d];
       bi += coord * p.b_strides[d];
@@ -59,27 +59,31 @@ __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
   }
 }
 
-__global__ void scale_shift_vec_kernel(const ScaleShiftArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  const int64_t n8 = p.n / 8;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n8;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+// Channels last (inner == 1) and a multiple of 8: the 8 elements of a vector are 8 consecutive
+// channels, so their scales and shifts are two 16-byte loads each.
+__global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const int* flag) {
+  if (entry_preempted(flag)) return;
+  const int n8 = p.n / 8;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+    const int c = (i * 8) % p.channels;
     float v[8];
     load8(p.x + i * 8, v);
+    const float4* sc = reinterpret_cast<const float4*>(p.scale + c);
+    const float4* sh = reinterpret_cast<const float4*>(p.shift + c);
+    const float4 s0 = sc[0], s1 = sc[1], h0 = sh[0], h1 = sh[1];
+    const float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
+    const float h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const int64_t c = ((i * 8 + j) / p.inner) % p.channels;
-      v[j] = apply_act(fmaf(v[j], p.scale[c], p.shift[c]), p.act);
-    }
+    for (int j = 0; j < 8; ++j) v[j] = apply_act(fmaf(v[j], s[j], h[j]), p.act);
     store8(p.y + i * 8, v);
   }
 }
 
 __global__ void scale_shift_kernel(const ScaleShiftArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.n;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t c = (i / p.inner) % p.channels;
+  if (entry_preempted(flag)) return;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
+       i += gridDim.x * blockDim.x) {
+    const int c = (i / p.inner) % p.channels;
     p.y[i] = __float2half(apply_act(fmaf(__half2float(p.x[i]), p.scale[c], p.shift[c]), p.act));
   }
 }
@@ -107,8 +111,9 @@ void launch_binary(const BinaryArgs& p, cudaStream_t s, const int* flag, const c
 }
 
 void launch_scale_shift(const ScaleShiftArgs& p, cudaStream_t s, const int* flag, const char* name) {
-  if (p.n % 8 == 0 && aligned_host(p.x) && aligned_host(p.y)) {
-    scale_shift_vec_kernel<<<blocks_for(p.n / 8, kThreads), kThreads, 0, s>>>(p, flag);
+  if (p.inner == 1 && p.channels % 8 == 0 && aligned_host(p.x) && aligned_host(p.y) && aligned_host(p.scale) &&
+      aligned_host(p.shift)) {
+    scale_shift_channels_last_kernel<<<blocks_for(p.n / 8, kThreads), kThreads, 0, s>>>(p, flag);
   } else {
     scale_shift_kernel<<<blocks_for(p.n, kThreads), kThreads, 0, s>>>(p, flag);
   }

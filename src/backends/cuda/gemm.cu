@@ -126,9 +126,11 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
   __half* sA = reinterpret_cast<__half*>(smem_raw);
   __half* sB = sA + kStages * S::kAStage;
 
-  if (block_preempted(flag)) return;
-
   const int tid = threadIdx.x;
+  // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
+  // (the first at tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
+  // the prologue and the tiles in between instead of stalling the block.
+  int flag_seen = (flag != nullptr && tid == 0) ? read_flag_now(flag) : 0;
   const int lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
   const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
@@ -152,7 +154,11 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 #pragma unroll
   for (int i = 0; i < kALoads; ++i) rows[i] = row_origin(p, A, m0 + a_row0 + i * kARowStep);
 
-  auto load_tile = [&](int stage, int kt) {
+  // Calls fn(slot, smem destination, global source, in range) for each element (VEC: each
+  // 16-byte chunk) this thread loads for K tile kt into `stage`; slots number them 0..kLoads-1.
+  constexpr int kBLoads = VEC ? S::kBVecLoads : S::kBScalarLoads;
+  constexpr int kLoads = kALoads + kBLoads;
+  auto visit_tile = [&](int stage, int kt, auto&& fn) {
     __half* a_dst = sA + stage * S::kAStage;
     __half* b_dst = sB + stage * S::kBStage;
     const int k0 = kt * BK;
@@ -161,51 +167,46 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
     for (int i = 0; i < kALoads; ++i) {
       bool valid;
       const __half* src = tap_address(p, rows[i], tap, valid);
-      __half* dst = a_dst + (a_row0 + i * kARowStep) * S::kALd + a_col;
-      if constexpr (VEC) {
-        cp_async16(dst, src, valid);
-      } else {
-        *dst = valid ? *src : __float2half(0.0f);
-      }
+      fn(i, a_dst + (a_row0 + i * kARowStep) * S::kALd + a_col, src, valid);
     }
     if constexpr (!BKN) {  // B is [N, K]: rows are n, K contiguous
-      constexpr int kLoads = VEC ? S::kBVecLoads : S::kBScalarLoads;
       constexpr int kRowStep = VEC ? S::kThreads / (BK / 8) : S::kThreads / BK;
       const int row0 = VEC ? tid / (BK / 8) : tid / BK;
       const int col = VEC ? (tid % (BK / 8)) * 8 : tid % BK;
       const int k = k0 + col;
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
+      for (int i = 0; i < kBLoads; ++i) {
         const int row = row0 + i * kRowStep;
         const int n = n0 + row;
         const bool valid = n < p.N && k < p.K;
-        const __half* src = valid ? B + static_cast<int64_t>(n) * p.ldb + k : B;
-        __half* dst = b_dst + row * S::kBLd + col;
-        if constexpr (VEC) {
-          cp_async16(dst, src, valid);
-        } else {
-          *dst = valid ? *src : __float2half(0.0f);
-        }
+        fn(kALoads + i, b_dst + row * S::kBLd + col, valid ? B + static_cast<int64_t>(n) * p.ldb + k : B, valid);
       }
     } else {  // B is [K, N]: rows are k, N contiguous
       constexpr int kPerRow = VEC ? BN / 8 : BN;
-      constexpr int kLoads = VEC ? S::kBVecLoads : S::kBScalarLoads;
 #pragma unroll
-      for (int i = 0; i < kLoads; ++i) {
+      for (int i = 0; i < kBLoads; ++i) {
         const int id = tid + i * S::kThreads;
         const int row = id / kPerRow;
         const int col = (id % kPerRow) * (VEC ? 8 : 1);
         const int k = k0 + row, n = n0 + col;
         const bool valid = n < p.N && k < p.K;
-        const __half* src = valid ? B + static_cast<int64_t>(k) * p.ldb + n : B;
-        __half* dst = b_dst + row * S::kBLd + col;
-        if constexpr (VEC) {
-          cp_async16(dst, src, valid);
-        } else {
-          *dst = valid ? *src : __float2half(0.0f);
-        }
+        fn(kALoads + i, b_dst + row * S::kBLd + col, valid ? B + static_cast<int64_t>(k) * p.ldb + n : B, valid);
       }
     }
+  };
+  // VEC: cp.async straight into shared memory. Scalar: elements go through registers, fetched
+  // one tile ahead and stored after the MMAs, so their latency overlaps the math.
+  __half staged[VEC ? 1 : kLoads];
+  auto issue_async = [&](int stage, int kt) {
+    visit_tile(stage, kt, [](int, __half* dst, const __half* src, bool valid) { cp_async16(dst, src, valid); });
+  };
+  auto fetch = [&](int kt) {
+    visit_tile(0, kt, [&](int slot, __half*, const __half* src, bool valid) {
+      staged[slot] = valid ? *src : __float2half(0.0f);
+    });
+  };
+  auto commit = [&](int stage) {
+    visit_tile(stage, 0, [&](int slot, __half* dst, const __half*, bool) { *dst = staged[slot]; });
   };
 
   float acc[S::kMi][S::kNi][4];
@@ -218,24 +219,38 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < n_tiles) load_tile(s, kt_begin + s);
+    if (s < n_tiles) {
+      if constexpr (VEC) {
+        issue_async(s, kt_begin + s);
+      } else {
+        fetch(kt_begin + s);
+        commit(s);
+      }
+    }
     cp_async_commit();
   }
 
   for (int t = 0; t < n_tiles; ++t) {
     cp_async_wait<kStages - 2>();
-    // Long blocks (deep K) also stop mid-loop; the check doubles as the pipeline's barrier.
-    if (t % kPreemptCheckTiles == kPreemptCheckTiles - 1) {
-      if (block_preempted(flag)) {
+    // The check doubles as the pipeline's barrier: at tile 0 it is the entry check, later it
+    // stops long blocks (deep K) mid-loop.
+    if (flag != nullptr && t % kPreemptCheckTiles == 0) {
+      if (__syncthreads_or(flag_seen)) {
         cp_async_wait<0>();
         return;
       }
-      if (flag == nullptr) __syncthreads();
+      if (tid == 0) flag_seen = read_flag_now(flag);
     } else {
       __syncthreads();
     }
     const int next = t + kStages - 1;
-    if (next < n_tiles) load_tile(next % kStages, kt_begin + next);
+    if (next < n_tiles) {
+      if constexpr (VEC) {
+        issue_async(next % kStages, kt_begin + next);
+      } else {
+        fetch(kt_begin + next);
+      }
+    }
     cp_async_commit();
 
     const __half* a_tile = sA + (t % kStages) * S::kAStage;
@@ -269,8 +284,14 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 #pragma unroll
         for (int j = 0; j < S::kNi; ++j) mma16816(acc[i][j], af[i], bf[j][0], bf[j][1]);
     }
+    // The slot being filled was last read in iteration t - 1, which every thread has left.
+    if constexpr (!VEC) {
+      if (next < n_tiles) commit(next % kStages);
+    }
   }
   cp_async_wait<0>();
+  // An empty K range skipped the loop and its checks.
+  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return;
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
   const bool split_mode = p.splits > 1;
@@ -331,17 +352,17 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 
 // Sums the split-K partials in split order and applies the epilogue.
 __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  const int64_t mn = static_cast<int64_t>(p.M) * p.N;
-  const int64_t total = mn * p.batch;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t bidx = i / mn;
-    const int64_t rem = i - bidx * mn;
-    const int row = static_cast<int>(rem / p.N);
-    const int n = static_cast<int>(rem - static_cast<int64_t>(row) * p.N);
+  if (entry_preempted(flag)) return;
+  // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
+  const int mn = p.M * p.N;
+  const int total = mn * p.batch;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int bidx = i / mn;
+    const int rem = i - bidx * mn;
+    const int row = rem / p.N;
+    const int n = rem - row * p.N;
     float v = 0.0f;
-    for (int s = 0; s < p.splits; ++s) v += p.partial[(static_cast<int64_t>(s) * p.batch + bidx) * mn + rem];
+    for (int s = 0; s < p.splits; ++s) v += p.partial[static_cast<int64_t>(s) * total + i];
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
     const int64_t off = bidx * p.c_batch_stride + static_cast<int64_t>(row) * p.ldc + n;

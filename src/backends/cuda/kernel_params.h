@@ -12,6 +12,9 @@ namespace atl::cuda {
 enum ActCode : int { kActNone = 0, kActRelu, kActRelu6, kActGelu, kActTanh };
 
 constexpr int kMaxRank = 6;
+// Memory-bound kernels index with 32-bit integers (64-bit division is several times slower);
+// the registry refuses tensors above this many elements.
+constexpr int64_t kMaxElements = int64_t{1} << 30;
 
 // ---- tensor-core GEMM / implicit-GEMM convolution (gemm.cu) ---------------------------------
 // C[b][m][n] = act(alpha * sum_k A[b][m][k] * B[b][n][k] + bias[b][n] + residual[b][m][n]).
@@ -92,7 +95,7 @@ void launch_global_avg_pool(const GlobalPoolArgs& p, cudaStream_t s, const int* 
 struct UnaryArgs {
   const __half* x = nullptr;
   __half* y = nullptr;
-  int64_t n = 0;
+  int n = 0;
   int act = kActNone;
 };
 void launch_unary(const UnaryArgs& p, cudaStream_t s, const int* flag, const char* name);
@@ -102,9 +105,9 @@ struct BinaryArgs {
   const __half* a = nullptr;
   const __half* b = nullptr;
   __half* y = nullptr;
-  int64_t n = 0;
+  int n = 0;
   int rank = 0;
-  int64_t out_dims[kMaxRank] = {};
+  int out_dims[kMaxRank] = {};
   int64_t a_strides[kMaxRank] = {};
   int64_t b_strides[kMaxRank] = {};
   bool same_shape = false;
@@ -119,8 +122,8 @@ struct ScaleShiftArgs {
   const float* scale = nullptr;
   const float* shift = nullptr;
   __half* y = nullptr;
-  int64_t n = 0;
-  int64_t channels = 0, inner = 1;
+  int n = 0;
+  int channels = 0, inner = 1;
   int act = kActNone;
 };
 void launch_scale_shift(const ScaleShiftArgs& p, cudaStream_t s, const int* flag, const char* name);
@@ -131,9 +134,9 @@ void launch_scale_shift(const ScaleShiftArgs& p, cudaStream_t s, const int* flag
 struct StridedCopyArgs {
   const void* x = nullptr;
   void* y = nullptr;
-  int64_t n = 0;
+  int n = 0;
   int rank = 0;
-  int64_t out_dims[kMaxRank] = {};
+  int out_dims[kMaxRank] = {};
   int64_t in_strides[kMaxRank] = {};
   int64_t offset = 0;
   int elem_size = 2;
@@ -144,14 +147,14 @@ void launch_strided_copy(const StridedCopyArgs& p, cudaStream_t s, const int* fl
 constexpr int kMaxConcatParts = 48;
 struct ConcatArgs {
   void* y = nullptr;
-  int64_t rows = 0;
-  int64_t out_row = 0;  // elements per output row
+  int rows = 0;
+  int out_row = 0;  // elements per output row
   int count = 0;
   int elem_size = 2;
   struct Part {
     const void* x;
-    int64_t row;     // elements per row of this part
-    int64_t offset;  // where its row starts in the output row
+    int row;     // elements per row of this part
+    int offset;  // where its row starts in the output row
   } parts[kMaxConcatParts] = {};
   int64_t max_part_elems = 0;  // rows * max(part row)
 };
@@ -160,10 +163,10 @@ void launch_concat(const ConcatArgs& p, cudaStream_t s, const int* flag, const c
 // y[i][:] = table[clamp(idx[i])][:]; an out-of-range index sets *error_flag.
 struct GatherArgs {
   const __half* table = nullptr;
-  const int64_t* idx = nullptr;
+  const int* idx = nullptr;
   __half* y = nullptr;
-  int64_t rows = 0;
-  int64_t vocab = 0;
+  int rows = 0;
+  int vocab = 0;
   int d = 0;
   int* error_flag = nullptr;
 };
@@ -174,9 +177,9 @@ void launch_gather(const GatherArgs& p, cudaStream_t s, const int* flag, const c
 struct SoftmaxArgs {
   const __half* x = nullptr;
   __half* y = nullptr;
-  int64_t outer = 0;
+  int outer = 0;
   int len = 0;
-  int64_t inner = 1;
+  int inner = 1;
 };
 void launch_softmax(const SoftmaxArgs& p, cudaStream_t s, const int* flag, const char* name);
 
@@ -185,7 +188,7 @@ struct LayerNormArgs {
   const float* gamma = nullptr;
   const float* beta = nullptr;
   __half* y = nullptr;
-  int64_t rows = 0;
+  int rows = 0;
   int d = 0;
   float epsilon = 1e-5f;
 };

@@ -54,6 +54,8 @@ class KernelLaunch {
   virtual void set_gemm_choice(const GemmChoice& /*choice*/) {}
   // Workspace a choice would need (so a tuner can size the buffer before trying it).
   virtual size_t workspace_bytes_for(const GemmChoice& /*choice*/) const { return 0; }
+  // Kernels with equal keys run the same code on the same geometry, so one tuning serves all.
+  virtual std::string tune_key() const { return {}; }
   const std::string& name() const { return name_; }
 
  private:

@@ -25,10 +25,10 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Rows along the last axis (inner == 1).
 __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
-  if (warp_preempted(flag)) return;
+  if (warp_entry_preempted(flag)) return;
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
-  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < p.outer;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer;
        row += warps) {
     const __half* x = p.x + row * p.len;
     __half* y = p.y + row * p.len;
@@ -44,11 +44,11 @@ __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
 
 // Any other axis: one thread per (outer, inner) column.
 __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
-  const int64_t total = p.outer * p.inner;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t o = i / p.inner, in = i - o * p.inner;
+  if (entry_preempted(flag)) return;
+  const int total = p.outer * p.inner;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const int o = i / p.inner, in = i - o * p.inner;
     const __half* x = p.x + o * p.len * p.inner + in;
     __half* y = p.y + o * p.len * p.inner + in;
     float m = -FLT_MAX;
@@ -61,11 +61,11 @@ __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
 }
 
 __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
-  if (warp_preempted(flag)) return;
+  if (warp_entry_preempted(flag)) return;
   const int lane = threadIdx.x & 31;
-  const int64_t warps = static_cast<int64_t>(gridDim.x) * kWarpsPerBlock;
+  const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
-  for (int64_t row = blockIdx.x * static_cast<int64_t>(kWarpsPerBlock) + (threadIdx.x >> 5); row < p.rows;
+  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows;
        row += warps) {
     const __half* x = p.x + row * p.d;
     __half* y = p.y + row * p.d;

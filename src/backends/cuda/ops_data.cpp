@@ -19,11 +19,12 @@ std::vector<int64_t> dense_strides(const Shape& s) {
 StridedCopyArgs copy_args(const Kernel& k, const LoadContext& ctx) {
   const Binding& xb = k.inputs[0];
   const Binding& yb = k.outputs[0];
-  ATOLL_CHECK(xb.dtype == yb.dtype, kUnsupported, "input is {}, output {}", dtype_name(xb.dtype),
-              dtype_name(yb.dtype));
   if (xb.kind == Binding::Kind::kWeight) {
-    half_in(k, ctx, 0, "input");
+    half_in(k, ctx, 0, "input");  // a float weight is stored f16 on the device
+    expect_half(yb, "output");
   } else {
+    ATOLL_CHECK(xb.dtype == yb.dtype, kUnsupported, "input is {}, output {}", dtype_name(xb.dtype),
+                dtype_name(yb.dtype));
     ATOLL_CHECK(xb.dtype != DType::kF32, kUnsupported, "f32 activations (compile for the CUDA target)");
   }
   StridedCopyArgs p;
@@ -130,8 +131,8 @@ std::unique_ptr<KernelLaunch> prepare_concat(const Kernel& k, const LoadContext&
     }
     ConcatArgs& c = chunks.back();
     const int64_t row = physical_shape(k.inputs[i])[axis] * inner;
-    c.parts[c.count++] = {half_in(k, ctx, i, "input"), row, offset};
-    c.max_part_elems = std::max(c.max_part_elems, rows * row);
+    c.parts[c.count++] = {half_in(k, ctx, i, "input"), static_cast<int>(row), static_cast<int>(offset)};
+    c.max_part_elems = std::max(c.max_part_elems, static_cast<int>(rows * row));
     offset += row;
   }
   return std::make_unique<ConcatLaunch>(k.name, std::move(chunks));

@@ -45,6 +45,13 @@ class GemmLaunch final : public KernelLaunch {
     params_.k_tiles_per_split = (k_tiles + params_.splits - 1) / params_.splits;
   }
   size_t workspace_bytes_for(const GemmChoice& c) const override { return split_workspace_bytes(shape_, c); }
+  std::string tune_key() const override {
+    const GemmParams& p = params_;
+    return fmt::format("{} {} {} {} {} {} | {} {} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {}", p.batch, p.M, p.N,
+                       p.K, config_.vec, config_.b_kn, p.in_h, p.in_w, p.in_c, p.cg, p.kw, p.stride_h, p.stride_w,
+                       p.pad_t, p.pad_l, p.dil_h, p.dil_w, p.out_h, p.out_w, p.a_batch_stride, p.b_batch_stride,
+                       p.c_batch_stride, p.ldb, p.ldc, p.residual != nullptr);
+  }
 
  private:
   GemmParams params_;

@@ -101,17 +101,17 @@ std::unique_ptr<KernelLaunch> prepare_binary(const Kernel& k, const LoadContext&
   const Shape out = physical_shape(yb);
   p.rank = out.rank();
   ATOLL_CHECK(p.rank <= kMaxRank, kUnsupported, "rank {} exceeds {}", p.rank, kMaxRank);
-  auto strides = [&](const Shape& s, int64_t* dst) {
+  auto strides = [&](const Shape& s, int* dst) {
     // NumPy broadcasting: align on the right; a size-1 (or missing) axis repeats with stride 0.
     int64_t stride = 1;
     for (int d = p.rank - 1; d >= 0; --d) {
       const int sd = d - (p.rank - s.rank());
       const int64_t dim = sd >= 0 ? s[sd] : 1;
-      dst[d] = dim == 1 ? 0 : stride;
+      dst[d] = dim == 1 ? 0 : static_cast<int>(stride);
       stride *= dim;
     }
   };
-  for (int d = 0; d < p.rank; ++d) p.out_dims[d] = out[d];
+  for (int d = 0; d < p.rank; ++d) p.out_dims[d] = static_cast<int>(out[d]);
   strides(physical_shape(ab), p.a_strides);
   strides(physical_shape(bb), p.b_strides);
   return make_param_launch(k, p, launch_binary);

@@ -28,13 +28,13 @@ __device__ __forceinline__ void store_v(__half* p, const float (&v)[V]) {
 
 template <int V>
 __global__ void pool_kernel(const PoolArgs p, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const int cv = p.c / V;
-  const int64_t total = static_cast<int64_t>(p.n) * p.out_h * p.out_w * cv;
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+  const int total = p.n * p.out_h * p.out_w * cv;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
     const int c = static_cast<int>(i % cv) * V;
-    int64_t pix = i / cv;
+    int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
     pix /= p.out_w;
     const int oh = static_cast<int>(pix % p.out_h);
@@ -69,13 +69,13 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
 // One thread per (image, V channels), summing over the pixels in order.
 template <int V>
 __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw, int c, const int* flag) {
-  if (thread_preempted(flag)) return;
+  if (entry_preempted(flag)) return;
   const int cv = c / V;
-  const int64_t total = static_cast<int64_t>(n) * cv;
+  const int total = n * cv;
   const float inv = 1.0f / static_cast<float>(hw);
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t img = i / cv;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += gridDim.x * blockDim.x) {
+    const int img = i / cv;
     const int ch = static_cast<int>(i % cv) * V;
     const __half* xb = x + img * hw * c + ch;
     float acc[V] = {};

@@ -20,6 +20,12 @@ bool is_depthwise(const Kernel& k) {
 
 std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext& ctx) {
   try {
+    for (const auto* list : {&k.inputs, &k.outputs}) {
+      for (const Binding& b : *list) {
+        ATOLL_CHECK(b.shape.numel() <= kMaxElements, kUnsupported, "tensor {} has more than {} elements",
+                    b.shape.str(), kMaxElements);
+      }
+    }
     switch (k.op) {
       case OpKind::kConv2d: return prepare_conv2d(k, ctx);
       case OpKind::kGemm: return prepare_gemm(k, ctx);

@@ -16,15 +16,16 @@ SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
       record_trace_(record_trace),
       free_slots_(slots_) {
   ATOLL_CHECK(config.sm_count >= 1 && config.blocks_per_sm >= 1, kInvalidArgument,
-              "simulated GPU needs at least one SM and one block slot per SM (got {} SMs x {} slots)",
-              config.sm_count, config.blocks_per_sm);
+              "simulated GPU needs at least one SM and one block slot per SM (got {} SMs x {} slots)", config.sm_count,
+              config.blocks_per_sm);
   ATOLL_CHECK(config.peak_flops > 0 && config.peak_bytes_per_s > 0, kInvalidArgument,
               "simulated GPU peaks must be positive (flops {}, bytes/s {})", config.peak_flops,
               config.peak_bytes_per_s);
   ATOLL_CHECK(config.launch_call_ns >= 0 && config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 &&
                   config.block_exit_ns >= 0 && config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
-                  config.kernel_floor_ns >= 1 && config.elems_per_block >= 1,
-              kInvalidArgument, "simulated GPU latencies must be non-negative and the kernel floor at least 1 ns");
+                  config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1,
+              kInvalidArgument,
+              "simulated GPU latencies must be non-negative, block floor, split size and block size positive");
 }
 
 int SimGpu::create_stream(int priority) {
@@ -50,8 +51,8 @@ const SimGpu::Stream& SimGpu::stream_at(int stream) const {
 uint64_t SimGpu::launch(int stream, const SimLaunch& launch) {
   Stream& s = stream_at(stream);
   ATOLL_CHECK(launch.shape.blocks >= 1 && launch.shape.block_ns >= 1, kInvalidArgument,
-              "kernel {} launched with {} blocks of {} ns; both must be positive", launch.kernel,
-              launch.shape.blocks, launch.shape.block_ns);
+              "kernel {} launched with {} blocks of {} ns; both must be positive", launch.kernel, launch.shape.blocks,
+              launch.shape.block_ns);
   Item item;
   item.seq = ++s.launched;
   item.launch = launch;
@@ -81,8 +82,12 @@ void SimGpu::write_flag_blocking(bool raised) {
   dispatch();
 }
 
-uint64_t SimGpu::launched(int stream) const { return stream_at(stream).launched; }
-uint64_t SimGpu::completed(int stream) const { return stream_at(stream).completed; }
+uint64_t SimGpu::launched(int stream) const {
+  return stream_at(stream).launched;
+}
+uint64_t SimGpu::completed(int stream) const {
+  return stream_at(stream).completed;
+}
 
 std::optional<SimSpan> SimGpu::span(int stream, uint64_t seq) const {
   const Stream& s = stream_at(stream);
@@ -226,7 +231,9 @@ void SimGpu::complete_head(int stream) {
 void SimGpu::process(const Event& e) {
   now_ = e.time;
   switch (e.kind) {
-    case EventKind::kStreamHead: activate_head(e.index); break;
+    case EventKind::kStreamHead:
+      activate_head(e.index);
+      break;
     case EventKind::kGroupEnd: {
       const Group& g = groups_[static_cast<size_t>(e.index)];
       if (g.live && g.generation == e.generation) end_group(e.index);

@@ -25,9 +25,9 @@ struct SimGpuConfig {
   int blocks_per_sm = 2;             // resident blocks per SM: the device has sm_count * this slots
   double peak_flops = 250e12;        // flop/s
   double peak_bytes_per_s = 3.3e12;  // HBM bytes/s
-  SimTime kernel_floor_ns = 2000;    // shortest kernel: fixed device-side cost of any launch
+  SimTime block_floor_ns = 2000;     // shortest block: its fixed start-up and write-back cost
   int64_t elems_per_block = 4096;    // output elements one block computes (the grid-size model)
-  SimTime split_threshold_ns = 10000;  // kernels longer than this fill every slot (split-K, reductions)
+  SimTime split_block_ns = 20000;    // longer blocks are split (split-K, reductions), up to every slot
   SimTime launch_call_ns = 3000;     // host time one launch or stream memory-op call takes
   SimTime launch_latency_ns = 5000;  // from the launch call until the kernel can start on the device
   SimTime flag_write_ns = 1500;      // a stream memory write from its call until it lands
@@ -43,7 +43,9 @@ struct SimKernelShape {
   friend bool operator==(const SimKernelShape&, const SimKernelShape&) = default;
 };
 
-// Grid and block time of every kernel from a roofline over Kernel::flops and bytes_moved.
+// Grid and block time of every kernel from a roofline over Kernel::flops and bytes_moved. A
+// block gets one slot's share of the peaks, so a small grid runs slower than the full-GPU
+// roofline, as batch-1 kernels do.
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config);
 // The roofline grids with block times scaled so each kernel takes its profiled time (ms, one per kernel).
 std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,

@@ -9,32 +9,33 @@ namespace atl::sim {
 
 namespace {
 
-// Grid size model: one block per elems_per_block output elements; a long kernel with a small
-// output (a GEMV, a reduction) is split over every slot, as split-K kernels do.
-int64_t grid_blocks(const Kernel& k, SimTime kernel_ns, const SimGpuConfig& config, int64_t slots) {
-  int64_t out_elems = 0;
-  for (const Binding& b : k.outputs) out_elems += b.shape.numel();
-  int64_t blocks = std::max<int64_t>(1, (out_elems + config.elems_per_block - 1) / config.elems_per_block);
-  if (kernel_ns > config.split_threshold_ns) blocks = std::max(blocks, slots);
-  return blocks;
+int64_t slot_count(const SimGpuConfig& c) {
+  return static_cast<int64_t>(c.sm_count) * c.blocks_per_sm;
 }
 
-// Block time so that the grid, run alone in ceil(blocks / slots) waves, takes `kernel_ns`.
-SimKernelShape shape_for(int64_t blocks, SimTime kernel_ns, int64_t slots) {
-  const int64_t waves = (blocks + slots - 1) / slots;
-  return SimKernelShape{blocks, std::max<SimTime>(1, kernel_ns / waves)};
+// One block per elems_per_block output elements; a grid whose blocks would run longer than
+// split_block_ns gets more blocks, up to one per slot, as split-K GEMMs and reductions do.
+int64_t grid_blocks(const Kernel& k, double work_slot_ns, const SimGpuConfig& config) {
+  int64_t out_elems = 0;
+  for (const Binding& b : k.outputs) out_elems += b.shape.numel();
+  const int64_t blocks = std::max<int64_t>(1, (out_elems + config.elems_per_block - 1) / config.elems_per_block);
+  const auto split = static_cast<int64_t>(std::ceil(work_slot_ns / static_cast<double>(config.split_block_ns)));
+  return std::max(blocks, std::min(slot_count(config), split));
 }
 
 }  // namespace
 
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config) {
-  const int64_t slots = static_cast<int64_t>(config.sm_count) * config.blocks_per_sm;
+  const auto slots = static_cast<double>(slot_count(config));
   std::vector<SimKernelShape> shapes;
   shapes.reserve(program.kernels.size());
   for (const Kernel& k : program.kernels) {
-    const double seconds = std::max(k.flops / config.peak_flops, k.bytes_moved / config.peak_bytes_per_s);
-    const SimTime kernel_ns = std::max(config.kernel_floor_ns, static_cast<SimTime>(std::llround(seconds * 1e9)));
-    shapes.push_back(shape_for(grid_blocks(k, kernel_ns, config, slots), kernel_ns, slots));
+    // Full-GPU roofline time, spread over the slots: the slot-time the whole grid needs.
+    const double gpu_s = std::max(k.flops / config.peak_flops, k.bytes_moved / config.peak_bytes_per_s);
+    const double work_slot_ns = gpu_s * 1e9 * slots;
+    const int64_t blocks = grid_blocks(k, work_slot_ns, config);
+    const auto block_ns = static_cast<SimTime>(std::llround(work_slot_ns / static_cast<double>(blocks)));
+    shapes.push_back(SimKernelShape{blocks, std::max(config.block_floor_ns, block_ns)});
   }
   return shapes;
 }
@@ -44,15 +45,16 @@ std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::v
   ATOLL_CHECK(kernel_ms.size() == program.kernels.size(), kInvalidArgument,
               "profile has {} kernel times; program '{}' has {} kernels", kernel_ms.size(), program.model,
               program.kernels.size());
-  const int64_t slots = static_cast<int64_t>(config.sm_count) * config.blocks_per_sm;
-  std::vector<SimKernelShape> shapes;
-  shapes.reserve(program.kernels.size());
+  std::vector<SimKernelShape> shapes = roofline_shapes(program, config);
+  const int64_t slots = slot_count(config);
   for (size_t i = 0; i < kernel_ms.size(); ++i) {
     ATOLL_CHECK(std::isfinite(kernel_ms[i]) && kernel_ms[i] > 0, kInvalidArgument,
                 "profiled time of kernel {} ('{}') is {} ms; it must be positive", i, program.kernels[i].name,
                 kernel_ms[i]);
-    const SimTime kernel_ns = std::max<SimTime>(1, static_cast<SimTime>(std::llround(kernel_ms[i] * 1e6)));
-    shapes.push_back(shape_for(grid_blocks(program.kernels[i], kernel_ns, config, slots), kernel_ns, slots));
+    // Same grid; blocks as long as makes the kernel, run alone, take its profiled time.
+    const int64_t waves = (shapes[i].blocks + slots - 1) / slots;
+    const double block_ns = kernel_ms[i] * 1e6 / static_cast<double>(waves);
+    shapes[i].block_ns = std::max<SimTime>(1, static_cast<SimTime>(std::llround(block_ns)));
   }
   return shapes;
 }

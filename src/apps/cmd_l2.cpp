@@ -1,0 +1,152 @@
+#include <fmt/core.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+
+#include "apps/commands.h"
+#include "apps/options.h"
+#include "compile/compiler.h"
+#include "core/error.h"
+#include "l2/l2.h"
+
+namespace atl::apps {
+
+namespace {
+
+struct L2Flags {
+  ModelFlags model;
+  std::string device = "h200";
+  std::string policy = "lru";
+  std::string config_file;
+  std::string slices;  // "0-3,7"
+  double hit_ratio = 0.9;
+  std::string out;
+  bool exact = false;
+  bool json = false;
+};
+
+// The Program the GPU runs: f16 activations, so slices and traces match the device.
+Program gpu_program(const ModelFlags& f) {
+  const Graph g = build_model(model_or_default(f), f.options);
+  CompileTarget t;
+  t.act_dtype = DType::kF16;
+  return compile_graph(g, t).program;
+}
+
+std::vector<bool> parse_slices(const std::string& spec, int64_t count) {
+  std::vector<bool> bits(static_cast<size_t>(count), false);
+  if (spec == "all") return std::vector<bool>(static_cast<size_t>(count), true);
+  size_t pos = 0;
+  while (pos < spec.size()) {
+    const size_t end = std::min(spec.find(',', pos), spec.size());
+    const std::string part = spec.substr(pos, end - pos);
+    const size_t dash = part.find('-');
+    int64_t lo = 0, hi = 0;
+    try {
+      lo = std::stoll(part.substr(0, dash));
+      hi = dash == std::string::npos ? lo : std::stoll(part.substr(dash + 1));
+    } catch (const std::exception&) {
+      ATOLL_THROW(kInvalidArgument, "--slices '{}': '{}' is not a slice index or range", spec, part);
+    }
+    ATOLL_CHECK(lo >= 0 && lo <= hi && hi < count, kInvalidArgument, "--slices '{}': range {}-{} outside 0-{}", spec,
+                lo, hi, count - 1);
+    for (int64_t i = lo; i <= hi; ++i) bits[static_cast<size_t>(i)] = true;
+    pos = end + 1;
+  }
+  return bits;
+}
+
+void run_info(const L2Flags& f) {
+  const l2::L2Info info = l2::l2_info(gpu_program(f.model), l2::l2_device_by_name(f.device));
+  nlohmann::json j = info;
+  if (f.json) {
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("model        {} batch {} (program {})\n", info.model, info.batch, info.fingerprint);
+  fmt::print("arena        {:.2f} MiB in {} slices of {} KiB\n", info.arena_bytes / 1048576.0, info.slices,
+             info.slice_bytes / 1024);
+  fmt::print("device       {}: L2 {:.1f} MiB, set-aside up to {:.2f} MiB in steps of {:.2f} MiB ({} slices), "
+             "window up to {} MiB\n",
+             info.device.name, info.device.l2_bytes / 1048576.0, info.device.setaside_max_bytes / 1048576.0,
+             info.device.setaside_granularity / 1048576.0, info.setaside_max_slices,
+             info.device.max_window_bytes / 1048576);
+  fmt::print("traffic      weights {:.1f} MiB, inputs {:.2f} MiB, outputs {:.2f} MiB, {} line accesses/inference\n",
+             info.weight_bytes / 1048576.0, info.input_bytes / 1048576.0, info.output_bytes / 1048576.0,
+             info.trace_accesses);
+}
+
+void run_config(const L2Flags& f) {
+  const Program p = gpu_program(f.model);
+  const l2::L2Device d = l2::l2_device_by_name(f.device);
+  const int64_t slices = (p.arena_bytes + l2::kDefaultSliceBytes - 1) / l2::kDefaultSliceBytes;
+  const l2::ResidencyConfig c = l2::make_config(p, d, parse_slices(f.slices, slices), f.hit_ratio);
+  ATOLL_CHECK(!f.out.empty(), kInvalidArgument, "--out FILE is required");
+  l2::save_config(c, f.out);
+  fmt::print("wrote {}: {} of {} slices resident, set-aside {:.2f} MiB, hit ratio {}\n", f.out, c.resident_count(),
+             slices, c.setaside_bytes / 1048576.0, c.hit_ratio);
+}
+
+void run_simulate(const L2Flags& f) {
+  const Program p = gpu_program(f.model);
+  const l2::L2Device d = l2::l2_device_by_name(f.device);
+  std::optional<l2::ResidencyConfig> config;
+  if (!f.config_file.empty()) config = l2::load_config(f.config_file);
+  l2::SimOptions opts;
+  opts.hints = f.exact ? l2::HintMode::kExactSlices : l2::HintMode::kWindows;
+  const auto t0 = std::chrono::steady_clock::now();
+  const l2::SimResult r = l2::simulate(p, d, l2::policy_from_name(f.policy), config ? &*config : nullptr, opts);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (f.json) {
+    nlohmann::json j = r;
+    j["simulation_ms"] = ms;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{} batch {} on {} L2, policy {}, {}\n", r.model, r.batch, r.device, r.policy,
+             config ? fmt::format("{} resident slices, hit ratio {}", config->resident_count(), config->hit_ratio)
+                    : std::string("no residency config"));
+  fmt::print("accesses     {} lines, hit rate {:.2f}%\n", r.accesses, 100.0 * r.hit_rate());
+  fmt::print("DRAM         read {:.2f} MiB, write {:.2f} MiB per inference\n", r.dram_read_bytes / 1048576.0,
+             r.dram_write_bytes / 1048576.0);
+  fmt::print("simulated in {:.0f} ms\n", ms);
+}
+
+}  // namespace
+
+void add_l2_command(CLI::App& app) {
+  auto* l2cmd = app.add_subcommand("l2", "L2 residency: arena slices, configs and cache simulation");
+  l2cmd->require_subcommand(1);
+  auto add_common = [](CLI::App* c, L2Flags& f) {
+    add_model_flags(c, f.model);
+    c->add_option("--l2-device", f.device, "L2 preset: h200 or l4")->check(CLI::IsMember({"h200", "l4"}));
+    c->add_flag("--json", f.json, "Print JSON");
+  };
+  {
+    auto f = std::make_shared<L2Flags>();
+    auto* c = l2cmd->add_subcommand("info", "Arena size, slice count and device limits");
+    add_common(c, *f);
+    c->callback([f] { run_info(*f); });
+  }
+  {
+    auto f = std::make_shared<L2Flags>();
+    auto* c = l2cmd->add_subcommand("config", "Write a residency config marking slices persisting");
+    add_common(c, *f);
+    c->add_option("--slices", f->slices, "Resident slices: 'all' or a list like 0-3,7")->required();
+    c->add_option("--hit-ratio", f->hit_ratio, "Access-policy hit ratio")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--out", f->out, "Config file to write")->required();
+    c->callback([f] { run_config(*f); });
+  }
+  {
+    auto f = std::make_shared<L2Flags>();
+    auto* c = l2cmd->add_subcommand("simulate", "DRAM traffic of one inference under a replacement policy");
+    add_common(c, *f);
+    c->add_option("--policy", f->policy, "lru, ship, ship-sw or belady")
+        ->check(CLI::IsMember({"lru", "ship", "ship-sw", "belady"}));
+    c->add_option("--config", f->config_file, "Residency config (JSON) to apply");
+    c->add_flag("--exact-slices", f->exact, "Hint exactly the resident slices (ideal layout) instead of per-kernel windows");
+    c->callback([f] { run_simulate(*f); });
+  }
+}
+
+}  // namespace atl::apps

@@ -1,0 +1,47 @@
+// Helpers for measuring kernels in place: a device-side wait that lets the host queue work
+// behind it (so timed launches run back to back, not at the host's enqueue rate), and a random
+// fill that gives tuning runs realistic operands.
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_common.cuh"
+#include "backends/cuda/timing.h"
+
+namespace atl::cuda {
+
+namespace {
+
+__global__ void spin_kernel(uint64_t ns) {
+  uint64_t start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while (now - start < ns);
+}
+
+// Uniform values in [-1, 1) from a hash of the index: the same seed gives the same bytes.
+__global__ void fill_random_kernel(__half* p, int64_t n, uint32_t seed) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += gridDim.x * blockDim.x) {
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed ^ static_cast<uint32_t>(i >> 32) * 0x85EBCA77u;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    h *= 0x297A2D39u;
+    h ^= h >> 15;
+    p[i] = __float2half(static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+  }
+}
+
+}  // namespace
+
+void launch_spin(cudaStream_t stream, double microseconds) {
+  spin_kernel<<<1, 1, 0, stream>>>(static_cast<uint64_t>(microseconds * 1000.0));
+  ATL_CUDA_CHECK_LAUNCH("spin");
+}
+
+void launch_fill_random(void* halves, int64_t count, uint32_t seed, cudaStream_t stream) {
+  if (count <= 0) return;
+  fill_random_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(static_cast<__half*>(halves), count, seed);
+  ATL_CUDA_CHECK_LAUNCH("fill_random");
+}
+
+}  // namespace atl::cuda

@@ -1,0 +1,89 @@
+// The CudaInstance interface beyond Instance: bad arguments, per-kernel timing, tuning,
+// running without the preemption flag, and what memory() reports.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "gpu_test_util.h"
+#include "runtime/session.h"
+
+namespace atl {
+namespace {
+
+SessionOptions tiny(const char* model) {
+  SessionOptions o;
+  o.model = model;
+  o.device = "cuda";
+  return o;
+}
+
+template <typename Fn>
+ErrorCode code_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no atl::Error thrown";
+  return ErrorCode::kInternal;
+}
+
+TEST(GpuInstance, RejectsBadArguments) {
+  ATL_REQUIRE_GPU();
+  Session s(tiny("tiny_cnn"));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  const int n = static_cast<int>(s.program().kernels.size());
+  EXPECT_EQ(code_of([&] { gpu.launch(n, gpu.stream(), nullptr); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { gpu.run_range(2, 1); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { gpu.set_input(0, Tensor(DType::kF32, Shape{1, 3, 8, 8})); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { gpu.get_output(7); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code_of([&] { gpu.select_gemm_choice(0, 1000); }), ErrorCode::kInvalidArgument);
+}
+
+TEST(GpuInstance, TimingTuningAndFlaglessRunsAgree) {
+  ATL_REQUIRE_GPU();
+  Session s(tiny("tiny_cnn"));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  s.set_inputs(s.random_inputs(gputest::fresh_seed()));
+  s.instance().run();
+  const std::vector<Tensor> want = s.outputs();
+
+  const std::vector<double> ms = gpu.time_kernels(3);
+  ASSERT_EQ(ms.size(), s.program().kernels.size());
+  for (double t : ms) EXPECT_GT(t, 0.0);
+
+  const std::vector<GemmTuneResult> tuned = gpu.tune_gemms(2);
+  EXPECT_FALSE(tuned.empty());
+  for (const GemmTuneResult& r : tuned) {
+    EXPECT_EQ(gpu.gemm_choice(r.kernel), r.after);
+    EXPECT_LE(r.after_ms, r.before_ms);
+    EXPECT_EQ(static_cast<int>(r.candidates_ms.size()), gpu.gemm_choice_count(r.kernel));
+  }
+  // Other tiles sum in another order: close to, not equal to, the first result.
+  gpu.poison(0xFF);
+  s.instance().run();
+  const std::vector<Tensor> retuned = s.outputs();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_LE(gputest::rel_l2(retuned[i], want[i]), 1e-2);
+
+  // Without the flag the kernels compute exactly what they compute with it.
+  gpu.set_preemptible(false);
+  gpu.poison(0xFF);
+  s.instance().run();
+  const std::vector<Tensor> flagless = s.outputs();
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(gputest::same_bytes(flagless[i], retuned[i]));
+}
+
+TEST(GpuInstance, MemoryReportCoversWeightsArenaAndIo) {
+  ATL_REQUIRE_GPU();
+  Session s(tiny("tiny_bert"));
+  const MemoryReport m = s.instance().memory();
+  int64_t weight_elems = 0;
+  for (const TensorSpec& w : s.program().weights) weight_elems += w.shape.numel();
+  // f16 or f32 per weight, each padded to 256 bytes.
+  EXPECT_GE(m.weight_bytes, 2 * weight_elems);
+  EXPECT_LE(m.weight_bytes, 8 * weight_elems + 256 * static_cast<int64_t>(s.program().weights.size()));
+  EXPECT_EQ(m.arena_bytes, s.program().arena_bytes);
+  EXPECT_GT(m.io_bytes, 0);
+}
+
+}  // namespace
+}  // namespace atl

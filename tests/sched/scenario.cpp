@@ -1,0 +1,126 @@
+#include "scenario.h"
+
+#include <algorithm>
+#include <functional>
+
+#include "core/rng.h"
+#include "models/zoo.h"
+
+namespace atl::sched::testing {
+
+namespace {
+
+CompiledModel compile_tiny(const std::string& name) {
+  Graph g = build_model(name, ModelOptions{});
+  g.init_weights(7);
+  return compile_graph(g, CompileTarget{});
+}
+
+}  // namespace
+
+const CompiledModel& rt_model() {
+  static const CompiledModel m = compile_tiny("tiny_vgg");
+  return m;
+}
+
+const CompiledModel& be_model() {
+  static const CompiledModel m = compile_tiny("tiny_cnn");
+  return m;
+}
+
+std::vector<Tensor> random_inputs(const Program& program, uint64_t seed) {
+  std::vector<Tensor> inputs;
+  for (const TensorSpec& s : program.inputs) {
+    Tensor t(DType::kF32, s.shape);
+    Rng rng(seed, s.name);
+    for (float& x : t.as<float>()) x = rng.uniform(-1.0f, 1.0f);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::vector<TaskResult> ScenarioRun::results(TaskClass c) const {
+  std::vector<TaskResult> out;
+  for (const auto& [id, list] : answers) {
+    for (const Answer& a : list) {
+      if (!a.error && a.result.task_class == c) out.push_back(a.result);
+    }
+  }
+  return out;
+}
+
+std::vector<sim::SimLaunchRecord> ScenarioRun::launches_of(InstanceId instance) const {
+  std::vector<sim::SimLaunchRecord> out;
+  for (const auto& r : trace) {
+    if (r.tag == instance) out.push_back(r);
+  }
+  return out;
+}
+
+ScenarioRun run_scenario(const Scenario& s) {
+  SimExecOptions options;
+  options.gpu = s.gpu;
+  options.numerics = s.numerics;
+  options.record_trace = true;
+  SimExecDevice device(options);
+  ScenarioRun run;
+
+  const CompiledModel& rt = rt_model();
+  const CompiledModel& be = be_model();
+  run.rt_instance = device.load(rt.program, rt.weights);
+  device.set_kernel_shapes(run.rt_instance, std::vector(rt.program.kernels.size(), s.rt_shape));
+  for (int i = 0; i < s.be_clients; ++i) {
+    run.be_instances.push_back(device.load(be.program, be.weights));
+    device.set_kernel_shapes(run.be_instances.back(), std::vector(be.program.kernels.size(), s.be_shape));
+  }
+
+  SchedulerOptions so;
+  so.mode = s.mode;
+  so.inflight_cap = s.inflight_cap;
+  so.record_events = true;
+  Scheduler scheduler(device, so);
+  const ClientId rt_client = scheduler.add_client(TaskClass::kRealTime, "rt", run.rt_instance);
+  std::vector<ClientId> be_clients;
+  for (int i = 0; i < s.be_clients; ++i) {
+    be_clients.push_back(scheduler.add_client(TaskClass::kBestEffort, "be" + std::to_string(i), run.be_instances[i]));
+  }
+
+  uint64_t input_seed = s.seed * 1000003;
+  auto record = [&](std::exception_ptr error, TaskResult r) { run.answers[r.id].push_back({error, std::move(r)}); };
+  auto submit = [&](ClientId client, const Program& p, DeviceTime arrival, DeviceTime deadline, Completion done) {
+    std::vector<Tensor> inputs = random_inputs(p, ++input_seed);
+    const uint64_t id = scheduler.submit(client, Request{inputs, arrival, deadline}, std::move(done));
+    run.inputs[id] = std::move(inputs);
+    run.submitted.push_back(id);
+  };
+
+  Rng jitter(s.seed, "rt-jitter");
+  for (DeviceTime t = 0; t < s.rt_until; t += s.rt_period) {
+    const DeviceTime offset = s.rt_jitter > 0 ? static_cast<DeviceTime>(jitter.next_u64() % s.rt_jitter) : 0;
+    submit(rt_client, rt.program, t + offset, t + offset + s.rt_period, record);
+  }
+  std::function<void(ClientId)> send_be = [&](ClientId client) {
+    submit(client, be.program, kArriveOnAdmission, kNever, [&, client](std::exception_ptr error, TaskResult r) {
+      record(error, std::move(r));
+      if (!error && device.now() < s.be_until) send_be(client);
+    });
+  };
+  for (ClientId c : be_clients) send_be(c);
+
+  scheduler.run_until(std::max(s.rt_until, s.be_until));
+  scheduler.run_until_idle();
+  run.trace = device.gpu().trace();
+  run.stats = scheduler.stats();
+  run.events = scheduler.events();
+  return run;
+}
+
+DeviceTime rt_p50(const ScenarioRun& run) {
+  std::vector<DeviceTime> latency;
+  for (const TaskResult& r : run.results(TaskClass::kRealTime)) latency.push_back(r.latency());
+  if (latency.empty()) return 0;
+  std::sort(latency.begin(), latency.end());
+  return latency[latency.size() / 2];
+}
+
+}  // namespace atl::sched::testing

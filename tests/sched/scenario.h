@@ -1,0 +1,62 @@
+#pragma once
+// Shared set-up for the scheduler tests: tiny models on the simulated GPU with chosen launch
+// shapes, one periodic RT client and closed-loop BE clients, every answer recorded.
+#include <map>
+#include <vector>
+
+#include "compile/compiler.h"
+#include "sched/scheduler.h"
+#include "sched/sim_exec_device.h"
+
+namespace atl::sched::testing {
+
+// tiny_vgg (the RT model) and tiny_cnn (the BE model), compiled for the CPU once.
+const CompiledModel& rt_model();
+const CompiledModel& be_model();
+
+// Floats uniform in [-1, 1) from `seed`.
+std::vector<Tensor> random_inputs(const Program& program, uint64_t seed);
+
+struct Scenario {
+  Mode mode = Mode::kReset;
+  int inflight_cap = 4;
+  sim::SimGpuConfig gpu;  // H200-like: 264 block slots
+  bool numerics = false;
+  int be_clients = 2;
+  // Every kernel of the RT / BE model gets this shape; the models keep their kernel counts.
+  sim::SimKernelShape rt_shape{264, 20'000};
+  sim::SimKernelShape be_shape{528, 200'000};
+  DeviceTime rt_period = 2'000'000;
+  DeviceTime rt_jitter = 0;          // each arrival moves later by a seeded offset in [0, jitter)
+  DeviceTime rt_until = 20'000'000;  // no RT arrival from here on
+  DeviceTime be_until = 20'000'000;  // BE clients stop re-submitting
+  uint64_t seed = 1;
+};
+
+struct Answer {
+  std::exception_ptr error;
+  TaskResult result;
+};
+
+struct ScenarioRun {
+  std::vector<uint64_t> submitted;                  // request ids in submission order
+  std::map<uint64_t, std::vector<Answer>> answers;  // every answer, by request id
+  std::map<uint64_t, std::vector<Tensor>> inputs;   // by request id
+  std::vector<sim::SimLaunchRecord> trace;
+  SchedulerStats stats;
+  std::vector<SchedulerEvent> events;
+  InstanceId rt_instance = -1;
+  std::vector<InstanceId> be_instances;
+
+  // Successful results of one class, by request id.
+  std::vector<TaskResult> results(TaskClass c) const;
+  // Launch records of one instance's kernels, in completion order.
+  std::vector<sim::SimLaunchRecord> launches_of(InstanceId instance) const;
+};
+
+ScenarioRun run_scenario(const Scenario& s);
+
+// p50 of RT latency from scheduled arrival, ns.
+DeviceTime rt_p50(const ScenarioRun& run);
+
+}  // namespace atl::sched::testing

@@ -1,0 +1,68 @@
+// The co-location driver behind `atoll colocate`, on the simulated GPU with tiny zoo models.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "sched/colocate.h"
+
+namespace atl::sched {
+namespace {
+
+ColocateOptions tiny(Mode mode) {
+  ColocateOptions o;
+  o.rt = {{"tiny_vgg", 1000}};
+  o.be = {"tiny_cnn", "tiny_bert"};
+  o.mode = mode;
+  o.duration_s = 0.02;
+  return o;
+}
+
+TEST(Colocate, ReportsRtLatencyBeThroughputAndPreemptions) {
+  const WorkloadReport r = run_colocate(tiny(Mode::kReset));
+  EXPECT_EQ(r.device, "sim");
+  ASSERT_EQ(r.clients.size(), 3u);
+  EXPECT_EQ(r.clients[0].completed, 20);  // 1000 Hz for 20 ms
+  EXPECT_EQ(r.rt_latency_ms.samples, 20);
+  EXPECT_GT(r.rt_latency_ms.median_ms, 0);
+  EXPECT_LE(r.rt_latency_ms.median_ms, r.rt_latency_ms.p99_ms);
+  EXPECT_LE(r.rt_latency_ms.p99_ms, r.rt_latency_ms.max_ms);
+  EXPECT_GT(r.clients[1].completed, 0);
+  EXPECT_GT(r.clients[2].completed, 0);
+  EXPECT_GT(r.be_throughput_per_s, 0);
+  EXPECT_DOUBLE_EQ(r.be_throughput_per_s, r.clients[1].throughput_per_s + r.clients[2].throughput_per_s);
+  EXPECT_GT(r.preemptions, 0);
+  EXPECT_GT(r.preemption_latency_us.samples, 0);
+  // Every RT request and every BE request the clients sent is in the results.
+  int64_t total = 0;
+  for (const auto& c : r.clients) total += c.completed;
+  EXPECT_EQ(static_cast<int64_t>(r.results.size()), total);
+}
+
+TEST(Colocate, RtOnlyLoadsNoBeModel) {
+  const WorkloadReport r = run_colocate(tiny(Mode::kRtOnly));
+  ASSERT_EQ(r.clients.size(), 1u);
+  EXPECT_EQ(r.clients[0].completed, 20);
+  EXPECT_EQ(r.be_throughput_per_s, 0);
+  EXPECT_EQ(r.preemptions, 0);
+}
+
+TEST(Colocate, CudaIsRefusedUntilItsExecDeviceExists) {
+  ColocateOptions o = tiny(Mode::kReset);
+  o.device = "cuda";
+  try {
+    run_colocate(o);
+    ADD_FAILURE() << "colocate on cuda did not throw";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(e.message().find("sim"), std::string::npos) << e.message();
+  }
+  EXPECT_THROW(make_exec_device("tpu"), Error);
+  ColocateOptions no_rt = tiny(Mode::kReset);
+  no_rt.rt.clear();
+  EXPECT_THROW(run_colocate(no_rt), Error);
+  ColocateOptions bad_rate = tiny(Mode::kReset);
+  bad_rate.rt[0].hz = 0;
+  EXPECT_THROW(run_colocate(bad_rate), Error);
+}
+
+}  // namespace
+}  // namespace atl::sched

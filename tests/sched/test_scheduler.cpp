@@ -1,0 +1,251 @@
+// The scheduler on the simulated GPU: every mode answers every request once, BE work always
+// completes, the in-flight cap holds, runs repeat exactly, and bad requests fail alone.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "scenario.h"
+
+namespace atl::sched {
+namespace {
+
+using testing::Answer;
+using testing::Scenario;
+using testing::ScenarioRun;
+
+class EveryMode : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(EveryMode, AnswersEveryRequestExactlyOnce) {
+  Scenario s;
+  s.mode = GetParam();
+  s.rt_jitter = 1'500'000;
+  const ScenarioRun run = run_scenario(s);
+
+  ASSERT_EQ(run.answers.size(), run.submitted.size());  // nothing lost, nothing invented
+  int rt_submitted = 0, be_submitted = 0;
+  for (uint64_t id : run.submitted) {
+    const auto it = run.answers.find(id);
+    ASSERT_NE(it, run.answers.end()) << "request " << id << " was never answered";
+    ASSERT_EQ(it->second.size(), 1u) << "request " << id << " was answered " << it->second.size() << " times";
+    const Answer& a = it->second[0];
+    (a.result.task_class == TaskClass::kRealTime ? rt_submitted : be_submitted)++;
+    if (s.mode == Mode::kRtOnly && a.result.task_class == TaskClass::kBestEffort) {
+      ASSERT_NE(a.error, nullptr);  // rt-only refuses BE work
+      try {
+        std::rethrow_exception(a.error);
+      } catch (const Error& e) {
+        EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      }
+      continue;
+    }
+    ASSERT_EQ(a.error, nullptr) << "request " << id << " failed";
+    EXPECT_LE(a.result.arrival, a.result.start);
+    EXPECT_LT(a.result.start, a.result.finish);
+  }
+  EXPECT_EQ(rt_submitted, 10);
+  const auto rt = run.results(TaskClass::kRealTime);
+  const auto be = run.results(TaskClass::kBestEffort);
+  EXPECT_EQ(static_cast<int>(rt.size()), rt_submitted);
+  EXPECT_EQ(run.stats.rt_completed, rt_submitted);
+  EXPECT_EQ(run.stats.be_completed, static_cast<int64_t>(be.size()));
+  if (s.mode == Mode::kRtOnly) {
+    EXPECT_TRUE(be.empty());
+    EXPECT_EQ(run.stats.failed, be_submitted);
+  } else {
+    EXPECT_EQ(static_cast<int>(be.size()), be_submitted);
+    EXPECT_GE(be.size(), 4u);  // both BE clients made progress next to the RT load
+    EXPECT_EQ(run.stats.failed, 0);
+  }
+}
+
+class ModesWithBe : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(ModesWithBe, BeTasksFinishOnceRtLoadStops) {
+  // RT work nearly saturates the device for 10 ms: 8 kernels of 100 us every 0.9 ms.
+  Scenario s;
+  s.mode = GetParam();
+  s.rt_shape = {264, 100'000};
+  s.rt_period = 900'000;
+  s.rt_until = 10'000'000;
+  s.be_until = 10'000'000;
+  const ScenarioRun run = run_scenario(s);
+
+  const auto be = run.results(TaskClass::kBestEffort);
+  ASSERT_EQ(be.size() + run.results(TaskClass::kRealTime).size(), run.submitted.size());
+  EXPECT_EQ(run.stats.failed, 0);
+  // Each closed-loop client had a request outstanding when the load stopped; it finished.
+  const auto finished_after =
+      std::count_if(be.begin(), be.end(), [&](const TaskResult& r) { return r.finish > s.be_until; });
+  EXPECT_EQ(finished_after, s.be_clients);
+}
+
+std::string param_name(const ::testing::TestParamInfo<Mode>& info) {
+  std::string name = mode_name(info.param);
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, EveryMode, ::testing::ValuesIn(all_modes()), param_name);
+INSTANTIATE_TEST_SUITE_P(Modes, ModesWithBe,
+                         ::testing::Values(Mode::kSeq, Mode::kStreams, Mode::kStreamsPrio, Mode::kWait, Mode::kReset),
+                         param_name);
+
+// Largest number of one instance's launches on the device at one instant (issued, not ended).
+int64_t max_in_flight(const std::vector<sim::SimLaunchRecord>& launches) {
+  std::vector<std::pair<DeviceTime, int>> edges;
+  for (const auto& r : launches) {
+    edges.emplace_back(r.issued, +1);
+    edges.emplace_back(r.end, -1);
+  }
+  std::sort(edges.begin(), edges.end());  // at equal times an end (-1) sorts before an issue
+  int64_t now = 0, most = 0;
+  for (const auto& [t, d] : edges) {
+    now += d;
+    most = std::max(most, now);
+  }
+  return most;
+}
+
+TEST(Scheduler, BeInFlightCapHoldsInEveryMode) {
+  for (const Mode mode : {Mode::kReset, Mode::kWait, Mode::kStreams, Mode::kSeq}) {
+    for (const int cap : {1, 2, 4}) {
+      Scenario s;
+      s.mode = mode;
+      s.inflight_cap = cap;
+      s.rt_jitter = 1'000'000;
+      s.rt_until = 8'000'000;
+      s.be_until = 8'000'000;
+      s.be_shape = {8, 20'000};  // short kernels: the window refills often
+      const ScenarioRun run = run_scenario(s);
+      for (InstanceId be : run.be_instances) {
+        const auto launches = run.launches_of(be);
+        ASSERT_FALSE(launches.empty());
+        EXPECT_EQ(max_in_flight(launches), cap) << mode_name(mode) << " cap " << cap;
+      }
+    }
+  }
+}
+
+TEST(Scheduler, SameSeedSameTimeline) {
+  Scenario s;
+  s.rt_jitter = 1'900'000;
+  s.be_shape = {300, 50'000};
+  const ScenarioRun a = run_scenario(s);
+  const ScenarioRun b = run_scenario(s);
+  ASSERT_FALSE(a.trace.empty());
+  EXPECT_EQ(a.trace, b.trace);
+  const auto ra = a.results(TaskClass::kRealTime), rb = b.results(TaskClass::kRealTime);
+  ASSERT_EQ(ra.size(), rb.size());
+  for (size_t i = 0; i < ra.size(); ++i) {
+    EXPECT_EQ(ra[i].arrival, rb[i].arrival);
+    EXPECT_EQ(ra[i].start, rb[i].start);
+    EXPECT_EQ(ra[i].finish, rb[i].finish);
+  }
+  s.seed = 2;  // other arrivals: the comparison above can tell timelines apart
+  EXPECT_NE(run_scenario(s).trace, a.trace);
+}
+
+// One RT task occupies the device while two more wait: A arrives first with a late deadline,
+// B second with an early one.
+std::pair<DeviceTime, DeviceTime> start_of_a_and_b(RtOrder order) {
+  SimExecDevice device;
+  const auto& m = testing::rt_model();
+  SchedulerOptions so;
+  so.rt_order = order;
+  Scheduler scheduler(device, so);
+  const ClientId c0 = scheduler.add_client(TaskClass::kRealTime, "rt0", device.load(m.program, m.weights));
+  const ClientId c1 = scheduler.add_client(TaskClass::kRealTime, "rt1", device.load(m.program, m.weights));
+  const auto inputs = testing::random_inputs(m.program, 3);
+  scheduler.submit(c0, Request{inputs, 0, kNever});
+  auto a = scheduler.submit(c0, Request{inputs, 1000, 10'000'000});
+  auto b = scheduler.submit(c1, Request{inputs, 2000, 1'000'000});
+  scheduler.run_until_idle();
+  return {a.get().start, b.get().start};
+}
+
+TEST(Scheduler, RtQueueServesArrivalOrderOrEarliestDeadline) {
+  const auto [a_fifo, b_fifo] = start_of_a_and_b(RtOrder::kArrival);
+  EXPECT_LT(a_fifo, b_fifo);
+  const auto [a_edf, b_edf] = start_of_a_and_b(RtOrder::kDeadline);
+  EXPECT_LT(b_edf, a_edf);
+}
+
+TEST(Scheduler, BadRequestFailsAloneAndOthersComplete) {
+  SimExecOptions o;
+  o.numerics = true;
+  SimExecDevice device(o);
+  const auto& m = testing::be_model();
+  Scheduler scheduler(device);
+  const ClientId be = scheduler.add_client(TaskClass::kBestEffort, "be", device.load(m.program, m.weights));
+  auto good1 = scheduler.submit(be, Request{testing::random_inputs(m.program, 1)});
+  auto bad = scheduler.submit(be, Request{{Tensor(DType::kF32, Shape{1, 3, 8, 8})}});
+  auto good2 = scheduler.submit(be, Request{testing::random_inputs(m.program, 2)});
+  scheduler.run_until_idle();
+  EXPECT_EQ(good1.get().outputs.size(), 1u);
+  try {
+    bad.get();
+    ADD_FAILURE() << "a request with a wrong input shape succeeded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.message().find("input"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(good2.get().outputs.size(), 1u);
+  EXPECT_EQ(scheduler.stats().failed, 1);
+}
+
+TEST(Scheduler, RejectsBadClientsAndOptions) {
+  SimExecDevice device;
+  const auto& m = testing::rt_model();
+  const InstanceId inst = device.load(m.program, m.weights);
+  Scheduler scheduler(device);
+  const ClientId c = scheduler.add_client(TaskClass::kRealTime, "rt", inst);
+  EXPECT_THROW(scheduler.add_client(TaskClass::kBestEffort, "again", inst), Error);  // instances are not shared
+  EXPECT_THROW(scheduler.submit(c + 5, Request{}), Error);
+  SchedulerOptions bad;
+  bad.inflight_cap = 0;
+  EXPECT_THROW(Scheduler refused(device, bad), Error);
+  EXPECT_THROW(mode_from_name("preempt"), Error);
+  for (const Mode mode : all_modes()) EXPECT_EQ(mode_from_name(mode_name(mode)), mode);
+}
+
+TEST(Scheduler, RunsOnItsOwnThread) {
+  SimExecOptions o;
+  o.numerics = true;
+  SimExecDevice device(o);
+  const auto& rt = testing::rt_model();
+  const auto& be = testing::be_model();
+  Scheduler scheduler(device);
+  const ClientId rc = scheduler.add_client(TaskClass::kRealTime, "rt", device.load(rt.program, rt.weights));
+  const ClientId bc = scheduler.add_client(TaskClass::kBestEffort, "be", device.load(be.program, be.weights));
+  scheduler.start();
+  std::vector<std::future<TaskResult>> futures;
+  for (int i = 0; i < 3; ++i) {
+    futures.push_back(scheduler.submit(bc, Request{testing::random_inputs(be.program, 10 + i)}));
+    futures.push_back(scheduler.submit(rc, Request{testing::random_inputs(rt.program, 20 + i)}));
+  }
+  for (auto& f : futures) {
+    ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    EXPECT_EQ(f.get().outputs.size(), 1u);
+  }
+  scheduler.stop();
+  EXPECT_EQ(scheduler.stats().rt_completed, 3);
+  EXPECT_EQ(scheduler.stats().be_completed, 3);
+}
+
+TEST(Scheduler, DestroyingAnswersWhatIsPending) {
+  SimExecDevice device;
+  const auto& m = testing::be_model();
+  std::future<TaskResult> pending;
+  {
+    Scheduler scheduler(device);
+    const ClientId c = scheduler.add_client(TaskClass::kBestEffort, "be", device.load(m.program, m.weights));
+    pending = scheduler.submit(c, Request{testing::random_inputs(m.program, 1), 1'000'000'000, kNever});
+  }
+  ASSERT_EQ(pending.wait_for(std::chrono::seconds(0)), std::future_status::ready);
+  EXPECT_THROW(pending.get(), Error);
+}
+
+}  // namespace
+}  // namespace atl::sched

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <deque>
+#include <mutex>
 #include <tuple>
 #include <utility>
 
@@ -291,6 +293,7 @@ struct Scheduler::Impl {
     const uint64_t cap =
         c.task_class == TaskClass::kBestEffort ? static_cast<uint64_t>(options.inflight_cap) : UINT64_MAX;
     while (t.next_launch < c.kernels && l.launched - l.completed < cap) {
+      if (yield_to_rt(c)) return;
       const bool first = t.next_launch == 0 && t.first_seq == 0;
       LaunchOptions lo;
       lo.preemptible = c.task_class == TaskClass::kBestEffort;
@@ -309,6 +312,13 @@ struct Scheduler::Impl {
       ++t.next_launch;
       ++stats.kernel_launches;
     }
+  }
+
+  // In the preemptive modes a BE launch loop stops as soon as an RT request has arrived.
+  bool yield_to_rt(const Client& c) {
+    if (!preemptive() || c.task_class != TaskClass::kBestEffort) return false;
+    admit();
+    return rt_queued();
   }
 
   // Keeps a lane busy: binds the next task, or hands the bound one more kernels.
@@ -399,6 +409,7 @@ struct Scheduler::Impl {
   // ---- RT mode (wait, reset) ----
 
   void enter_rt_mode() {
+    const DeviceTime at = device.now();
     rt_mode = true;
     int preempted = 0;
     for (Lane& l : lanes) {
@@ -416,31 +427,37 @@ struct Scheduler::Impl {
     }
     stats.preemptions += preempted;
     pending_preempted = preempted;
-    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, device.now(), preempted});
+    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
   }
 
   void leave_rt_mode() {
     for (const Lane& l : lanes) {
       if (l.cut_at != kNoCut) return;  // still draining: the flag must stay up
     }
+    const DeviceTime at = device.now();
     if (flag_raised) {
       device.lower_flag();
       flag_raised = false;
     }
     rt_mode = false;
-    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, device.now(), 0});
+    if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, at, 0});
   }
 
   void schedule_preemptive() {
     Lane& rt = lanes[static_cast<size_t>(rt_lane)];
-    if (!rt.task && rt_queued()) {
-      if (!rt_mode) enter_rt_mode();
-      start_next(rt);
-    }
-    if (rt_mode && !rt.task && !rt_queued()) leave_rt_mode();
-    if (rt_mode) return;
-    for (Lane& l : lanes) {
-      if (l.source == Lane::Source::kClient) feed(l);
+    for (;;) {
+      if (!rt.task && rt_queued()) {
+        if (!rt_mode) enter_rt_mode();
+        start_next(rt);
+      }
+      if (rt_mode && !rt.task && !rt_queued()) leave_rt_mode();
+      if (rt_mode) return;
+      for (Lane& l : lanes) {
+        if (l.source == Lane::Source::kClient && !rt_queued()) feed(l);
+      }
+      // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
+      // rather than after the next completion.
+      if (!rt_queued()) return;
     }
   }
 

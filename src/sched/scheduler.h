@@ -11,10 +11,8 @@
 // poll + ExecDevice::wait_until (start/stop); on the simulated device run_until() loops in the
 // caller's thread, which keeps the timeline deterministic.
 #include <atomic>
-#include <deque>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <thread>

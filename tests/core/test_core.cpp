@@ -76,7 +76,8 @@ TEST_P(NpyTest, RoundTrip) {
   Rng r(11);
   for (float& x : t.as<float>()) x = std::round(r.uniform(-100, 100));
   const Tensor typed = t.to(GetParam());
-  const std::string path = (dir / "t.npy").string();
+  // ctest runs each parameter in its own process at once: one file each.
+  const std::string path = (dir / (std::string(dtype_name(GetParam())) + ".npy")).string();
   write_npy(path, typed);
   const Tensor back = read_npy(path);
   EXPECT_EQ(back.dtype(), GetParam());
@@ -88,7 +89,7 @@ INSTANTIATE_TEST_SUITE_P(AllDtypes, NpyTest, ::testing::Values(DType::kF32, DTyp
 
 TEST(Npy, RejectsMissingAndMalformedFiles) {
   EXPECT_THROW(read_npy("/nonexistent/x.npy"), Error);
-  const auto path = (std::filesystem::temp_directory_path() / "atoll_bad.npy").string();
+  const auto path = (std::filesystem::temp_directory_path() / "atoll_npy_malformed.npy").string();
   {
     std::ofstream f(path);
     f << "not numpy";

@@ -108,8 +108,8 @@ struct BinaryArgs {
   int n = 0;
   int rank = 0;
   int out_dims[kMaxRank] = {};
-  int64_t a_strides[kMaxRank] = {};
-  int64_t b_strides[kMaxRank] = {};
+  int a_strides[kMaxRank] = {};
+  int b_strides[kMaxRank] = {};
   bool same_shape = false;
   bool is_mul = false;
   int act = kActNone;
@@ -137,8 +137,8 @@ struct StridedCopyArgs {
   int n = 0;
   int rank = 0;
   int out_dims[kMaxRank] = {};
-  int64_t in_strides[kMaxRank] = {};
-  int64_t offset = 0;
+  int in_strides[kMaxRank] = {};
+  int offset = 0;
   int elem_size = 2;
 };
 void launch_strided_copy(const StridedCopyArgs& p, cudaStream_t s, const int* flag, const char* name);
@@ -156,14 +156,14 @@ struct ConcatArgs {
     int row;     // elements per row of this part
     int offset;  // where its row starts in the output row
   } parts[kMaxConcatParts] = {};
-  int64_t max_part_elems = 0;  // rows * max(part row)
+  int max_part_elems = 0;  // rows * max(part row)
 };
 void launch_concat(const ConcatArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 // y[i][:] = table[clamp(idx[i])][:]; an out-of-range index sets *error_flag.
 struct GatherArgs {
   const __half* table = nullptr;
-  const int* idx = nullptr;
+  const int64_t* idx = nullptr;
   __half* y = nullptr;
   int rows = 0;
   int vocab = 0;

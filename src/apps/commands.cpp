@@ -8,6 +8,7 @@ void add_commands(CLI::App& app) {
   add_run_command(app);
   add_l2_command(app);
   add_colocate_command(app);
+  add_bench_command(app);
 }
 
 }  // namespace atl::apps

@@ -41,7 +41,7 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
     cs.name = spec.name;
     cs.realtime = spec.realtime;
     std::vector<double> lat;
-    int total = 0, missed = 0;
+    int total = 0, missed = 0, in_window = 0;
     for (const RequestRecord& r : run.requests) {
       if (r.client != static_cast<int>(c)) continue;
       ++total;
@@ -54,11 +54,12 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
       ++cs.served;
       const double l = r.finish_ms - r.arrival_ms;
       lat.push_back(l);
+      if (r.finish_ms <= run.duration_ms) ++in_window;
       cs.longest_wait_ms = std::max(cs.longest_wait_ms, r.start_ms - r.arrival_ms);
       if (spec.deadline_ms && l > *spec.deadline_ms) ++missed;
     }
     cs.latency_ms = distribution(lat);
-    cs.throughput_per_s = cs.served / seconds;
+    cs.throughput_per_s = in_window / seconds;
     cs.deadline_miss_rate = spec.deadline_ms && total ? static_cast<double>(missed) / total : 0.0;
     if (c < standalone_p50_ms.size() && standalone_p50_ms[c] > 0) {
       cs.standalone_p50_ms = standalone_p50_ms[c];
@@ -99,11 +100,16 @@ nlohmann::json results_json(const BenchResults& r) {
                       {"batch", c.batch}, {"priority", c.realtime ? "rt" : "be"},
                       {"load", load_type_name(c.load)}};
     if (c.rate_hz > 0) cj["rate_hz"] = c.rate_hz;
+    if (c.load == LoadType::kClosedLoop) cj["concurrency"] = c.concurrency;
     if (c.deadline_ms) cj["deadline_ms"] = *c.deadline_ms;
     j["workload"]["clients"].push_back(cj);
   }
   j["device"] = r.device;
   j["commit"] = r.commit;
+  j["settings"] = {{"seed", r.seed},
+                   {"grace_s", r.grace_s},
+                   {"standalone_s", r.standalone_s},
+                   {"inflight_cap", r.inflight_cap}};
   for (size_t i = 0; i < r.stats.size(); ++i) {
     const ModeStats& m = r.stats[i];
     nlohmann::json mj;
@@ -116,6 +122,7 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["preemptions"] = m.preemptions;
     mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
+    mj["first_failure"] = r.runs[i].first_failure;
     for (const ClientStats& c : m.clients) {
       mj["clients"].push_back({{"name", c.name},
                                {"priority", c.realtime ? "rt" : "be"},

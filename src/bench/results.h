@@ -1,5 +1,6 @@
 #pragma once
 // What one scheduler mode did on one workload, and the statistics DISB reports about it.
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -41,6 +42,7 @@ struct ModeRun {
   std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
+  std::string first_failure;  // the first failed request's error, empty if none failed
 };
 
 struct Distribution {
@@ -57,7 +59,7 @@ struct ClientStats {
   double standalone_p50_ms = 0;   // same model alone, same run
   double p50_increase = 0;        // latency p50 / standalone p50 - 1
   double deadline_miss_rate = 0;  // dropped and late requests over all scheduled
-  double throughput_per_s = 0;
+  double throughput_per_s = 0;    // requests finished within the run's duration, per second
   double longest_wait_ms = 0;     // longest arrival -> first kernel start (starvation)
   int preemptions = 0;
 };
@@ -80,6 +82,10 @@ struct BenchResults {
   Workload workload;
   std::string device;
   std::string commit;
+  uint64_t seed = 0;
+  double grace_s = 0;       // answers awaited after the arrivals stop; later ones are dropped
+  double standalone_s = 0;  // each RT client's run alone
+  int inflight_cap = 0;     // kernels a BE task may have on the device at once
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;
 };

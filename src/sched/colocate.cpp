@@ -1,14 +1,232 @@
 #include "sched/colocate.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
-#include <functional>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
 
-#include "compile/compiler.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/zoo.h"
 
 namespace atl::sched {
+
+namespace {
+
+// Open-loop requests are handed to the scheduler this long before their scheduled arrival,
+// which it holds them until. A BE launch burst then notices an RT arrival the moment it is due
+// (not when the driver next looks), and a real-time driver's sleep jitter cannot delay arrivals.
+constexpr DeviceTime kSubmitAhead = 1'000'000;
+constexpr DeviceTime kProgressStep = 50'000'000;
+
+class Driver {
+ public:
+  Driver(ExecDevice& device, const Workload& w) : device_(device), w_(w), scheduler_(device, w.scheduler) {
+    ATOLL_CHECK(w.duration > 0, kInvalidArgument, "workload duration must be positive (got {} ns)", w.duration);
+    ATOLL_CHECK(w.grace >= 0, kInvalidArgument, "grace period must not be negative (got {} ns)", w.grace);
+    for (size_t i = 0; i < w.clients.size(); ++i) {
+      const WorkloadClient& c = w.clients[i];
+      const ClientId id = scheduler_.add_client(c.task_class, c.name, c.instance);
+      ATOLL_CHECK(id == static_cast<ClientId>(i), kInternal, "client '{}' registered as {}, expected {}", c.name, id,
+                  i);
+      if (c.closed_loop) {
+        ATOLL_CHECK(c.concurrency >= 1, kInvalidArgument, "closed-loop client '{}' needs a concurrency of at least 1",
+                    c.name);
+        continue;
+      }
+      for (size_t k = 0; k < c.arrivals.size(); ++k) {
+        const DeviceTime at = c.arrivals[k];
+        ATOLL_CHECK(at >= 0 && at < w.duration && (k == 0 || at >= c.arrivals[k - 1]), kInvalidArgument,
+                    "client '{}': arrival {} at {} ns must be ascending and within the run's {} ns", c.name, k, at,
+                    w.duration);
+        feed_.push_back({at, i});
+      }
+    }
+    std::stable_sort(feed_.begin(), feed_.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
+  }
+
+  WorkloadRun run() {
+    start_ = device_.now();
+    end_ = start_ + w_.duration;
+    for (size_t i = 0; i < w_.clients.size(); ++i) {
+      if (!w_.clients[i].closed_loop) continue;
+      for (int k = 0; k < w_.clients[i].concurrency; ++k) submit(i, start_);
+    }
+    if (w_.real_time) {
+      run_real_time();
+    } else {
+      run_simulated();
+    }
+    WorkloadRun out;
+    out.start = start_;
+    out.end = end_;
+    out.stats = scheduler_.stats();
+    out.events = scheduler_.events();
+    std::lock_guard lock(mutex_);
+    out.requests = std::move(outcomes_);
+    return out;
+  }
+
+ private:
+  struct Arrival {
+    DeviceTime at;  // from the start of the run
+    size_t client;
+  };
+
+  // Records the request as outstanding (and dropped until answered); the caller holds mutex_.
+  size_t reserve_locked(size_t client, DeviceTime arrival) {
+    RequestOutcome o;
+    o.result.client = static_cast<ClientId>(client);
+    o.result.task_class = w_.clients[client].task_class;
+    o.result.arrival = arrival;
+    outcomes_.push_back(std::move(o));
+    ++outstanding_;
+    return outcomes_.size() - 1;
+  }
+
+  void hand_over(size_t index, size_t client, DeviceTime arrival) {
+    const WorkloadClient& c = w_.clients[client];
+    const DeviceTime deadline = c.relative_deadline == kNever ? kNever : arrival + c.relative_deadline;
+    scheduler_.submit(static_cast<ClientId>(client), Request{c.inputs, arrival, deadline},
+                      [this, index](std::exception_ptr error, TaskResult r) { answer(index, error, std::move(r)); });
+  }
+
+  void submit(size_t client, DeviceTime arrival) {
+    size_t index;
+    {
+      std::lock_guard lock(mutex_);
+      index = reserve_locked(client, arrival);
+    }
+    hand_over(index, client, arrival);
+  }
+
+  // On the scheduler's thread. A closed-loop answer reserves the next request in the same
+  // critical section, so the outstanding count never reads zero while the client is still live.
+  void answer(size_t index, std::exception_ptr error, TaskResult r) {
+    size_t next = SIZE_MAX;
+    size_t client = 0;
+    DeviceTime arrival = 0;
+    {
+      std::lock_guard lock(mutex_);
+      if (closed_) return;  // the run is over: this request stays dropped
+      RequestOutcome& o = outcomes_[index];
+      r.outputs.clear();
+      o.status = error ? RequestStatus::kFailed : RequestStatus::kServed;
+      o.error = error;
+      o.result = std::move(r);
+      --outstanding_;
+      client = static_cast<size_t>(o.result.client);
+      arrival = o.result.finish;
+      // A failing client stops: resubmitting at once would spin without the clock moving.
+      if (!error && w_.clients[client].closed_loop && arrival < end_) next = reserve_locked(client, arrival);
+    }
+    answered_.notify_all();
+    if (next != SIZE_MAX) hand_over(next, client, arrival);
+  }
+
+  void submit_due(DeviceTime horizon) {
+    while (next_ < feed_.size() && start_ + feed_[next_].at <= horizon) {
+      submit(feed_[next_].client, start_ + feed_[next_].at);
+      ++next_;
+    }
+  }
+
+  // When the driver must look again: the next arrival's hand-over, a progress report or the end.
+  DeviceTime next_wake(DeviceTime next_report) const {
+    DeviceTime wake = std::min(end_, next_report);
+    if (next_ < feed_.size()) wake = std::min(wake, start_ + feed_[next_].at - kSubmitAhead);
+    return wake;
+  }
+
+  void report(DeviceTime now, DeviceTime& next_report) {
+    if (now < next_report) return;
+    if (w_.on_progress) w_.on_progress(end_ - now);
+    next_report = now + kProgressStep;
+  }
+
+  int64_t outstanding() {
+    std::lock_guard lock(mutex_);
+    return outstanding_;
+  }
+
+  void run_simulated() {
+    DeviceTime next_report = start_;
+    while (device_.now() < end_) {
+      report(device_.now(), next_report);
+      submit_due(device_.now() + kSubmitAhead);
+      scheduler_.run_until(next_wake(next_report));
+    }
+    submit_due(kNever);
+    if (w_.grace == kNever) {
+      scheduler_.run_until_idle();
+    } else {
+      const DeviceTime stop_at = end_ + w_.grace;
+      while (outstanding() > 0 && device_.now() < stop_at) {
+        scheduler_.run_until(std::min(stop_at, device_.now() + kProgressStep));
+      }
+    }
+    std::lock_guard lock(mutex_);
+    closed_ = true;
+  }
+
+  void run_real_time() {
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point host_start = Clock::now();
+    const auto host_at = [&](DeviceTime t) { return host_start + std::chrono::nanoseconds(t - start_); };
+    const auto device_now = [&] {
+      return start_ + std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - host_start).count();
+    };
+    scheduler_.start();
+    DeviceTime next_report = start_;
+    for (DeviceTime now = device_now(); now < end_; now = device_now()) {
+      report(now, next_report);
+      submit_due(now + kSubmitAhead);
+      std::this_thread::sleep_until(host_at(next_wake(next_report)));
+    }
+    submit_due(kNever);
+    {
+      std::unique_lock lock(mutex_);
+      const auto all_answered = [&] { return outstanding_ == 0; };
+      if (w_.grace == kNever) {
+        answered_.wait(lock, all_answered);
+      } else {
+        answered_.wait_until(lock, host_at(end_ + w_.grace), all_answered);
+      }
+      closed_ = true;
+    }
+    scheduler_.stop();
+  }
+
+  ExecDevice& device_;
+  const Workload& w_;
+  std::vector<Arrival> feed_;  // every open-loop arrival, in time order
+  size_t next_ = 0;            // first arrival not handed over
+  DeviceTime start_ = 0, end_ = 0;
+
+  // The scheduler's thread answers while this one submits (real devices).
+  std::mutex mutex_;
+  std::condition_variable answered_;
+  std::vector<RequestOutcome> outcomes_;
+  int64_t outstanding_ = 0;
+  bool closed_ = false;
+
+  // Last: destroyed first, its destructor answers leftover requests while the state above lives.
+  Scheduler scheduler_;
+};
+
+}  // namespace
+
+WorkloadRun run_workload(ExecDevice& device, const Workload& workload) {
+  Driver driver(device, workload);
+  return driver.run();
+}
+
+bool is_simulated(const ExecDevice& device) {
+  return dynamic_cast<const SimExecDevice*>(&device) != nullptr;
+}
 
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim) {
   if (name == "sim") return std::make_unique<SimExecDevice>(sim);
@@ -20,104 +238,15 @@ std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimE
   ATOLL_THROW(kInvalidArgument, "unknown scheduler device '{}' (devices: sim, cuda)", name);
 }
 
-WorkloadReport run_workload(ExecDevice& device, const Workload& workload) {
-  ATOLL_CHECK(workload.duration > 0, kInvalidArgument, "workload duration must be positive (got {} ns)",
-              workload.duration);
-  Scheduler scheduler(device, workload.scheduler);
-  const bool rt_only = workload.scheduler.mode == Mode::kRtOnly;
-  std::vector<ClientId> ids;
-  for (const WorkloadClient& c : workload.clients) {
-    if (c.task_class == TaskClass::kRealTime) {
-      ATOLL_CHECK(std::isfinite(c.hz) && c.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
-                  c.name, c.hz);
-    }
-    ids.push_back(scheduler.add_client(c.task_class, c.name, c.instance));
-  }
-
-  const DeviceTime start = device.now();
-  const DeviceTime end = start + workload.duration;
-  WorkloadReport report;
-  std::exception_ptr first_error;
-  auto record = [&](std::exception_ptr error, TaskResult r) {
-    if (error) {
-      if (!first_error) first_error = error;
-      return;
-    }
-    r.outputs.clear();
-    report.results.push_back(std::move(r));
-  };
-  // Closed loop: each answer sends the client's next request, until the run ends.
-  std::function<void(size_t)> send_be = [&](size_t i) {
-    scheduler.submit(ids[i], Request{workload.clients[i].inputs, kArriveOnAdmission, kNever},
-                     [&, i](std::exception_ptr error, TaskResult r) {
-                       record(error, std::move(r));
-                       if (!error && device.now() < end) send_be(i);
-                     });
-  };
-  for (size_t i = 0; i < workload.clients.size(); ++i) {
-    const WorkloadClient& c = workload.clients[i];
-    if (c.task_class == TaskClass::kBestEffort) {
-      if (!rt_only) send_be(i);
-      continue;
-    }
-    const double period_ns = 1e9 / c.hz;
-    for (int64_t k = 0;; ++k) {
-      const DeviceTime arrival = start + static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
-      if (arrival >= end) break;
-      scheduler.submit(ids[i], Request{c.inputs, arrival, arrival + static_cast<DeviceTime>(period_ns)}, record);
-    }
-  }
-  scheduler.run_until(end);
-  scheduler.run_until_idle();
-  if (first_error) std::rethrow_exception(first_error);
-
-  const SchedulerStats stats = scheduler.stats();
-  report.mode = workload.scheduler.mode;
-  report.device = device.name();
-  report.duration_s = static_cast<double>(workload.duration) / 1e9;
-  report.preemptions = stats.preemptions;
-  report.relaunched_kernels = stats.relaunched_kernels;
-  std::vector<std::vector<double>> latency(workload.clients.size());
-  std::vector<double> rt_latency, preemption_us;
-  report.clients.resize(workload.clients.size());
-  for (const TaskResult& r : report.results) {
-    ClientSummary& s = report.clients[static_cast<size_t>(r.client)];
-    const double ms = static_cast<double>(r.latency()) / 1e6;
-    latency[static_cast<size_t>(r.client)].push_back(ms);
-    ++s.completed;
-    s.preemptions += r.preemptions;
-    if (r.finish <= end) s.throughput_per_s += 1.0 / report.duration_s;
-    if (r.task_class == TaskClass::kRealTime) {
-      rt_latency.push_back(ms);
-      if (r.preempted_tasks > 0) preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
-    } else if (r.finish <= end) {
-      report.be_throughput_per_s += 1.0 / report.duration_s;
-    }
-  }
-  for (size_t i = 0; i < workload.clients.size(); ++i) {
-    ClientSummary& s = report.clients[i];
-    s.name = workload.clients[i].name;
-    s.task_class = workload.clients[i].task_class;
-    s.hz = workload.clients[i].hz;
-    s.latency_ms = latency_stats(latency[i]);
-  }
-  report.rt_latency_ms = latency_stats(rt_latency);
-  report.preemption_latency_us = latency_stats(preemption_us);
-  return report;
-}
-
-namespace {
-
-// Timing does not depend on weight values, so a timing-only device gets zeros (cheap for the
-// big models); a device that computes gets the zoo's seeded weights.
-CompiledModel compile_for(const std::string& model, const ColocateOptions& o, const ExecDevice& device, bool computes) {
+CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
+                                bool computes) {
   ModelOptions mo;
-  mo.batch = o.batch;
-  mo.seed = o.seed;
+  mo.batch = batch;
+  mo.seed = seed;
   mo.init_weights = false;
   Graph g = build_model(model, mo);
   if (computes) {
-    g.init_weights(o.seed);
+    g.init_weights(seed);
   } else {
     for (const Value& v : g.values()) {
       if (v.kind == ValueKind::kWeight) g.weights()[v.name] = Tensor(v.dtype, v.shape);
@@ -126,7 +255,6 @@ CompiledModel compile_for(const std::string& model, const ColocateOptions& o, co
   return compile_graph(g, device.target());
 }
 
-// Floats uniform in [-1, 1); indices 0, valid for every table.
 std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
   std::vector<Tensor> inputs;
   for (const TensorSpec& s : p.inputs) {
@@ -142,36 +270,95 @@ std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
   return inputs;
 }
 
+namespace {
+
+WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode mode, const ExecDevice& device) {
+  WorkloadReport report;
+  report.mode = mode;
+  report.device = device.name();
+  report.duration_s = static_cast<double>(w.duration) / 1e9;
+  report.preemptions = run.stats.preemptions;
+  report.relaunched_kernels = run.stats.relaunched_kernels;
+  for (const RequestOutcome& o : run.requests) {
+    if (o.status != RequestStatus::kServed) std::rethrow_exception(o.error);
+    report.results.push_back(o.result);
+  }
+  std::stable_sort(report.results.begin(), report.results.end(),
+                   [](const TaskResult& a, const TaskResult& b) { return a.finish < b.finish; });
+  std::vector<std::vector<double>> latency(w.clients.size());
+  std::vector<double> rt_latency, preemption_us;
+  report.clients.resize(w.clients.size());
+  for (const TaskResult& r : report.results) {
+    ClientSummary& s = report.clients[static_cast<size_t>(r.client)];
+    const double ms = static_cast<double>(r.latency()) / 1e6;
+    latency[static_cast<size_t>(r.client)].push_back(ms);
+    ++s.completed;
+    s.preemptions += r.preemptions;
+    if (r.finish <= run.end) s.throughput_per_s += 1.0 / report.duration_s;
+    if (r.task_class == TaskClass::kRealTime) {
+      rt_latency.push_back(ms);
+      if (r.preempted_tasks > 0) preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
+    } else if (r.finish <= run.end) {
+      report.be_throughput_per_s += 1.0 / report.duration_s;
+    }
+  }
+  for (size_t i = 0; i < w.clients.size(); ++i) {
+    ClientSummary& s = report.clients[i];
+    s.name = w.clients[i].name;
+    s.task_class = w.clients[i].task_class;
+    s.latency_ms = latency_stats(latency[i]);
+  }
+  report.rt_latency_ms = latency_stats(rt_latency);
+  report.preemption_latency_us = latency_stats(preemption_us);
+  return report;
+}
+
 }  // namespace
 
 WorkloadReport run_colocate(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
   ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
               o.duration_s);
+  for (const auto& rt : o.rt) {
+    ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
+                rt.model, rt.hz);
+  }
   SimExecOptions sim;
   sim.gpu = o.sim;
   std::unique_ptr<ExecDevice> device = make_exec_device(o.device, sim);
-  const bool computes = o.device != "sim";
+  const bool computes = !is_simulated(*device);
 
   Workload w;
   w.duration = static_cast<DeviceTime>(std::llround(o.duration_s * 1e9));
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
-  auto add = [&](const std::string& model, TaskClass cls, double hz) {
-    const CompiledModel cm = compile_for(model, o, *device, computes);
+  w.real_time = !is_simulated(*device);
+  auto add = [&](const std::string& model, TaskClass cls) -> WorkloadClient& {
+    const CompiledModel cm = compile_zoo_model(model, o.batch, o.seed, *device, computes);
     WorkloadClient c;
     c.name = model;
     c.task_class = cls;
-    c.hz = hz;
     c.instance = device->load(cm.program, cm.weights);
     c.inputs = seeded_inputs(cm.program, o.seed);
     w.clients.push_back(std::move(c));
+    return w.clients.back();
   };
-  for (const auto& rt : o.rt) add(rt.model, TaskClass::kRealTime, rt.hz);
-  if (o.mode != Mode::kRtOnly) {
-    for (const std::string& be : o.be) add(be, TaskClass::kBestEffort, 0);
+  for (const auto& rt : o.rt) {
+    WorkloadClient& c = add(rt.model, TaskClass::kRealTime);
+    const double period_ns = 1e9 / rt.hz;
+    c.relative_deadline = static_cast<DeviceTime>(period_ns);
+    for (int64_t k = 0;; ++k) {
+      const DeviceTime at = static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
+      if (at >= w.duration) break;
+      c.arrivals.push_back(at);
+    }
   }
-  return run_workload(*device, w);
+  if (o.mode != Mode::kRtOnly) {
+    for (const std::string& be : o.be) add(be, TaskClass::kBestEffort).closed_loop = true;
+  }
+  WorkloadReport report = colocate_report(w, run_workload(*device, w), o.mode, *device);
+  for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
+  return report;
 }
 
 }  // namespace atl::sched

@@ -1,11 +1,15 @@
 #pragma once
-// Co-location runs: periodic RT clients and closed-loop BE clients share one device under one
-// scheduling mode; the report is what REEF reports: RT latency from scheduled arrival, BE
-// throughput, and how often and how fast BE work was preempted.
+// Co-location runs: clients share one device under one scheduling mode. run_workload drives any
+// mix of open-loop clients (requests arrive at scheduled times, answered or not) and closed-loop
+// clients (each answer sends the next request) and returns every request's fate; `atoll
+// colocate` (periodic RT, closed-loop BE, REEF's report) and the DISB runner (src/bench) build on it.
+#include <exception>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "compile/compiler.h"
 #include "runtime/session.h"
 #include "sched/exec_device.h"
 #include "sched/scheduler.h"
@@ -17,15 +21,67 @@ struct WorkloadClient {
   std::string name;
   TaskClass task_class = TaskClass::kBestEffort;
   InstanceId instance = -1;
-  double hz = 0;               // RT: requests per second, the first at the start of the run
-  std::vector<Tensor> inputs;  // every request's inputs
+  // Open loop: requests arrive at `arrivals` (ns from the start of the run, ascending) whether
+  // or not earlier ones were answered. Closed loop: `concurrency` requests stay outstanding;
+  // each answer that comes before the end sends the next, arriving when the answer came.
+  bool closed_loop = false;
+  std::vector<DeviceTime> arrivals;
+  int concurrency = 1;
+  DeviceTime relative_deadline = kNever;  // request deadline = arrival + this (RtOrder::kDeadline)
+  std::vector<Tensor> inputs;             // every request's inputs
 };
 
 struct Workload {
-  std::vector<WorkloadClient> clients;  // in rt-only mode BE clients send nothing
-  DeviceTime duration = 0;              // RT arrivals and BE re-submissions stop here
+  std::vector<WorkloadClient> clients;
+  DeviceTime duration = 0;  // closed-loop clients stop re-submitting here
+  // How long after `duration` answers are awaited; requests unanswered then count as dropped.
+  // kNever waits for every answer.
+  DeviceTime grace = kNever;
   SchedulerOptions scheduler;
+  // A simulated device's clock moves only when driven, so it runs in this thread in simulated
+  // time (deterministic). A real device runs the scheduler on its own thread while this thread
+  // sleeps until each arrival; the device clock is taken to advance at the host's rate.
+  bool real_time = false;
+  // Called every few tens of milliseconds (device time) with the time left until `duration`.
+  std::function<void(DeviceTime remaining)> on_progress;
 };
+
+enum class RequestStatus : uint8_t {
+  kServed,
+  kFailed,   // answered with an error
+  kDropped,  // not answered by the end of the grace period
+};
+
+struct RequestOutcome {
+  RequestStatus status = RequestStatus::kDropped;
+  TaskResult result;  // client and scheduled arrival always, the rest once served; no outputs
+  std::exception_ptr error;
+};
+
+struct WorkloadRun {
+  DeviceTime start = 0;                  // device clock when the run began; arrivals count from here
+  DeviceTime end = 0;                    // start + duration
+  std::vector<RequestOutcome> requests;  // every request submitted, in submission order
+  SchedulerStats stats;
+  std::vector<SchedulerEvent> events;  // with scheduler.record_events
+};
+
+// Runs the workload from the device's current time. Scheduler clients are the workload's
+// clients in order, so TaskResult::client indexes `workload.clients`.
+WorkloadRun run_workload(ExecDevice& device, const Workload& workload);
+
+// True for devices whose clock moves only when driven (the simulated GPU).
+bool is_simulated(const ExecDevice& device);
+
+// "sim" or "cuda" (kUnsupported until the CUDA ExecDevice exists).
+std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim = {});
+
+// Builds a zoo model and compiles it for `device`. A device that computes gets the zoo's seeded
+// weights; a timing-only one gets zeros, which are cheap for the big models.
+CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
+                                bool computes);
+// Inputs for every request of a model: floats uniform in [-1, 1); indices 0, valid for every table.
+std::vector<Tensor> seeded_inputs(const Program& program, uint64_t seed);
 
 struct ClientSummary {
   std::string name;
@@ -51,10 +107,6 @@ struct WorkloadReport {
   std::vector<TaskResult> results;  // every request, outputs dropped, in completion order
 };
 
-// Runs the workload from the device's current time; every request is answered before it
-// returns. A failed request throws its error.
-WorkloadReport run_workload(ExecDevice& device, const Workload& workload);
-
 struct ColocateOptions {
   struct Rt {
     std::string model;
@@ -71,10 +123,8 @@ struct ColocateOptions {
   sim::SimGpuConfig sim;
 };
 
-// "sim" or "cuda" (kUnsupported until the CUDA ExecDevice exists).
-std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim = {});
-
-// Builds and compiles the zoo models, loads them (RT only in rt-only mode) and runs them.
+// Builds and compiles the zoo models, loads them (RT only in rt-only mode), runs periodic RT
+// clients and closed-loop BE clients until every request is answered. A failed request throws.
 WorkloadReport run_colocate(const ColocateOptions& options);
 
 }  // namespace atl::sched

@@ -30,7 +30,9 @@ TEST(Workload, ShippedWorkloadsParse) {
     for (const auto& c : w.clients) rt += c.realtime;
     EXPECT_GE(rt, 1) << name;
     for (const auto& c : w.clients) {
-      if (c.realtime) EXPECT_TRUE(c.deadline_ms.has_value()) << name << " " << c.name;
+      if (c.realtime) {
+        EXPECT_TRUE(c.deadline_ms.has_value()) << name << " " << c.name;
+      }
     }
   }
 }

@@ -101,6 +101,8 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("3x3_group4_c64", Shape{1, 64, 9, 9}, 64, 3, 1, 1, 4, false, false, "relu"));
   c.push_back(conv("3x3_c256_7x7_split_k", Shape{1, 256, 7, 7}, 256, 3, 1, 1, 1, true, false, "relu"));
   c.push_back(conv("stem_7x7_c3_o64", Shape{1, 3, 57, 57}, 64, 7, 2, 3, 1, true, false, "relu"));
+  c.push_back(conv("stem_3x3_c3_o32_residual", Shape{2, 3, 19, 23}, 32, 3, 1, 1, 1, false, true, "relu6"));
+  c.push_back(conv("stem_3x3_c4_o24_s2", Shape{1, 4, 16, 15}, 24, 3, 2, 1, 1, true, false, "none"));
   c.push_back(conv("depthwise_c32_s1", Shape{2, 32, 13, 11}, 32, 3, 1, 1, 32, true, false, "relu6"));
   c.push_back(conv("depthwise_c64_s2_residual", Shape{1, 64, 14, 14}, 64, 3, 2, 1, 64, true, true, "none"));
   c.push_back(make_case("maxpool_c64", OpKind::kMaxPool,

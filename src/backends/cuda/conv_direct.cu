@@ -1,5 +1,7 @@
-// Depthwise convolution, NHWC: each thread computes V consecutive channels of one output pixel.
-// Weights are stored [kh * kw][C] so that a tap's weights for V channels are one vector load.
+// Direct convolutions over NHWC. Depthwise: each thread computes V consecutive channels of one
+// output pixel. Small-channel (image stems): each thread computes 8 output channels of one pixel
+// from a filter held in shared memory. Filters are stored [kh][kw][C/group][O], so the weights of
+// 8 consecutive output channels for one (tap, channel) are one 16-byte load.
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
 
@@ -8,8 +10,8 @@ namespace atl::cuda {
 namespace {
 
 template <int V>
-__global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
-  if (entry_preempted(flag)) return;
+__global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
+  int stop = flag_peek(flag);
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -43,6 +45,8 @@ __global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
         }
       }
     }
+    after_loads(stop, acc[0]);
+    if (stop) return;
     const int out = i * V;  // output is dense NHWC: pixel-major, then channel
     if (p.residual) {
       if constexpr (V == 8) {
@@ -64,9 +68,69 @@ __global__ void depthwise_kernel(const DepthwiseParams p, const int* flag) {
   }
 }
 
+__global__ void small_channel_conv_kernel(const DirectConvParams p, const int* flag) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __half* s_w = reinterpret_cast<__half*>(smem_raw);
+  // The flag read overlaps the filter copy; the copy's barrier doubles as the entry check.
+  const int seen = (flag != nullptr && threadIdx.x == 0) ? __ldca(flag) : 0;
+  const int filter = p.kh * p.kw * p.c * p.o;  // a multiple of 8 (o % 8 == 0)
+  for (int i = threadIdx.x * 8; i < filter; i += blockDim.x * 8) {
+    *reinterpret_cast<uint4*>(s_w + i) = *reinterpret_cast<const uint4*>(p.w + i);
+  }
+  if (__syncthreads_or(seen)) return;
+  const int groups = p.o / 8;
+  const int total = p.n * p.out_h * p.out_w * groups;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    const int oc = (i % groups) * 8;
+    int pix = i / groups;
+    const int ow = pix % p.out_w;
+    pix /= p.out_w;
+    const int oh = pix % p.out_h;
+    const int img = pix / p.out_h;
+    float acc[8];
+#pragma unroll
+    for (int v = 0; v < 8; ++v) acc[v] = p.bias ? p.bias[oc + v] : 0.0f;
+    const __half* xb = p.x + static_cast<int64_t>(img) * p.h * p.w_in * p.c;
+    for (int r = 0; r < p.kh; ++r) {
+      const int ih = oh * p.stride_h - p.pad_t + r * p.dil_h;
+      if (ih < 0 || ih >= p.h) continue;
+      for (int s = 0; s < p.kw; ++s) {
+        const int iw = ow * p.stride_w - p.pad_l + s * p.dil_w;
+        if (iw < 0 || iw >= p.w_in) continue;
+        const __half* xp = xb + (static_cast<int64_t>(ih) * p.w_in + iw) * p.c;
+        const __half* wp = s_w + ((r * p.kw + s) * p.c) * p.o + oc;
+        for (int c = 0; c < p.c; ++c) {
+          const float xv = __half2float(xp[c]);
+          float wv[8];
+          load8(wp + c * p.o, wv);
+#pragma unroll
+          for (int v = 0; v < 8; ++v) acc[v] = fmaf(xv, wv[v], acc[v]);
+        }
+      }
+    }
+    const int out = i * 8;  // dense NHWC output: pixel-major, then channel
+    if (p.residual) {
+      float rv[8];
+      load8(p.residual + out, rv);
+#pragma unroll
+      for (int v = 0; v < 8; ++v) acc[v] += rv[v];
+    }
+#pragma unroll
+    for (int v = 0; v < 8; ++v) acc[v] = apply_act(acc[v], p.act);
+    store8(p.y + out, acc);
+  }
+}
+
 }  // namespace
 
-void launch_depthwise(const DepthwiseParams& p, cudaStream_t s, const int* flag, const char* name) {
+void launch_small_channel_conv(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name) {
+  const int64_t items = static_cast<int64_t>(p.n) * p.out_h * p.out_w * (p.o / 8);
+  const size_t smem = static_cast<size_t>(p.kh) * p.kw * p.c * p.o * sizeof(__half);
+  small_channel_conv_kernel<<<blocks_for(items, 256), 256, smem, s>>>(p, flag);
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+void launch_depthwise(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name) {
   const int64_t pixels = static_cast<int64_t>(p.n) * p.out_h * p.out_w;
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (p.c % 8 == 0 && aligned(p.x) && aligned(p.w) && aligned(p.y) && aligned(p.residual)) {

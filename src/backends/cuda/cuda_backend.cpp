@@ -51,7 +51,6 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
-    info_.name = prop.name;
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }

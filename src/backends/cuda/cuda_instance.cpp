@@ -107,8 +107,8 @@ void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
       case WeightFormat::kParamF32:
       case WeightFormat::kInt64: std::memcpy(dst, t.raw(), t.nbytes()); break;
       case WeightFormat::kHalf: floats_to_halves(t.as<float>(), reinterpret_cast<uint16_t*>(dst)); break;
-      case WeightFormat::kDepthwiseTaps:
-        depthwise_to_taps(t.as<float>(), spec.shape, reinterpret_cast<uint16_t*>(dst));
+      case WeightFormat::kTapsMajor:
+        filter_to_taps_major(t.as<float>(), spec.shape, reinterpret_cast<uint16_t*>(dst));
         break;
     }
   }

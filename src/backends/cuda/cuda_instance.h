@@ -24,7 +24,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
 
   cudaStream_t stream() const override { return stream_.get(); }
   int* preempt_flag() const override { return static_cast<int*>(flag_.get()); }
-  const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }
   void launch(int kernel, cudaStream_t stream, const int* flag) override;
   void enqueue_run() override;
   void set_use_graph(bool on) override;
@@ -44,6 +43,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   const DeviceInfo& device() const override { return info_; }
   int* index_error_flag() const override { return index_error_device_; }
 
+  // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
+  const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }
   void upload_weights(const WeightStore& weights);
   void allocate_io();
   void set_workspace(size_t bytes);  // waits for the stream, rebinds every launch, drops the graph

@@ -9,9 +9,15 @@ namespace {
 
 constexpr int kThreads = 256;
 
+// Copies move integers of the element's width; the flag check ties to one 32-bit word of them.
+__device__ __forceinline__ float first_word(uint16_t v) { return __uint_as_float(v); }
+__device__ __forceinline__ float first_word(uint32_t v) { return __uint_as_float(v); }
+__device__ __forceinline__ float first_word(unsigned long v) { return __uint_as_float(static_cast<uint32_t>(v)); }
+__device__ __forceinline__ float first_word(uint4 v) { return __uint_as_float(v.x); }
+
 template <typename T>
 __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
@@ -21,13 +27,16 @@ __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
       src += (rem % p.out_dims[d]) * p.in_strides[d];
       rem /= p.out_dims[d];
     }
-    y[i] = x[src];
+    const T v = x[src];
+    after_loads(stop, first_word(v));
+    if (stop) return;
+    y[i] = v;
   }
 }
 
 template <typename T>
 __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const ConcatArgs::Part& part = p.parts[blockIdx.y];
   const int n = p.rows * part.row;
   const T* x = static_cast<const T*>(part.x);
@@ -35,7 +44,10 @@ __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += gridDim.x * blockDim.x) {
     const int r = i / part.row;
-    y[r * p.out_row + part.offset + (i - r * part.row)] = x[i];
+    const T v = x[i];
+    after_loads(stop, first_word(v));
+    if (stop) return;
+    y[r * p.out_row + part.offset + (i - r * part.row)] = v;
   }
 }
 

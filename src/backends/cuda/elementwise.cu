@@ -10,11 +10,13 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void unary_vec_kernel(const __half* x, __half* y, int n8, int act, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
        i += gridDim.x * blockDim.x) {
     float v[8];
     load8(x + i * 8, v);
+    after_loads(stop, v[0]);
+    if (stop) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = apply_act(v[j], act);
     store8(y + i * 8, v);
@@ -30,13 +32,15 @@ __global__ void unary_kernel(const __half* x, __half* y, int n, int act, const i
 }
 
 __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const int n8 = p.n / 8;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
        i += gridDim.x * blockDim.x) {
     float a[8], b[8];
     load8(p.a + i * 8, a);
     load8(p.b + i * 8, b);
+    after_loads(stop, a[0] + b[0]);
+    if (stop) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] = apply_act(p.is_mul ? a[j] * b[j] : a[j] + b[j], p.act);
     store8(p.y + i * 8, a);
@@ -62,7 +66,7 @@ __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
 // Channels last (inner == 1) and a multiple of 8: the 8 elements of a vector are 8 consecutive
 // channels, so their scales and shifts are two 16-byte loads each.
 __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const int n8 = p.n / 8;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
     const int c = (i * 8) % p.channels;
@@ -71,6 +75,8 @@ __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const i
     const float4* sc = reinterpret_cast<const float4*>(p.scale + c);
     const float4* sh = reinterpret_cast<const float4*>(p.shift + c);
     const float4 s0 = sc[0], s1 = sc[1], h0 = sh[0], h1 = sh[1];
+    after_loads(stop, v[0] + s0.x + h0.x);
+    if (stop) return;
     const float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
     const float h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
 #pragma unroll

@@ -352,7 +352,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 
 // Sums the split-K partials in split order and applies the epilogue.
 __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
@@ -363,6 +363,8 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
     const int n = rem - row * p.N;
     float v = 0.0f;
     for (int s = 0; s < p.splits; ++s) v += p.partial[static_cast<int64_t>(s) * total + i];
+    after_loads(stop, v);
+    if (stop) return;
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
     const int64_t off = bidx * p.c_batch_stride + static_cast<int64_t>(row) * p.ldc + n;

@@ -27,10 +27,10 @@ void floats_to_halves(std::span<const float> src, uint16_t* dst) {
   for (size_t i = 0; i < src.size(); ++i) dst[i] = float_to_half_bits(src[i]);
 }
 
-void depthwise_to_taps(std::span<const float> src, const Shape& shape, uint16_t* dst) {
-  const int64_t c = shape[0], taps = shape[2] * shape[3];
-  for (int64_t ch = 0; ch < c; ++ch)
-    for (int64_t t = 0; t < taps; ++t) dst[t * c + ch] = float_to_half_bits(src[static_cast<size_t>(ch * taps + t)]);
+void filter_to_taps_major(std::span<const float> src, const Shape& shape, uint16_t* dst) {
+  const int64_t o = shape[0], per_filter = shape[1] * shape[2] * shape[3];  // (tap, channel) pairs
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t j = 0; j < per_filter; ++j) dst[j * o + oc] = float_to_half_bits(src[static_cast<size_t>(oc * per_filter + j)]);
 }
 
 void host_to_storage(const Tensor& t, const TensorSpec& spec, void* dst) {

@@ -59,19 +59,21 @@ void prepare_gemm_kernel(const GemmConfig& cfg);
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name);
 
 // ---- direct convolutions (conv_direct.cu) ---------------------------------------------------
-// Depthwise: one filter per channel, weights stored [kh * kw][C].
-struct DepthwiseParams {
+// Direct convolutions over NHWC with filters stored [kh][kw][C/group][O] (output channel fastest).
+// Depthwise: one filter per channel (o == c). Small-channel: group 1, c <= 4, o % 8 == 0.
+struct DirectConvParams {
   const __half* x = nullptr;
   const __half* w = nullptr;
   const float* bias = nullptr;
   const __half* residual = nullptr;
   __half* y = nullptr;
-  int n = 0, h = 0, w_in = 0, c = 0;
+  int n = 0, h = 0, w_in = 0, c = 0, o = 0;
   int kh = 1, kw = 1, stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dil_h = 1, dil_w = 1;
   int out_h = 0, out_w = 0;
   int act = kActNone;
 };
-void launch_depthwise(const DepthwiseParams& p, cudaStream_t s, const int* flag, const char* name);
+void launch_depthwise(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name);
+void launch_small_channel_conv(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name);
 
 // ---- pooling (pool.cu), NHWC --------------------------------------------------------------
 struct PoolArgs {

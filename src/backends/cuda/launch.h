@@ -15,12 +15,16 @@ namespace atl::cuda {
 
 struct DeviceInfo {
   int sm_count = 0;
-  std::string name;
 };
 
 // How a weight is stored on the device. Parameters read in f32 by epilogues and normalizations
-// stay f32; matrix operands and tables become f16; depthwise filters are also transposed.
-enum class WeightFormat : uint8_t { kParamF32, kHalf, kDepthwiseTaps, kInt64 };
+// stay f32; matrix operands and tables become f16; filters of the direct convolutions (depthwise,
+// few input channels) are also reordered to [kh][kw][C/group][O], output channels fastest.
+enum class WeightFormat : uint8_t { kParamF32, kHalf, kTapsMajor, kInt64 };
+
+// Convolutions the direct kernels run instead of the implicit GEMM.
+bool is_depthwise_conv(const Kernel& k);
+bool is_small_channel_conv(const Kernel& k);
 
 // Resolves bindings to device memory for the kernels being prepared.
 class LoadContext {

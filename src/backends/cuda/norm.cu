@@ -25,7 +25,7 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Rows along the last axis (inner == 1).
 __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
-  if (warp_entry_preempted(flag)) return;
+  const int seen = flag_peek(flag);
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
   for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer;
@@ -35,6 +35,7 @@ __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
     float m = -FLT_MAX;
     for (int j = lane; j < p.len; j += 32) m = fmaxf(m, __half2float(x[j]));
     m = warp_max(m);
+    if (__shfl_sync(0xffffffffu, seen, 0)) return;
     float sum = 0.0f;
     for (int j = lane; j < p.len; j += 32) sum += __expf(__half2float(x[j]) - m);
     const float inv = 1.0f / warp_sum(sum);
@@ -61,7 +62,7 @@ __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
 }
 
 __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
-  if (warp_entry_preempted(flag)) return;
+  const int seen = flag_peek(flag);
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
@@ -72,6 +73,8 @@ __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
     float sum = 0.0f;
     for (int j = lane; j < p.d; j += 32) sum += __half2float(x[j]);
     const float mean = warp_sum(sum) * inv_d;
+    // The row is read by now, with the flag; lane 0's copy makes the exit warp-uniform.
+    if (__shfl_sync(0xffffffffu, seen, 0)) return;
     float sq = 0.0f;
     for (int j = lane; j < p.d; j += 32) {
       const float t = __half2float(x[j]) - mean;

@@ -1,4 +1,5 @@
-// Entry points of the tensor-core family: Conv2d (implicit GEMM, or the direct depthwise kernel),
+// Entry points of the tensor-core family: Conv2d (implicit GEMM, or a direct kernel for depthwise
+// and few-channel convolutions),
 // Gemm and MatMul. Each validates its kernel and picks a tile and split-K at load.
 #include <algorithm>
 #include <cmath>
@@ -87,8 +88,8 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
   checked_int(n * h * w * c, "input elements");
   checked_int(n * oh * ow * o, "output elements");
 
-  if (ctx.weight_format(wb.index) == WeightFormat::kDepthwiseTaps) {
-    DepthwiseParams p;
+  if (ctx.weight_format(wb.index) == WeightFormat::kTapsMajor) {
+    DirectConvParams p;
     p.x = x;
     p.w = wt;
     p.bias = bias;
@@ -97,7 +98,8 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
     p.n = static_cast<int>(n);
     p.h = static_cast<int>(h);
     p.w_in = static_cast<int>(w);
-    p.c = static_cast<int>(c);
+    p.c = static_cast<int>(cg);
+    p.o = static_cast<int>(o);
     p.kh = static_cast<int>(kh);
     p.kw = static_cast<int>(kw);
     p.stride_h = static_cast<int>(cp.stride_h);
@@ -109,7 +111,13 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
     p.out_h = static_cast<int>(oh);
     p.out_w = static_cast<int>(ow);
     p.act = act_code(k);
-    return make_param_launch(k, p, launch_depthwise);
+    if (is_depthwise_conv(k)) {
+      p.c = static_cast<int>(c);
+      return make_param_launch(k, p, launch_depthwise);
+    }
+    const bool aligned = aligned16(wt) && aligned16(y) && (!residual || aligned16(residual));
+    ATOLL_CHECK(aligned, kUnsupported, "small-channel convolution buffers are not 16-byte aligned");
+    return make_param_launch(k, p, launch_small_channel_conv);
   }
 
   GemmParams p;

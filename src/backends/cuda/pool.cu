@@ -28,7 +28,7 @@ __device__ __forceinline__ void store_v(__half* p, const float (&v)[V]) {
 
 template <int V>
 __global__ void pool_kernel(const PoolArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
@@ -56,6 +56,8 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
         for (int v = 0; v < V; ++v) acc[v] = p.is_max ? fmaxf(acc[v], xv[v]) : acc[v] + xv[v];
       }
     }
+    after_loads(stop, acc[0]);
+    if (stop) return;
     if (!p.is_max) {
       const int count = p.count_include_pad ? (h_end_pad - h0) * (w_end_pad - w0) : (he - hs) * (we - ws);
       const float inv = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
@@ -69,7 +71,7 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
 // One thread per (image, V channels), summing over the pixels in order.
 template <int V>
 __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw, int c, const int* flag) {
-  if (entry_preempted(flag)) return;
+  int stop = flag_peek(flag);
   const int cv = c / V;
   const int total = n * cv;
   const float inv = 1.0f / static_cast<float>(hw);
@@ -91,6 +93,8 @@ __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw
 #pragma unroll
       for (int v = 0; v < V; ++v) acc[v] += xv[v];
     }
+    after_loads(stop, acc[0]);
+    if (stop) return;
     if constexpr (V == 2) {
       *reinterpret_cast<__half2*>(y + img * c + ch) = __floats2half2_rn(acc[0] * inv, acc[1] * inv);
     } else {

@@ -1,6 +1,8 @@
 // Helpers for measuring kernels in place: a device-side wait that lets the host queue work
 // behind it (so timed launches run back to back, not at the host's enqueue rate), and a random
 // fill that gives tuning runs realistic operands.
+#include <algorithm>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
 #include "backends/cuda/timing.h"
@@ -18,10 +20,10 @@ __global__ void spin_kernel(uint64_t ns) {
 }
 
 // Uniform values in [-1, 1) from a hash of the index: the same seed gives the same bytes.
-__global__ void fill_random_kernel(__half* p, int64_t n, uint32_t seed) {
+__global__ void fill_random_kernel(__half* p, int n, uint32_t seed) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
        i += gridDim.x * blockDim.x) {
-    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed ^ static_cast<uint32_t>(i >> 32) * 0x85EBCA77u;
+    uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
     h ^= h >> 15;
     h *= 0x2C1B3C6Du;
     h ^= h >> 12;
@@ -39,8 +41,15 @@ void launch_spin(cudaStream_t stream, double microseconds) {
 }
 
 void launch_fill_random(void* halves, int64_t count, uint32_t seed, cudaStream_t stream) {
+  // The arena may exceed the 32-bit index range: fill it in slices.
+  constexpr int64_t kSlice = int64_t{1} << 30;
+  for (int64_t done = kSlice; done < count; done += kSlice) {
+    launch_fill_random(static_cast<__half*>(halves) + done, std::min(kSlice, count - done), seed + 1, stream);
+  }
+  count = std::min(count, kSlice);
   if (count <= 0) return;
-  fill_random_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(static_cast<__half*>(halves), count, seed);
+  fill_random_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(static_cast<__half*>(halves), static_cast<int>(count),
+                                                                  seed);
   ATL_CUDA_CHECK_LAUNCH("fill_random");
 }
 

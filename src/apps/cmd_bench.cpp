@@ -1,0 +1,147 @@
+#include <fmt/core.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+
+#include "apps/commands.h"
+#include "bench/runner.h"
+#include "core/error.h"
+
+namespace atl::apps {
+
+namespace {
+
+struct DisbFlags {
+  std::string workload;
+  std::vector<std::string> modes;  // empty: every mode
+  double duration_s = 30;
+  std::string device = "sim";
+  std::string out = "disb-out";
+  uint64_t seed = 0;
+  double timeline_ms = 200;
+};
+
+// Where shipped workloads are looked for: $ATOLL_WORKLOADS_DIR, the working directory's
+// bench/workloads (a checkout's root), then the source tree atoll was built from.
+std::vector<std::string> workload_dirs() {
+  std::vector<std::string> dirs;
+  if (const char* env = std::getenv("ATOLL_WORKLOADS_DIR"); env != nullptr && *env != '\0') dirs.emplace_back(env);
+  dirs.emplace_back("bench/workloads");
+  dirs.emplace_back(ATOLL_SOURCE_DIR "/bench/workloads");
+  return dirs;
+}
+
+// One status line on stderr: rewritten in place on a terminal, one line per phase otherwise
+// (logs and CI should not fill with carriage returns).
+class ProgressLine {
+ public:
+  ProgressLine() : tty_(isatty(STDERR_FILENO) == 1) {}
+  ~ProgressLine() { clear(); }
+
+  void update(const bench::DisbProgress& p) {
+    const bool new_phase = p.phase != phase_ || p.workload != workload_;
+    const auto now = std::chrono::steady_clock::now();
+    if (!new_phase && (!tty_ || now - last_ < std::chrono::milliseconds(100))) return;
+    phase_ = p.phase;
+    workload_ = p.workload;
+    last_ = now;
+    std::string text = fmt::format("DISB {}: {}", p.workload, p.phase);
+    if (p.mode_index > 0) text += fmt::format(" (mode {}/{})", p.mode_index, p.mode_count);
+    if (p.seconds_left > 0) text += fmt::format(", {:.1f} s left", p.seconds_left);
+    if (tty_) {
+      fmt::print(stderr, "\r\033[K{}", text);
+      shown_ = true;
+    } else {
+      fmt::print(stderr, "{}\n", text);
+    }
+    std::fflush(stderr);
+  }
+
+  void clear() {
+    if (!shown_) return;
+    fmt::print(stderr, "\r\033[K");
+    std::fflush(stderr);
+    shown_ = false;
+  }
+
+ private:
+  bool tty_;
+  bool shown_ = false;
+  std::string phase_, workload_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+void print_table(const bench::BenchResults& r, double duration_s) {
+  fmt::print("DISB {} ({}), {} s per mode on {}\n", r.workload.name, r.workload.description, duration_s, r.device);
+  fmt::print("{:<13} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>10} {:>8}\n", "mode", "RT p50 ms",
+             "RT p99 ms", "RT max ms", "miss %", "RT/s", "BE/s", "total/s", "preempt", "preempt p99", "BE wait ms",
+             "dropped");
+  for (const bench::ModeStats& m : r.stats) {
+    int dropped = 0;
+    for (const bench::ClientStats& c : m.clients) dropped += c.dropped;
+    fmt::print(
+        "{:<13} {:>9.3f} {:>9.3f} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>10.2f} {:>8}\n",
+        m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
+        m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99,
+        m.longest_be_wait_ms, dropped);
+  }
+  for (size_t i = 0; i < r.runs.size(); ++i) {
+    if (!r.runs[i].first_failure.empty()) {
+      fmt::print(stderr, "warning: mode {}: requests failed, first: {}\n", r.runs[i].mode, r.runs[i].first_failure);
+    }
+  }
+}
+
+void run_disb_command(const DisbFlags& f) {
+  bench::DisbOptions o;
+  if (!f.modes.empty()) {
+    o.modes.clear();
+    for (const std::string& m : f.modes) o.modes.push_back(sched::mode_from_name(m));
+  }
+  o.duration_s = f.duration_s;
+  o.device = f.device;
+  o.seed = f.seed;
+  o.timeline_ms = f.timeline_ms;
+  o.commit = ATOLL_GIT_COMMIT;
+  const bool all = f.workload == "all";
+  const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
+  // Every file is read and checked before the first (long) run starts.
+  std::vector<bench::Workload> workloads;
+  for (const std::string& n : names) workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
+  ProgressLine progress;
+  o.on_progress = [&](const bench::DisbProgress& p) { progress.update(p); };
+  for (const bench::Workload& w : workloads) {
+    const bench::BenchResults r = bench::run_disb(w, o);
+    const std::string dir = all ? (std::filesystem::path(f.out) / w.name).string() : f.out;
+    bench::write_disb_outputs(r, dir);
+    progress.clear();
+    print_table(r, f.duration_s);
+    fmt::print("wrote {}/{{results.json, results.csv, report.html, trace.json}}\n\n", dir);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto* cmd = bench->add_subcommand(
+      "disb", "DISB: RT and BE clients sharing the device under every scheduling mode (docs/DISB.md)");
+  auto f = std::make_shared<DisbFlags>();
+  cmd->add_option("--workload", f->workload, "A, B, C, D, E, REAL, all, or a workload JSON file")->required();
+  cmd->add_option("--modes", f->modes, "Modes to run, comma-separated (default: every mode)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"rt-only", "seq", "streams", "streams-prio", "wait", "reset"}));
+  cmd->add_option("--duration", f->duration_s, "Seconds of arrivals per mode (simulated time on sim)")
+      ->check(CLI::Range(1e-3, 3600.0));
+  cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
+  cmd->add_option("--out", f->out, "Output directory (with `all`, one subdirectory per workload)");
+  cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights");
+  cmd->add_option("--timeline-ms", f->timeline_ms, "Length of the trace.json timeline window, ms")
+      ->check(CLI::Range(0.0, 10000.0));
+  cmd->callback([f] { run_disb_command(*f); });
+}
+
+}  // namespace atl::apps

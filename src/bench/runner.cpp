@@ -1,0 +1,304 @@
+#include "bench/runner.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "bench/timeline_recorder.h"
+#include "core/error.h"
+#include "models/zoo.h"
+
+namespace atl::bench {
+
+namespace {
+
+sched::DeviceTime ns_of_ms(double ms) {
+  return static_cast<sched::DeviceTime>(std::llround(ms * 1e6));
+}
+
+double ms_between(sched::DeviceTime from, sched::DeviceTime to) {
+  return static_cast<double>(to - from) / 1e6;
+}
+
+std::string message_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const Error& e) {
+    return fmt::format("{}: {}", error_code_name(e.code()), e.message());
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
+
+void check_models(const Workload& w, const std::string& source) {
+  std::set<std::string> zoo;
+  std::string names;
+  for (const ModelInfo& m : list_models()) {
+    zoo.insert(m.name);
+    names += (names.empty() ? "" : ", ") + m.name;
+  }
+  for (size_t i = 0; i < w.clients.size(); ++i) {
+    const ClientSpec& c = w.clients[i];
+    ATOLL_CHECK(zoo.count(c.model) != 0, kNotFound,
+                "workload '{}': client '{}' (clients[{}].model): unknown model '{}' (models: {})", source, c.name, i,
+                c.model, names);
+  }
+}
+
+// The mode whose run keeps a timeline: reset if it runs, otherwise the last.
+size_t traced_index(const std::vector<std::string>& modes) {
+  const auto it = std::find(modes.begin(), modes.end(), sched::mode_name(sched::Mode::kReset));
+  return it != modes.end() ? static_cast<size_t>(it - modes.begin()) : modes.size() - 1;
+}
+
+class Runner {
+ public:
+  Runner(const Workload& w, const DisbOptions& o) : w_(w), o_(o) {
+    ATOLL_CHECK(!o.modes.empty(), kInvalidArgument, "DISB needs at least one scheduling mode");
+    ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument,
+                "duration must be positive (got {} s)", o.duration_s);
+    ATOLL_CHECK(std::isfinite(o.standalone_s) && o.standalone_s > 0, kInvalidArgument,
+                "standalone duration must be positive (got {} s)", o.standalone_s);
+    ATOLL_CHECK(std::isfinite(o.grace_s) && o.grace_s >= 0, kInvalidArgument,
+                "grace period must not be negative (got {} s)", o.grace_s);
+    ATOLL_CHECK(std::isfinite(o.timeline_ms) && o.timeline_ms >= 0, kInvalidArgument,
+                "timeline must not be negative (got {} ms)", o.timeline_ms);
+  }
+
+  BenchResults run() {
+    BenchResults r;
+    r.workload = w_;
+    r.commit = o_.commit;
+    r.seed = o_.seed;
+    r.grace_s = o_.grace_s;
+    r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
+    r.inflight_cap = o_.inflight_cap;
+    progress_.workload = w_.name;
+    progress_.mode_count = static_cast<int>(o_.modes.size());
+    {
+      // Fails early for a device this build cannot drive, before anything compiles.
+      const std::unique_ptr<sched::ExecDevice> probe = new_device();
+      r.device = fmt::format("{}: {}", probe->name(), probe->description());
+      set_phase("compile", 0);
+      for (const ClientSpec& c : w_.clients) prepare(c, *probe);
+    }
+    std::vector<double> standalone_p50(w_.clients.size(), 0.0);
+    for (size_t c = 0; c < w_.clients.size(); ++c) {
+      if (!w_.clients[c].realtime) continue;
+      set_phase("standalone " + w_.clients[c].name, r.standalone_s);
+      const ModeRun alone = run_one(sched::Mode::kRtOnly, {c}, r.standalone_s * 1000.0, false);
+      std::vector<double> latency;
+      for (const RequestRecord& q : alone.requests) {
+        if (!q.dropped && !q.failed) latency.push_back(q.finish_ms - q.arrival_ms);
+      }
+      standalone_p50[c] = distribution(latency).p50;
+    }
+    std::vector<std::string> names;
+    for (sched::Mode m : o_.modes) names.push_back(sched::mode_name(m));
+    const size_t traced = traced_index(names);
+    for (size_t i = 0; i < o_.modes.size(); ++i) {
+      const sched::Mode mode = o_.modes[i];
+      std::vector<size_t> clients;
+      for (size_t c = 0; c < w_.clients.size(); ++c) {
+        if (mode != sched::Mode::kRtOnly || w_.clients[c].realtime) clients.push_back(c);
+      }
+      set_phase(names[i], o_.duration_s, static_cast<int>(i) + 1);
+      r.runs.push_back(run_one(mode, clients, o_.duration_s * 1000.0, i == traced));
+      r.stats.push_back(summarize(w_, r.runs.back(), standalone_p50));
+    }
+    return r;
+  }
+
+ private:
+  struct Prepared {
+    CompiledModel compiled;
+    std::vector<Tensor> inputs;
+  };
+
+  std::unique_ptr<sched::ExecDevice> new_device() const {
+    return o_.make_device ? o_.make_device() : sched::make_exec_device(o_.device, o_.sim);
+  }
+
+  // One compilation per model and batch, reused by every run's fresh device.
+  const Prepared& prepare(const ClientSpec& c, const sched::ExecDevice& device) {
+    const auto key = std::make_pair(c.model, c.batch);
+    auto it = models_.find(key);
+    if (it != models_.end()) return it->second;
+    Prepared p;
+    const bool computes = !sched::is_simulated(device);
+    p.compiled = sched::compile_zoo_model(c.model, c.batch, o_.seed, device, computes);
+    p.inputs = sched::seeded_inputs(p.compiled.program, o_.seed);
+    return models_.emplace(key, std::move(p)).first->second;
+  }
+
+  void set_phase(std::string phase, double seconds, int mode_index = 0) {
+    progress_.phase = std::move(phase);
+    progress_.mode_index = mode_index;
+    progress_.seconds_left = seconds;
+    if (o_.on_progress) o_.on_progress(progress_);
+  }
+
+  ModeRun run_one(sched::Mode mode, const std::vector<size_t>& clients, double duration_ms, bool traced) {
+    std::unique_ptr<sched::ExecDevice> device = new_device();
+    sched::Workload sw;
+    sw.duration = ns_of_ms(duration_ms);
+    sw.grace = ns_of_ms(o_.grace_s * 1000.0);
+    sw.real_time = !sched::is_simulated(*device);
+    sw.scheduler.mode = mode;
+    sw.scheduler.inflight_cap = o_.inflight_cap;
+    sw.scheduler.record_events = traced;
+    for (size_t c : clients) {
+      const ClientSpec& spec = w_.clients[c];
+      const Prepared& p = prepare(spec, *device);
+      sched::WorkloadClient wc;
+      wc.name = spec.name;
+      wc.task_class = spec.realtime ? sched::TaskClass::kRealTime : sched::TaskClass::kBestEffort;
+      wc.instance = device->load(p.compiled.program, p.compiled.weights);
+      wc.closed_loop = spec.load == LoadType::kClosedLoop;
+      wc.concurrency = spec.concurrency;
+      for (double t : scheduled_arrivals(spec, duration_ms, o_.seed)) {
+        wc.arrivals.push_back(std::min(ns_of_ms(t), sw.duration - 1));
+      }
+      if (spec.deadline_ms) wc.relative_deadline = ns_of_ms(*spec.deadline_ms);
+      wc.inputs = p.inputs;
+      sw.clients.push_back(std::move(wc));
+    }
+    sw.on_progress = [this](sched::DeviceTime remaining) {
+      progress_.seconds_left = static_cast<double>(remaining) / 1e9;
+      if (o_.on_progress) o_.on_progress(progress_);
+    };
+
+    // Loading takes time on a real device, so the window is placed from the clock after it.
+    const double window_from_ms = std::max(0.0, (duration_ms - o_.timeline_ms) / 2.0);
+    const sched::DeviceTime origin = device->now();
+    std::optional<TimelineRecorder> recorder;
+    if (traced) {
+      recorder.emplace(*device, origin + ns_of_ms(window_from_ms), origin + ns_of_ms(window_from_ms + o_.timeline_ms));
+      for (size_t i = 0; i < clients.size(); ++i) {
+        recorder->label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
+      }
+    }
+    const sched::WorkloadRun wr =
+        sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
+    return mode_run(mode, clients, duration_ms, wr, recorder ? &*recorder : nullptr, window_from_ms);
+  }
+
+  ModeRun mode_run(sched::Mode mode, const std::vector<size_t>& clients, double duration_ms,
+                   const sched::WorkloadRun& wr, const TimelineRecorder* recorder, double window_from_ms) const {
+    ModeRun run;
+    run.mode = sched::mode_name(mode);
+    run.duration_ms = duration_ms;
+    run.requests.reserve(wr.requests.size());
+    for (const sched::RequestOutcome& o : wr.requests) {
+      const sched::TaskResult& t = o.result;
+      RequestRecord q;
+      q.client = static_cast<int>(clients[static_cast<size_t>(t.client)]);
+      q.arrival_ms = ms_between(wr.start, t.arrival);
+      q.dropped = o.status == sched::RequestStatus::kDropped;
+      q.failed = o.status == sched::RequestStatus::kFailed;
+      if (q.failed && run.first_failure.empty()) run.first_failure = message_of(o.error);
+      if (o.status == sched::RequestStatus::kServed) {
+        q.start_ms = ms_between(wr.start, t.start);
+        q.finish_ms = ms_between(wr.start, t.finish);
+        q.preemptions = t.preemptions;
+        if (t.task_class == sched::TaskClass::kRealTime && t.preempted_tasks > 0) {
+          run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
+        }
+      }
+      run.requests.push_back(q);
+    }
+    if (recorder != nullptr) {
+      run.timeline = recorder->spans(wr.start);
+      const double window_to_ms = window_from_ms + o_.timeline_ms;
+      bool preempting = false;  // the last RT-mode entry preempted BE work
+      for (const sched::SchedulerEvent& e : wr.events) {
+        const double at = ms_between(wr.start, e.at);
+        const bool in_window = at >= window_from_ms && at < window_to_ms;
+        if (e.kind == sched::SchedulerEvent::Kind::kRtModeEnter) {
+          preempting = e.preempted > 0;
+          if (preempting && in_window) {
+            run.events.push_back({"scheduler", fmt::format("preempt {} BE", e.preempted), at});
+          }
+        } else if (preempting) {
+          if (in_window) run.events.push_back({"scheduler", "restore BE", at});
+          preempting = false;
+        }
+      }
+    }
+    return run;
+  }
+
+  const Workload& w_;
+  const DisbOptions& o_;
+  std::map<std::pair<std::string, int64_t>, Prepared> models_;
+  DisbProgress progress_;
+};
+
+void write_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  ATOLL_CHECK(f.good(), kIo, "cannot write '{}'", path.string());
+}
+
+}  // namespace
+
+std::vector<std::string> shipped_workloads() {
+  return {"A", "B", "C", "D", "E", "REAL"};
+}
+
+Workload load_disb_workload(const std::string& name_or_path, const std::vector<std::string>& search_dirs) {
+  const std::vector<std::string> shipped = shipped_workloads();
+  std::string path = name_or_path;
+  const bool is_shipped = std::find(shipped.begin(), shipped.end(), name_or_path) != shipped.end();
+  if (!is_shipped && !std::filesystem::exists(path)) {
+    std::string names;
+    for (const std::string& n : shipped) names += (names.empty() ? "" : ", ") + n;
+    ATOLL_THROW(kNotFound, "workload '{}' is neither a shipped workload ({}) nor a file", name_or_path, names);
+  }
+  if (is_shipped) {
+    std::string searched;
+    path.clear();
+    for (const std::string& dir : search_dirs) {
+      const std::filesystem::path candidate = std::filesystem::path(dir) / (name_or_path + ".json");
+      if (std::filesystem::is_regular_file(candidate)) {
+        path = candidate.string();
+        break;
+      }
+      searched += (searched.empty() ? "" : ", ") + dir;
+    }
+    ATOLL_CHECK(!path.empty(), kNotFound,
+                "shipped workload '{}' not found (looked in: {}); set ATOLL_WORKLOADS_DIR to atoll's bench/workloads",
+                name_or_path, searched);
+  }
+  Workload w = load_workload(path);
+  check_models(w, path);
+  return w;
+}
+
+BenchResults run_disb(const Workload& workload, const DisbOptions& options) {
+  return Runner(workload, options).run();
+}
+
+void write_disb_outputs(const BenchResults& results, const std::string& dir) {
+  ATOLL_CHECK(!results.runs.empty(), kInvalidArgument, "no mode ran: nothing to write to '{}'", dir);
+  const std::filesystem::path out(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(out, ec);
+  ATOLL_CHECK(!ec, kIo, "cannot create output directory '{}': {}", dir, ec.message());
+  std::vector<std::string> modes;
+  for (const ModeRun& r : results.runs) modes.push_back(r.mode);
+  write_file(out / "results.json", results_json(results).dump(2) + "\n");
+  write_file(out / "results.csv", results_csv(results));
+  write_file(out / "report.html", report_html(results));
+  write_file(out / "trace.json", perfetto_trace_json(results.runs[traced_index(modes)]));
+}
+
+}  // namespace atl::bench

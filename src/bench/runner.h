@@ -1,0 +1,55 @@
+#pragma once
+// The DISB runner: one workload under every scheduling mode, one mode after the other, each on
+// a fresh device, plus each RT client alone for its standalone latency. Requests arrive at
+// their scheduled times whether or not the device keeps up, latency counts from the scheduled
+// arrival, and a request not answered by the end of the run and its grace period is dropped.
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/results.h"
+#include "bench/workload.h"
+#include "sched/colocate.h"
+#include "sched/scheduler.h"
+
+namespace atl::bench {
+
+struct DisbProgress {
+  std::string workload;
+  std::string phase;   // "compile", "standalone <client>" or a mode name
+  int mode_index = 0;  // 1-based among the modes; 0 before the first mode
+  int mode_count = 0;
+  double seconds_left = 0;  // of this phase's run, in device time (simulated time on the simulator)
+};
+
+struct DisbOptions {
+  std::vector<sched::Mode> modes = sched::all_modes();
+  double duration_s = 30;      // each mode's arrivals
+  double standalone_s = 2;     // each RT client alone (at most duration_s)
+  double grace_s = 0.5;        // answers awaited after the arrivals stop
+  double timeline_ms = 200;    // trace.json window, centred in the traced mode's run
+  uint64_t seed = 0;           // Poisson arrivals, inputs, weights
+  int inflight_cap = 4;        // SchedulerOptions::inflight_cap
+  std::string device = "sim";  // sim or cuda, through sched::make_exec_device
+  sched::SimExecOptions sim;
+  std::string commit;  // recorded in results.json
+  // Makes each run's device instead of `device` (a test's wall-clock device).
+  std::function<std::unique_ptr<sched::ExecDevice>()> make_device;
+  std::function<void(const DisbProgress&)> on_progress;
+};
+
+// The workloads shipped in bench/workloads: A B C D E REAL.
+std::vector<std::string> shipped_workloads();
+
+// `name_or_path` is a shipped workload's name, looked up in `search_dirs` in order, or a path to
+// a JSON file. Every client's model must be in the zoo; errors name the file, client and model.
+Workload load_disb_workload(const std::string& name_or_path, const std::vector<std::string>& search_dirs);
+
+// The traced mode (reset if it runs, otherwise the last) keeps a timeline of `timeline_ms`.
+BenchResults run_disb(const Workload& workload, const DisbOptions& options);
+
+// Writes results.json, results.csv, report.html and trace.json into `dir`, creating it.
+void write_disb_outputs(const BenchResults& results, const std::string& dir);
+
+}  // namespace atl::bench

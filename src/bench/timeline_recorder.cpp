@@ -1,0 +1,100 @@
+#include "bench/timeline_recorder.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+namespace atl::bench {
+
+TimelineRecorder::TimelineRecorder(sched::ExecDevice& inner, sched::DeviceTime from, sched::DeviceTime to)
+    : inner_(inner), from_(from), to_(to) {}
+
+void TimelineRecorder::label(sched::InstanceId instance, std::string client, bool realtime) {
+  labels_[instance] = Label{std::move(client), realtime};
+}
+
+sched::StreamId TimelineRecorder::create_stream(sched::StreamPriority priority) {
+  const sched::StreamId s = inner_.create_stream(priority);
+  streams_[s] = priority;
+  return s;
+}
+
+uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
+                                  const sched::LaunchOptions& options) {
+  const sched::DeviceTime at = inner_.now();
+  if (at < from_ || at >= to_) return inner_.launch(stream, instance, kernel, options);
+  sched::LaunchOptions timed = options;
+  timed.timed = true;
+  const uint64_t seq = inner_.launch(stream, instance, kernel, timed);
+  pending_[stream].push_back({seq, instance, kernel, options.preemptible});
+  return seq;
+}
+
+// Spans are read as soon as the scheduler sees their launches end, well before the device
+// forgets them.
+uint64_t TimelineRecorder::completed(sched::StreamId stream) {
+  const uint64_t done = inner_.completed(stream);
+  auto it = pending_.find(stream);
+  if (it == pending_.end()) return done;
+  std::deque<Pending>& q = it->second;
+  while (!q.empty() && q.front().seq <= done) {
+    const Pending& p = q.front();
+    if (const auto span = inner_.launch_span(stream, p.seq)) {
+      recorded_.push_back({stream, p.instance, p.kernel, p.preemptible, *span});
+    }
+    q.pop_front();
+  }
+  return done;
+}
+
+void TimelineRecorder::raise_flag(sched::StreamId via) {
+  if (flag_changes_.size() % 2 == 0) flag_changes_.push_back(inner_.now());
+  inner_.raise_flag(via);
+}
+
+void TimelineRecorder::lower_flag() {
+  inner_.lower_flag();
+  if (flag_changes_.size() % 2 == 1) flag_changes_.push_back(inner_.now());
+}
+
+bool TimelineRecorder::flag_was_up(sched::DeviceTime t) const {
+  const auto changes_so_far = std::upper_bound(flag_changes_.begin(), flag_changes_.end(), t) - flag_changes_.begin();
+  return changes_so_far % 2 == 1;
+}
+
+std::vector<KernelSpan> TimelineRecorder::spans(sched::DeviceTime origin) const {
+  // A track is a stream, named by its priority and the clients whose kernels it ran.
+  std::map<sched::StreamId, std::set<std::string>> clients_on;
+  const auto client_of = [&](sched::InstanceId instance) -> const Label& {
+    static const Label kUnlabelled{"?", false};
+    const auto it = labels_.find(instance);
+    return it == labels_.end() ? kUnlabelled : it->second;
+  };
+  for (const Recorded& r : recorded_) clients_on[r.stream].insert(client_of(r.instance).client);
+  std::map<sched::StreamId, std::string> track;
+  for (const auto& [stream, clients] : clients_on) {
+    std::string names;
+    for (const std::string& c : clients) names += (names.empty() ? "" : ", ") + c;
+    const auto prio = streams_.find(stream);
+    const bool high = prio != streams_.end() && prio->second == sched::StreamPriority::kHigh;
+    track[stream] = fmt::format("stream {} ({} priority): {}", stream, high ? "high" : "low", names);
+  }
+  std::vector<KernelSpan> out;
+  out.reserve(recorded_.size());
+  for (const Recorded& r : recorded_) {
+    const Label& l = client_of(r.instance);
+    KernelSpan k;
+    k.track = track[r.stream];
+    k.name = fmt::format("{} {}", l.client, inner_.program(r.instance).kernels[static_cast<size_t>(r.kernel)].name);
+    k.start_ms = static_cast<double>(r.span.start - origin) / 1e6;
+    k.end_ms = static_cast<double>(r.span.end - origin) / 1e6;
+    k.realtime = l.realtime;
+    k.preempted = r.preemptible && flag_was_up(r.span.end);
+    out.push_back(std::move(k));
+  }
+  std::sort(out.begin(), out.end(), [](const KernelSpan& a, const KernelSpan& b) { return a.start_ms < b.start_ms; });
+  return out;
+}
+
+}  // namespace atl::bench

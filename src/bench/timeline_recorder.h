@@ -1,0 +1,87 @@
+#pragma once
+// An ExecDevice that forwards every call to another device and records, for the launches issued
+// within a window of device time, each kernel's device start and end: the timeline trace.json
+// shows. Spans come from the device's own launch_span (the recorder marks window launches timed),
+// so a real GPU is traced exactly as the simulator is.
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "bench/results.h"
+#include "sched/exec_device.h"
+
+namespace atl::bench {
+
+class TimelineRecorder final : public sched::ExecDevice {
+ public:
+  // Records launches issued at device times in [from, to).
+  TimelineRecorder(sched::ExecDevice& inner, sched::DeviceTime from, sched::DeviceTime to);
+
+  // Names the client an instance serves; its kernels show as "<client> <kernel>".
+  void label(sched::InstanceId instance, std::string client, bool realtime);
+
+  // The recorded kernels, one track per stream, times in ms from `origin`. A BE kernel that
+  // ended while the preemption flag was up counts as preempted (it exited on the flag, or was
+  // about to finish anyway within the flag's landing time).
+  std::vector<KernelSpan> spans(sched::DeviceTime origin) const;
+
+  std::string name() const override { return inner_.name(); }
+  std::string description() const override { return inner_.description(); }
+  CompileTarget target() const override { return inner_.target(); }
+  sched::InstanceId load(const Program& program, const WeightStore& weights) override {
+    return inner_.load(program, weights);
+  }
+  const Program& program(sched::InstanceId instance) const override { return inner_.program(instance); }
+  void write_inputs(sched::InstanceId instance, sched::StreamId stream, std::span<const Tensor> inputs) override {
+    inner_.write_inputs(instance, stream, inputs);
+  }
+  std::vector<Tensor> read_outputs(sched::InstanceId instance, sched::StreamId stream) override {
+    return inner_.read_outputs(instance, stream);
+  }
+  sched::StreamId create_stream(sched::StreamPriority priority) override;
+  uint64_t launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
+                  const sched::LaunchOptions& options) override;
+  uint64_t completed(sched::StreamId stream) override;
+  std::optional<sched::LaunchSpan> launch_span(sched::StreamId stream, uint64_t seq) override {
+    return inner_.launch_span(stream, seq);
+  }
+  std::exception_ptr take_error(sched::StreamId stream) override { return inner_.take_error(stream); }
+  void raise_flag(sched::StreamId via) override;
+  void lower_flag() override;
+  sched::DeviceTime now() override { return inner_.now(); }
+  void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }
+  void synchronize(sched::StreamId stream) override { inner_.synchronize(stream); }
+
+ private:
+  struct Pending {
+    uint64_t seq;
+    sched::InstanceId instance;
+    int kernel;
+    bool preemptible;
+  };
+  struct Recorded {
+    sched::StreamId stream;
+    sched::InstanceId instance;
+    int kernel;
+    bool preemptible;
+    sched::LaunchSpan span;
+  };
+  struct Label {
+    std::string client;
+    bool realtime = false;
+  };
+
+  bool flag_was_up(sched::DeviceTime t) const;
+
+  sched::ExecDevice& inner_;
+  sched::DeviceTime from_, to_;
+  std::map<sched::InstanceId, Label> labels_;
+  std::map<sched::StreamId, sched::StreamPriority> streams_;
+  std::map<sched::StreamId, std::deque<Pending>> pending_;  // window launches not yet seen ended
+  std::vector<Recorded> recorded_;
+  // Flag raises and lowers, alternating from a raise; a trailing raise is still up.
+  std::vector<sched::DeviceTime> flag_changes_;
+};
+
+}  // namespace atl::bench

@@ -1,0 +1,21 @@
+#pragma once
+// Checks every DISB mode run must pass, computed from the workload, not from the runner.
+#include <cstdint>
+#include <string>
+
+#include "bench/results.h"
+#include "bench/workload.h"
+
+namespace atl::bench::testing {
+
+// Requests are conserved: each open-loop client's requests arrive exactly at its scheduled
+// arrivals (none missing, none twice); each closed-loop client starts `concurrency` requests at
+// 0 and sends one more for each answer that came before the end, arriving at that answer's
+// finish. Every request is served (arrival <= start <= finish) or dropped, never failed. In
+// rt-only mode BE clients send nothing.
+void expect_requests_conserved(const Workload& w, const ModeRun& run, uint64_t seed);
+
+// A directory for this test process only (ctest runs tests in parallel processes).
+std::string scratch_dir(const std::string& name);
+
+}  // namespace atl::bench::testing

@@ -1,5 +1,7 @@
 #include "sched/colocate.h"
 
+#include "sched/cuda_exec_device.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -230,11 +232,7 @@ bool is_simulated(const ExecDevice& device) {
 
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim) {
   if (name == "sim") return std::make_unique<SimExecDevice>(sim);
-  if (name == "cuda") {
-    ATOLL_THROW(kUnsupported,
-                "the scheduler cannot drive CUDA yet: the CUDA ExecDevice (priority streams, completion events, "
-                "preemption flag) is not implemented; use --device sim");
-  }
+  if (name == "cuda") return make_cuda_exec_device();
   ATOLL_THROW(kInvalidArgument, "unknown scheduler device '{}' (devices: sim, cuda)", name);
 }
 

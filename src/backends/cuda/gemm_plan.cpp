@@ -7,13 +7,16 @@ namespace atl::cuda {
 
 namespace {
 
-// Model constants (H100/H200 class, mma.sync): one SM sustains about 4.5 TFLOP/s of f16 MMA;
-// a K tile costs at least ~70 ns of latency however little work it holds; a block has ~1.5 us of
-// fixed cost; the split-K reduction adds a launch and a pass over f32 partials.
-constexpr double kSmFlopsPerUs = 4.5e6;
-constexpr double kKTileLatencyUs = 0.07;
-constexpr double kBlockOverheadUs = 1.5;
-constexpr double kReduceLaunchUs = 2.0;
+// Model constants, fitted to every alternative of 1,440 GEMM kernels timed on an H200
+// (docs/PERFORMANCE.md, run 3): an SM sustains ~1.5 TFLOP/s through this kernel's mma.sync loop;
+// a K tile costs at least ~0.3 us of latency however little work it holds; a block has ~4 us of
+// fixed cost; the split-K reduction adds ~1 us and a pass over the f32 partials. With them the
+// model's picks cost 11% more than the fastest alternatives in total (19% on models left out of
+// the fit); autotuning at load, the default, closes that gap.
+constexpr double kSmFlopsPerUs = 1.5e6;
+constexpr double kKTileLatencyUs = 0.3;
+constexpr double kBlockOverheadUs = 4.0;
+constexpr double kReduceLaunchUs = 1.0;
 constexpr double kBytesPerUs = 3.0e6;
 constexpr int kMaxSplits = 32;
 constexpr int kMinKTilesPerSplit = 4;
@@ -27,8 +30,8 @@ struct TileTraits {
 constexpr TileTraits kTiles[] = {
     {GemmTile::k128x128, 2, 1.0},
     {GemmTile::k128x64, 3, 0.9},
-    {GemmTile::k64x64, 4, 0.8},
-    {GemmTile::k32x64, 6, 0.6},
+    {GemmTile::k64x64, 4, 1.0},
+    {GemmTile::k32x64, 6, 0.8},
 };
 
 const TileTraits& traits(GemmTile t) {

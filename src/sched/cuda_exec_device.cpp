@@ -1,0 +1,274 @@
+#include "sched/cuda_exec_device.h"
+
+#include "core/error.h"
+
+#ifdef ATOLL_HAVE_CUDA
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <thread>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+
+namespace atl::sched {
+
+namespace {
+
+// cuStreamWriteValue32 through the runtime's driver entry point: linking libcuda directly would
+// stop every binary from starting on machines without a driver (CI).
+using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
+
+WriteValue32 write_value32_entry() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult status{};
+  ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &status));
+  ATOLL_CHECK(fn != nullptr && status == cudaDriverEntryPointSuccess, kCuda,
+              "the driver has no cuStreamWriteValue32 (status {})", static_cast<int>(status));
+  return reinterpret_cast<WriteValue32>(fn);
+}
+
+void check_cu(CUresult r, const char* what) {
+  ATOLL_CHECK(r == CUDA_SUCCESS, kCuda, "{} failed with CUresult {}", what, static_cast<int>(r));
+}
+
+DeviceTime host_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+constexpr size_t kTimedRing = 4096;
+
+struct StreamState {
+  cuda::Stream stream;
+  uint64_t launched = 0;
+  uint32_t* counter_host = nullptr;  // mapped: the GPU writes the sequence number of each ended launch
+  CUdeviceptr counter_device = 0;
+  std::exception_ptr error;
+  // Event pairs of timed launches, by sequence number modulo the ring.
+  std::vector<cuda::Event> starts, ends;
+  std::vector<uint64_t> ring_seq;
+};
+
+class CudaExecDevice final : public ExecDevice {
+ public:
+  explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)), write_value32_(write_value32_entry()) {
+    ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
+    ATL_CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
+    control_ = cuda::make_stream();
+    // One clock: device event times are mapped onto the host's steady clock at this instant.
+    base_event_ = cuda::make_event(true);
+    ATL_CUDA_CHECK(cudaEventRecord(base_event_.get(), control_.get()));
+    ATL_CUDA_CHECK(cudaEventSynchronize(base_event_.get()));
+    base_host_ = host_now();
+  }
+
+  ~CudaExecDevice() override {
+    cudaDeviceSynchronize();
+    for (auto& s : streams_) {
+      if (s.counter_host) cudaFreeHost(s.counter_host);
+    }
+    cudaFree(flag_);
+  }
+
+  std::string name() const override { return "cuda"; }
+  std::string description() const override { return backend_->device_description(); }
+  CompileTarget target() const override { return backend_->target(); }
+
+  InstanceId load(const Program& program, const WeightStore& weights) override {
+    std::unique_ptr<Instance> inst = backend_->load(program, weights);
+    auto* cuda_inst = dynamic_cast<CudaInstance*>(inst.get());
+    ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
+    inst.release();
+    instances_.emplace_back(cuda_inst);
+    instance_events_.emplace_back(cuda::make_event(false), cuda::make_event(false));
+    return static_cast<InstanceId>(instances_.size()) - 1;
+  }
+
+  const Program& program(InstanceId instance) const override { return inst(instance).program(); }
+
+  void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) override {
+    CudaInstance& in = inst(instance);
+    for (size_t i = 0; i < inputs.size(); ++i) in.set_input(static_cast<int>(i), inputs[i]);
+    // The copies run on the instance's stream; kernels launched next on `stream` wait for them.
+    order_after(instance_events_[static_cast<size_t>(instance)].first.get(), in.stream(), state(stream).stream.get());
+  }
+
+  std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) override {
+    CudaInstance& in = inst(instance);
+    order_after(instance_events_[static_cast<size_t>(instance)].second.get(), state(stream).stream.get(), in.stream());
+    std::vector<Tensor> out;
+    for (size_t i = 0; i < in.program().outputs.size(); ++i) out.push_back(in.get_output(static_cast<int>(i)));
+    return out;
+  }
+
+  StreamId create_stream(StreamPriority priority) override {
+    int least = 0, greatest = 0;
+    ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    cudaStream_t s = nullptr;
+    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
+                                                priority == StreamPriority::kHigh ? greatest : least));
+    StreamState st;
+    st.stream = cuda::Stream(s);
+    ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.counter_host), sizeof(uint32_t), cudaHostAllocMapped));
+    *st.counter_host = 0;
+    void* dev = nullptr;
+    ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, st.counter_host, 0));
+    st.counter_device = reinterpret_cast<CUdeviceptr>(dev);
+    st.starts.resize(kTimedRing);
+    st.ends.resize(kTimedRing);
+    st.ring_seq.assign(kTimedRing, 0);
+    streams_.push_back(std::move(st));
+    return static_cast<StreamId>(streams_.size()) - 1;
+  }
+
+  uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override {
+    StreamState& st = state(stream);
+    const uint64_t seq = ++st.launched;
+    const size_t slot = seq % kTimedRing;
+    try {
+      if (options.timed) {
+        if (!st.starts[slot]) {
+          st.starts[slot] = cuda::make_event(true);
+          st.ends[slot] = cuda::make_event(true);
+        }
+        st.ring_seq[slot] = seq;
+        ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
+      }
+      inst(instance).launch(kernel, st.stream.get(), options.preemptible ? flag_ : nullptr);
+      if (options.timed) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
+    } catch (...) {
+      if (!st.error) st.error = std::current_exception();
+    }
+    // Written after the kernel ends (or exits on the flag), also when the launch failed, so the
+    // sequence stays whole and the scheduler sees the error through take_error().
+    check_cu(write_value32_(reinterpret_cast<CUstream>(st.stream.get()), st.counter_device, static_cast<cuuint32_t>(seq),
+                            CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue32 (completion counter)");
+    return seq;
+  }
+
+  uint64_t completed(StreamId stream) override {
+    StreamState& st = state(stream);
+    const uint32_t low = std::atomic_ref<uint32_t>(*st.counter_host).load(std::memory_order_acquire);
+    // The counter holds the low 32 bits of the last ended launch; fewer than 2^32 are in flight.
+    return st.launched - static_cast<uint32_t>(static_cast<uint32_t>(st.launched) - low);
+  }
+
+  std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override {
+    StreamState& st = state(stream);
+    const size_t slot = seq % kTimedRing;
+    if (st.ring_seq[slot] != seq || !st.starts[slot] || completed(stream) < seq) return std::nullopt;
+    float start_ms = 0, end_ms = 0;
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&start_ms, base_event_.get(), st.starts[slot].get()));
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&end_ms, base_event_.get(), st.ends[slot].get()));
+    return LaunchSpan{base_host_ + static_cast<DeviceTime>(static_cast<double>(start_ms) * 1e6),
+                      base_host_ + static_cast<DeviceTime>(static_cast<double>(end_ms) * 1e6)};
+  }
+
+  std::exception_ptr take_error(StreamId stream) override {
+    StreamState& st = state(stream);
+    if (!st.error) {
+      const cudaError_t e = cudaStreamQuery(st.stream.get());
+      if (e != cudaSuccess && e != cudaErrorNotReady) {
+        try {
+          cuda::throw_cuda_error(e, "cudaStreamQuery", __FILE__, __LINE__);
+        } catch (...) {
+          st.error = std::current_exception();
+        }
+      }
+    }
+    return std::exchange(st.error, nullptr);
+  }
+
+  void raise_flag(StreamId via) override {
+    check_cu(write_value32_(reinterpret_cast<CUstream>(state(via).stream.get()), reinterpret_cast<CUdeviceptr>(flag_), 1,
+                            CU_STREAM_WRITE_VALUE_DEFAULT),
+             "cuStreamWriteValue32 (preemption flag)");
+  }
+
+  void lower_flag() override {
+    ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));
+    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+  }
+
+  DeviceTime now() override { return host_now(); }
+
+  void wait_until(DeviceTime deadline) override {
+    // Spins on the mapped counters: a launch ending shows up within a microsecond or so.
+    seen_.resize(streams_.size(), 0);
+    bool in_flight = false;
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      const uint64_t done = completed(static_cast<StreamId>(s));
+      in_flight |= done < streams_[s].launched;
+      if (done > seen_[s]) {
+        seen_[s] = done;
+        return;  // something ended since the previous call
+      }
+    }
+    if (!in_flight && deadline == kNever) return;
+    while (host_now() < deadline) {
+      for (size_t s = 0; s < streams_.size(); ++s) {
+        const uint64_t c = completed(static_cast<StreamId>(s));
+        if (c > seen_[s]) {
+          seen_[s] = c;
+          return;
+        }
+      }
+      if (!in_flight) std::this_thread::yield();
+    }
+  }
+
+  void synchronize(StreamId stream) override { ATL_CUDA_CHECK(cudaStreamSynchronize(state(stream).stream.get())); }
+
+ private:
+  CudaInstance& inst(InstanceId id) const {
+    ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
+    return *instances_[static_cast<size_t>(id)];
+  }
+  StreamState& state(StreamId id) {
+    ATOLL_CHECK(id >= 0 && id < static_cast<StreamId>(streams_.size()), kInvalidArgument, "no stream {}", id);
+    if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
+    return streams_[static_cast<size_t>(id)];
+  }
+  // Work enqueued on `then` from now on starts after everything enqueued on `first` so far.
+  static void order_after(cudaEvent_t e, cudaStream_t first, cudaStream_t then) {
+    ATL_CUDA_CHECK(cudaEventRecord(e, first));
+    ATL_CUDA_CHECK(cudaStreamWaitEvent(then, e, 0));
+  }
+
+  std::unique_ptr<Backend> backend_;
+  WriteValue32 write_value32_;
+  std::vector<std::unique_ptr<CudaInstance>> instances_;
+  std::vector<std::pair<cuda::Event, cuda::Event>> instance_events_;  // input ready, outputs ready
+  std::deque<StreamState> streams_;
+  std::vector<uint64_t> seen_;
+  int* flag_ = nullptr;
+  cuda::Stream control_;
+  cuda::Event base_event_;
+  DeviceTime base_host_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ExecDevice> make_cuda_exec_device(int device) {
+  ATOLL_CHECK(cuda_device_available(), kUnsupported, "--device cuda: {}", cuda_unavailable_reason());
+  return std::make_unique<CudaExecDevice>(device);
+}
+
+}  // namespace atl::sched
+
+#else
+
+namespace atl::sched {
+
+std::unique_ptr<ExecDevice> make_cuda_exec_device(int) {
+  ATOLL_THROW(kUnsupported, "--device cuda: this build has no CUDA backend (configure with nvcc present)");
+}
+
+}  // namespace atl::sched
+
+#endif

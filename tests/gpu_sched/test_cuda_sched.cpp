@@ -1,0 +1,126 @@
+// The scheduler's CUDA device: random preemption points on every zoo model restore bit-exactly,
+// and the scheduler in reset mode serves RT and BE requests with BE outputs unchanged.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "backends/cuda/cuda_backend.h"
+#include "compile/compiler.h"
+#include "core/rng.h"
+#include "models/zoo.h"
+#include "sched/colocate.h"
+#include "sched/cuda_exec_device.h"
+#include "sched/scheduler.h"
+
+namespace atl::sched {
+namespace {
+
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
+  } while (0)
+
+bool same_bytes(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].nbytes() != b[i].nbytes() || std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+std::vector<Tensor> run_to_end(ExecDevice& d, StreamId s, InstanceId inst, int from) {
+  const int n = static_cast<int>(d.program(inst).kernels.size());
+  for (int k = from; k < n; ++k) d.launch(s, inst, k, LaunchOptions{true, false});
+  d.synchronize(s);
+  if (auto e = d.take_error(s)) std::rethrow_exception(e);
+  return d.read_outputs(inst, s);
+}
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("ATOLL_TEST_SEED")) return std::stoull(s);
+  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+}
+
+class CudaPreemption : public ::testing::TestWithParam<std::string> {};
+
+// Launches the whole model, raises the flag after a random delay, rolls back to the first
+// unfinished kernel as the scheduler does, and resumes; 200 points per model.
+TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel cm = compile_zoo_model(GetParam(), 1, seed % 1000, *device, true);
+  const InstanceId inst = device->load(cm.program, cm.weights);
+  const StreamId be = device->create_stream(StreamPriority::kLow);
+  const StreamId rt = device->create_stream(StreamPriority::kHigh);
+  const std::vector<Tensor> inputs = seeded_inputs(cm.program, seed);
+  device->write_inputs(inst, be, inputs);
+  const std::vector<Tensor> want = run_to_end(*device, be, inst, 0);
+
+  Rng rng(seed);
+  const int n = static_cast<int>(cm.program.kernels.size());
+  int preempted_mid_model = 0;
+  for (int trial = 0; trial < 200; ++trial) {
+    const uint64_t base = device->completed(be);
+    for (int k = 0; k < n; ++k) device->launch(be, inst, k, LaunchOptions{true, false});
+    const auto delay = std::chrono::microseconds(rng.next_u64() % 3000);
+    std::this_thread::sleep_for(delay);
+    const uint64_t snapshot = device->completed(be);  // read before the flag, as the scheduler does
+    device->raise_flag(rt);
+    device->synchronize(be);
+    device->lower_flag();
+    const int first_unfinished = static_cast<int>(snapshot - base);
+    ASSERT_LE(first_unfinished, n);
+    preempted_mid_model += first_unfinished > 0 && first_unfinished < n;
+    const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
+    ASSERT_TRUE(same_bytes(got, want)) << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
+  }
+  EXPECT_GT(preempted_mid_model, 10) << "too few preemptions landed inside the model to test anything";
+}
+
+INSTANTIATE_TEST_SUITE_P(Zoo, CudaPreemption,
+                         ::testing::Values("resnet18", "resnet50", "resnet152", "vgg19", "densenet201",
+                                           "inception_v3", "mobilenet_v2", "bert_base", "distilbert"),
+                         [](const auto& info) { return info.param; });
+
+// The scheduler in reset mode on the GPU: BE outputs equal an unpreempted run, every request
+// is answered once, and RT requests preempt.
+TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel be_model = compile_zoo_model("resnet50", 1, 1, *device, true);
+  const CompiledModel rt_model = compile_zoo_model("resnet18", 1, 2, *device, true);
+  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
+  const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
+  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
+
+  const StreamId ref_stream = device->create_stream(StreamPriority::kLow);
+  device->write_inputs(be_inst, ref_stream, be_inputs);
+  const std::vector<Tensor> want = run_to_end(*device, ref_stream, be_inst, 0);
+
+  SchedulerOptions opts;
+  opts.mode = Mode::kReset;
+  Scheduler s(*device, opts);
+  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
+  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+  s.start();
+  std::vector<std::future<TaskResult>> be_results, rt_results;
+  for (int i = 0; i < 40; ++i) be_results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
+  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
+  for (int i = 0; i < 40; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(700));
+    rt_results.push_back(s.submit(rt, Request{rt_inputs, device->now(), kNever}));
+  }
+  int preempting = 0;
+  for (auto& f : rt_results) preempting += f.get().preempted_tasks > 0;
+  for (auto& f : be_results) EXPECT_TRUE(same_bytes(f.get().outputs, want));
+  s.stop();
+  EXPECT_GT(preempting, 0) << "no RT request preempted BE work";
+}
+
+}  // namespace
+}  // namespace atl::sched

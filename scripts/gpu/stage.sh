@@ -7,13 +7,16 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-cuda}
 stage=$root/.carry/gpu
 cmake -S "$root" -B "$build" -G Ninja -DATOLL_CUDA=ON >/dev/null
-cmake --build "$build" -j2 --target test_gpu atoll_bench_cuda
+bins=(tests/test_gpu tests/test_gpu_sched bench/atoll_bench_cuda src/apps/atoll)
+targets=()
+for b in "${bins[@]}"; do targets+=("$(basename "$b")"); done
+cmake --build "$build" -j2 --target "${targets[@]}"
 rm -rf "$stage"
 mkdir -p "$stage"
-cp "$build/tests/test_gpu" "$build/bench/atoll_bench_cuda" "$stage/"
-strip "$stage/test_gpu" "$stage/atoll_bench_cuda"
+for b in "${bins[@]}"; do cp "$build/$b" "$stage/"; done
+for b in "${targets[@]}"; do strip "$stage/$b"; done
 # Every library the loader resolves except glibc's own, which the GPU machine provides.
-ldd "$stage/test_gpu" "$stage/atoll_bench_cuda" | awk '/=> \//{print $3}' | sort -u |
+for b in "${targets[@]}"; do ldd "$stage/$b"; done | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$stage/"
 du -sh "$stage"
 ls "$stage"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# End-to-end checks of the atoll CLI: the commands a user types, their output and their errors.
+# NumPy comes from Debian (scripts/install-deps.sh), hence the system python3.
+set -uo pipefail
+atoll=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+pass() { echo "ok   $1"; }
+fail() { echo "FAIL $1"; failures=$((failures + 1)); }
+
+# expect_ok NAME REGEX CMD...: exits 0 and prints REGEX
+expect_ok() {
+  local name=$1 regex=$2; shift 2
+  local out
+  if out=$("$@" 2>&1) && grep -qE "$regex" <<<"$out"; then pass "$name"; else fail "$name: $out"; fi
+}
+# expect_error NAME REGEX CMD...: exits non-zero with one line on stderr matching REGEX
+expect_error() {
+  local name=$1 regex=$2; shift 2
+  local err
+  if "$@" >/dev/null 2>"$work/err"; then fail "$name: exited 0"; return; fi
+  err=$(cat "$work/err")
+  if grep -qE "$regex" <<<"$err" && [ "$(wc -l <"$work/err")" -le 3 ]; then pass "$name"; else fail "$name: $err"; fi
+}
+
+expect_ok "models lists the zoo" "inception_v3" "$atoll" models
+expect_ok "info json keys" '"naive_activation_bytes"' "$atoll" info resnet50 --json
+expect_ok "info resnet50 params" '"params": 25557032' "$atoll" info resnet50 --json
+expect_ok "info bert params" '"params": 109482240' "$atoll" info bert_base --json
+expect_ok "run resnet50 on cpu" "top-5" "$atoll" run resnet50 --device cpu --iters 1 --warmup 0
+expect_ok "run json" '"median"' "$atoll" run tiny_bert --device cpu --iters 2 --json
+
+expect_error "unknown model" "unknown model 'resnet51'" "$atoll" info resnet51
+expect_error "batch 0" "batch" "$atoll" run tiny_cnn --batch 0
+expect_error "bad device" "device" "$atoll" run tiny_cnn --device tpu
+expect_error "missing npy" "cannot open" "$atoll" run tiny_cnn --device cpu --input input=/nonexistent.npy
+expect_error "bad input syntax" "NAME=FILE" "$atoll" run tiny_cnn --device cpu --input garbage
+
+# Real inputs and outputs round-trip through NumPy files.
+/usr/bin/python3 - "$work" <<'PY'
+import numpy as np, sys
+rng = np.random.default_rng(0)
+np.save(sys.argv[1] + "/good.npy", rng.standard_normal((1, 3, 32, 32), dtype=np.float32))
+np.save(sys.argv[1] + "/bad.npy", rng.standard_normal((1, 3, 31, 32), dtype=np.float32))
+np.save(sys.argv[1] + "/ints.npy", np.zeros((1, 3, 32, 32), dtype=np.int64))
+PY
+expect_error "wrong input shape" "input 'input': expected shape \[1, 3, 32, 32\], given \[1, 3, 31, 32\]" \
+  "$atoll" run tiny_cnn --device cpu --input "input=$work/bad.npy"
+expect_error "wrong input dtype" "expected dtype f32, given i64" "$atoll" run tiny_cnn --device cpu --input "input=$work/ints.npy"
+expect_error "unknown input name" "has no input 'image'" "$atoll" run tiny_cnn --device cpu --input "image=$work/good.npy"
+if "$atoll" run tiny_cnn --device cpu --iters 1 --input "input=$work/good.npy" --output "$work/out" >/dev/null 2>&1 &&
+  /usr/bin/python3 -c "import numpy as np,sys; a=np.load('$work/out/logits.npy'); sys.exit(0 if a.shape==(1,10) and np.isfinite(a).all() else 1)"; then
+  pass "outputs written as npy"
+else
+  fail "outputs written as npy"
+fi
+# The same input gives the same output; another input gives another.
+"$atoll" run tiny_cnn --device cpu --iters 1 --input "input=$work/good.npy" --output "$work/out2" >/dev/null 2>&1
+"$atoll" run tiny_cnn --device cpu --iters 1 --output "$work/out3" >/dev/null 2>&1
+if /usr/bin/python3 -c "import numpy as np,sys; a,b,c=[np.load('$work/'+d+'/logits.npy') for d in ('out','out2','out3')]; sys.exit(0 if (a==b).all() and not (a==c).all() else 1)"; then
+  pass "outputs depend on the given input only"
+else
+  fail "outputs depend on the given input only"
+fi
+
+[ "$failures" -eq 0 ]

@@ -8,6 +8,8 @@
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "l2/l2.h"
+#include "runtime/l2_measure.h"
+#include "runtime/session.h"
 
 namespace atl::apps {
 
@@ -23,6 +25,8 @@ struct L2Flags {
   std::string out;
   bool exact = false;
   bool json = false;
+  std::string run_device = "cuda";  // measure: where the model runs
+  L2MeasureOptions measure;
 };
 
 // The Program the GPU runs: f16 activations, so slices and traces match the device.
@@ -112,6 +116,46 @@ void run_simulate(const L2Flags& f) {
   fmt::print("simulated in {:.0f} ms\n", ms);
 }
 
+void run_measure(const L2Flags& f) {
+  ATOLL_CHECK(f.run_device == "cuda", kUnsupported, "atoll l2 measure runs on --device cuda, not '{}'", f.run_device);
+  SessionOptions so;
+  so.model = model_or_default(f.model);
+  so.device = f.run_device;
+  so.model_options = f.model.options;
+  Session session(so);
+  std::optional<l2::ResidencyConfig> config;
+  if (!f.config_file.empty()) config = l2::load_config(f.config_file);
+  session.set_inputs(session.random_inputs(f.model.options.seed));
+  const auto t0 = std::chrono::steady_clock::now();
+  const L2Measurement m =
+      measure_l2(session.instance(), config ? &*config : nullptr, l2::l2_device_by_name(f.device), f.measure);
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  if (f.json) {
+    nlohmann::json j = m;
+    j["model"] = so.model;
+    j["batch"] = f.model.options.batch;
+    j["config"] = f.config_file;
+    j["measurement_ms"] = ms;
+    fmt::print("{}\n", j.dump(2));
+    return;
+  }
+  fmt::print("{} batch {} on {}, {}\n", so.model, f.model.options.batch, session.device(),
+             config ? fmt::format("config {} ({} resident slices, hit ratio {}, set-aside {:.2f} MiB, granted {:.2f} MiB)",
+                                  f.config_file, config->resident_count(), config->hit_ratio,
+                                  m.setaside_bytes / 1048576.0, m.granted_setaside_bytes / 1048576.0)
+                    : std::string("no config: the incumbent against itself (noise floor)"));
+  fmt::print("no residency {:.4f} ms   config {:.4f} ms   speedup {:.4f}x   (median of {} interleaved pairs)\n",
+             m.baseline_ms, m.config_ms, m.speedup, m.pairs);
+  fmt::print("difference   {:+.4f} ms +- {:.4f} ms (95% CI of the median paired difference)\n", m.median_diff_ms,
+             m.diff_ci_ms);
+  if (m.baseline_energy_mj && m.config_energy_mj) {
+    fmt::print("energy       {:.2f} mJ -> {:.2f} mJ per iteration\n", *m.baseline_energy_mj, *m.config_energy_mj);
+  } else if (!m.energy_note.empty()) {
+    fmt::print("energy       unavailable: {}\n", m.energy_note);
+  }
+  fmt::print("measured in  {:.0f} ms\n", ms);
+}
+
 }  // namespace
 
 void add_l2_command(CLI::App& app) {
@@ -146,6 +190,22 @@ void add_l2_command(CLI::App& app) {
     c->add_option("--config", f->config_file, "Residency config (JSON) to apply");
     c->add_flag("--exact-slices", f->exact, "Hint exactly the resident slices (ideal layout) instead of per-kernel windows");
     c->callback([f] { run_simulate(*f); });
+  }
+  {
+    auto f = std::make_shared<L2Flags>();
+    auto* c = l2cmd->add_subcommand("measure", "Iteration time on the GPU with a config against no residency");
+    add_common(c, *f);
+    c->add_option("--config", f->config_file, "Residency config (JSON); without it, the noise floor");
+    c->add_option("--device", f->run_device, "Device to run on (only cuda measures L2)");
+    c->add_option("--min-pairs", f->measure.min_pairs, "Interleaved pairs measured at least")
+        ->check(CLI::Range(2, 100000));
+    c->add_option("--max-pairs", f->measure.max_pairs, "Interleaved pairs measured at most")
+        ->check(CLI::Range(2, 100000));
+    c->add_option("--target-ci", f->measure.target_ci,
+                  "Stop once the 95% CI half-width of the median difference is below this fraction of the time")
+        ->check(CLI::Range(1e-6, 1.0));
+    c->add_flag("--energy", f->measure.energy, "Energy per iteration from NVML, if it loads");
+    c->callback([f] { run_measure(*f); });
   }
 }
 

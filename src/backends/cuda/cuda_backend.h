@@ -40,6 +40,20 @@ struct GemmTuneResult {
   std::vector<std::pair<std::string, double>> candidates_ms;  // every alternative timed
 };
 
+// L2 residency (AutoScratch) as the CUDA backend applies it: a persisting set-aside and, per
+// kernel, one access-policy window over the arena (hitProp persisting, missProp streaming). The
+// l2 layer plans the windows from a slice config (l2::plan_windows); this struct keeps the
+// backend free of that layer.
+struct L2Window {
+  int64_t offset = 0;  // arena offset
+  int64_t bytes = 0;   // 0: the kernel launches without a window
+};
+struct L2Residency {
+  std::vector<L2Window> windows;  // one per kernel, in Program order
+  int64_t setaside_bytes = 0;     // requested cudaLimitPersistingL2CacheSize; the driver rounds it up
+  double hit_ratio = 1.0;
+};
+
 // What load() returns on the CUDA backend, with the operations the scheduler, the profiler and
 // the tests need beyond Instance. Instance::run_range and run use stream() and preempt_flag().
 class CudaInstance : public Instance {
@@ -63,6 +77,8 @@ class CudaInstance : public Instance {
   // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
   // launches queued behind a device-side wait so that they run back to back.
   virtual std::vector<double> time_kernels(int repeats) = 0;
+  // `atoll run --per-kernel` on the GPU: device events, not host timers.
+  std::vector<double> kernel_times_ms(int iters) override { return time_kernels(iters); }
   // Times every tile/split-K alternative of each GEMM-backed kernel in place, on the operands of
   // a real run, and keeps the fastest (what autotune does at load, but per kernel and reported).
   virtual std::vector<GemmTuneResult> tune_gemms(int repeats) = 0;
@@ -71,6 +87,22 @@ class CudaInstance : public Instance {
   virtual std::string gemm_choice(int kernel) const = 0;
   virtual int gemm_choice_count(int kernel) const = 0;
   virtual void select_gemm_choice(int kernel, int choice) = 0;
+
+  // Applies a residency (nullptr removes it). Applying sets the persisting limit, drops the lines
+  // persisting so far, and from then on every launch of run(), run_range(), enqueue_run() and
+  // launch() carries its kernel's window. The window is a stream attribute set before each
+  // launch, and launch() clears it afterwards so that other work on a shared stream gets none.
+  // While a residency is set, enqueue_run() goes kernel by kernel instead of replaying the CUDA
+  // graph: captured kernel nodes would keep the windows of capture time, and re-capturing per
+  // config would cost more than the launches it saves in a config search. time_kernels() and
+  // tuning launch without windows. Removing turns windows off, resets persisting lines and sets
+  // the limit back to 0 (the limit is per device: the last instance to set it wins).
+  // Throws kInvalidArgument for a window count other than the kernel count, a window outside the
+  // arena or above the device's largest window, a hit ratio outside [0, 1], or a set-aside above
+  // cudaDevAttrMaxPersistingL2CacheSize.
+  virtual void set_l2_residency(const L2Residency* residency) = 0;
+  // The persisting limit the driver granted (cudaDeviceGetLimit), 0 when none is set.
+  virtual int64_t persisting_l2_limit() const = 0;
 
   // For tests and tools: the device bytes of an arena or output binding (waits for the stream),
   // and filling the arena and the outputs with one byte value (0xFF makes every f16 a NaN).

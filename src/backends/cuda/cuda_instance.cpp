@@ -47,7 +47,7 @@ double median(std::vector<double> v) {
 
 CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& weights, int device,
                                    const DeviceInfo& info, bool autotune)
-    : program_(program), info_(info) {
+    : program_(program), info_(info), device_(device) {
   ATOLL_CHECK(program_.act_dtype == DType::kF16, kUnsupported,
               "program '{}' stores activations as {}; the CUDA backend needs f16 (compile for the CUDA target)",
               program_.model, dtype_name(program_.act_dtype));
@@ -82,6 +82,13 @@ CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& we
 CudaInstanceImpl::~CudaInstanceImpl() {
   // Work still queued may use the buffers about to be freed.
   if (stream_) cudaStreamSynchronize(stream_.get());
+  // Persisting lines and the limit outlive the instance otherwise and slow down whatever runs next.
+  if (residency_) {
+    try {
+      clear_l2_state();
+    } catch (const Error&) {  // a destructor must not throw; the device is failing anyway
+    }
+  }
 }
 
 void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
@@ -194,7 +201,8 @@ void CudaInstanceImpl::run() {
 void CudaInstanceImpl::run_range(int first, int last) {
   ATOLL_CHECK(0 <= first && first <= last && last <= static_cast<int>(launches_.size()), kInvalidArgument,
               "kernel range [{}, {}) outside [0, {})", first, last, launches_.size());
-  for (int k = first; k < last; ++k) launches_[static_cast<size_t>(k)]->launch(stream_.get(), run_flag());
+  for (int k = first; k < last; ++k) launch_windowed(static_cast<size_t>(k), stream_.get(), run_flag());
+  if (residency_) set_stream_window(stream_.get(), L2Window{});
 }
 
 void CudaInstanceImpl::synchronize() {
@@ -217,11 +225,79 @@ MemoryReport CudaInstanceImpl::memory() const {
 }
 
 void CudaInstanceImpl::launch(int kernel, cudaStream_t stream, const int* flag) {
-  launch_at(kernel).launch(stream, flag);
+  launch_at(kernel);  // checks the index
+  launch_windowed(static_cast<size_t>(kernel), stream, flag);
+  if (residency_) set_stream_window(stream, L2Window{});
+}
+
+void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
+  if (residency_) set_stream_window(s, residency_->windows[k]);
+  launches_[k]->launch(s, flag);
+}
+
+void CudaInstanceImpl::set_stream_window(cudaStream_t s, const L2Window& w) const {
+  cudaStreamAttrValue v = {};
+  if (w.bytes > 0) {
+    v.accessPolicyWindow.base_ptr = arena_.bytes_ptr() + w.offset;
+    v.accessPolicyWindow.num_bytes = static_cast<size_t>(w.bytes);
+    v.accessPolicyWindow.hitRatio = static_cast<float>(residency_->hit_ratio);
+    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  }
+  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+}
+
+void CudaInstanceImpl::clear_l2_state() {
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  set_stream_window(stream_.get(), L2Window{});
+  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+}
+
+void CudaInstanceImpl::set_l2_residency(const L2Residency* residency) {
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  if (residency == nullptr) {
+    clear_l2_state();
+    residency_.reset();
+    return;
+  }
+  const L2Residency& r = *residency;
+  ATOLL_CHECK(r.windows.size() == launches_.size(), kInvalidArgument,
+              "L2 residency has {} windows; program '{}' has {} kernels (was it planned for another program?)",
+              r.windows.size(), program_.model, launches_.size());
+  ATOLL_CHECK(r.hit_ratio >= 0.0 && r.hit_ratio <= 1.0, kInvalidArgument, "L2 hit ratio {} outside [0, 1]",
+              r.hit_ratio);
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  int max_setaside = 0, max_window = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_setaside, cudaDevAttrMaxPersistingL2CacheSize, device_));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+  ATOLL_CHECK(r.setaside_bytes >= 0 && r.setaside_bytes <= max_setaside, kInvalidArgument,
+              "L2 set-aside of {} bytes outside [0, {}] (cudaDevAttrMaxPersistingL2CacheSize of device {})",
+              r.setaside_bytes, max_setaside, device_);
+  for (size_t k = 0; k < r.windows.size(); ++k) {
+    const L2Window& w = r.windows[k];
+    ATOLL_CHECK(w.offset >= 0 && w.bytes >= 0 && w.offset + w.bytes <= program_.arena_bytes && w.bytes <= max_window,
+                kInvalidArgument,
+                "L2 window of kernel {} ('{}'): [{}, +{}) bytes is outside the {}-byte arena or above the {}-byte "
+                "largest window",
+                k, launches_[k]->name(), w.offset, w.bytes, program_.arena_bytes, max_window);
+  }
+  residency_ = r;
+  // Lines left persisting by an earlier config would occupy the new set-aside.
+  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, static_cast<size_t>(r.setaside_bytes)));
+}
+
+int64_t CudaInstanceImpl::persisting_l2_limit() const {
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  size_t bytes = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetLimit(&bytes, cudaLimitPersistingL2CacheSize));
+  return static_cast<int64_t>(bytes);
 }
 
 void CudaInstanceImpl::enqueue_run() {
-  if (!use_graph_) return run_range(0, static_cast<int>(launches_.size()));
+  // Graph nodes keep the windows of capture time, so with a residency the run goes launch by launch.
+  if (!use_graph_ || residency_) return run_range(0, static_cast<int>(launches_.size()));
   if (!graph_) capture_graph();
   ATL_CUDA_CHECK(cudaGraphLaunch(graph_.get(), stream_.get()));
 }

@@ -1,5 +1,6 @@
 #pragma once
 // Private to the CUDA backend: the Instance implementation behind CudaInstance.
+#include <optional>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -33,6 +34,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::string gemm_choice(int kernel) const override;
   int gemm_choice_count(int kernel) const override;
   void select_gemm_choice(int kernel, int choice) override;
+  void set_l2_residency(const L2Residency* residency) override;
+  int64_t persisting_l2_limit() const override;
   std::vector<std::byte> read_binding(const Binding& b) override;
   void poison(uint8_t byte) override;
 
@@ -56,9 +59,15 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<GemmTuneResult> tune(int repeats, bool share_by_key);
   void autotune_gemms();
   KernelLaunch& launch_at(int kernel) const;
+  // Launches kernel k on s with its residency window when a residency is set.
+  void launch_windowed(size_t k, cudaStream_t s, const int* flag) const;
+  // Sets the stream's access-policy window (bytes == 0 turns it off).
+  void set_stream_window(cudaStream_t s, const L2Window& w) const;
+  void clear_l2_state();  // windows off on our stream, persisting lines reset, limit 0
 
   Program program_;
   DeviceInfo info_;
+  int device_ = 0;
   std::vector<WeightFormat> formats_;
   std::vector<size_t> weight_offsets_, input_offsets_, output_offsets_;
   DeviceBuffer weights_, arena_, workspace_, io_, flag_;
@@ -71,6 +80,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   GraphExec graph_;
   bool use_graph_ = true;
   bool preemptible_ = true;
+  std::optional<L2Residency> residency_;
 };
 
 }  // namespace atl::cuda

@@ -1,0 +1,279 @@
+// The GPU fitness evaluator: paired, interleaved timing of a residency config against no
+// residency, with the number of pairs set by the measured noise, and optional NVML energy.
+#include "runtime/l2_measure.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+#ifdef ATOLL_HAVE_CUDA
+#include <dlfcn.h>
+
+#include <array>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/timing.h"
+#endif
+
+namespace atl {
+
+void to_json(nlohmann::json& j, const L2Measurement& m) {
+  j = nlohmann::json{{"pairs", m.pairs},
+                     {"baseline_ms", m.baseline_ms},
+                     {"config_ms", m.config_ms},
+                     {"speedup", m.speedup},
+                     {"median_diff_ms", m.median_diff_ms},
+                     {"diff_ci_ms", m.diff_ci_ms},
+                     {"setaside_bytes", m.setaside_bytes},
+                     {"granted_setaside_bytes", m.granted_setaside_bytes},
+                     {"baseline_samples_ms", m.baseline_samples_ms},
+                     {"config_samples_ms", m.config_samples_ms}};
+  if (m.baseline_energy_mj) j["baseline_energy_mj"] = *m.baseline_energy_mj;
+  if (m.config_energy_mj) j["config_energy_mj"] = *m.config_energy_mj;
+  if (!m.energy_note.empty()) j["energy_note"] = m.energy_note;
+}
+
+#ifdef ATOLL_HAVE_CUDA
+
+namespace {
+
+// Device-side wait before each timed pair of iterations: the host must queue both (one launch
+// plus one window attribute per kernel) before the GPU reaches them, or host gaps get timed.
+constexpr double kSpinBaseUs = 50.0;
+constexpr double kSpinPerKernelUs = 12.0;
+constexpr int kMaxEnergyIterations = 100000;
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n == 0) return 0.0;
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Distribution-free 95% interval of the median: order statistics n/2 -+ 1.96 sqrt(n)/2.
+double median_ci_half_width(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const double n = static_cast<double>(v.size());
+  const auto k = static_cast<size_t>(std::max(0.0, std::floor((n - 1.96 * std::sqrt(n)) / 2.0)));
+  return 0.5 * (v[v.size() - 1 - k] - v[k]);
+}
+
+L2Residency to_residency(const l2::WindowPlan& plan) {
+  L2Residency r;
+  r.setaside_bytes = plan.setaside_bytes;
+  r.hit_ratio = plan.hit_ratio;
+  r.windows.reserve(plan.windows.size());
+  for (const l2::AccessWindow& w : plan.windows) r.windows.push_back(L2Window{w.offset, w.bytes});
+  return r;
+}
+
+// NVML through dlopen, so that atoll neither links nor requires it.
+class Nvml {
+ public:
+  explicit Nvml(int cuda_device) {
+    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib_ == nullptr) {
+      note_ = fmt::format("NVML not loadable: {}", dlerror());
+      return;
+    }
+    init_ = reinterpret_cast<InitFn>(dlsym(lib_, "nvmlInit_v2"));
+    shutdown_ = reinterpret_cast<ShutdownFn>(dlsym(lib_, "nvmlShutdown"));
+    auto by_bus = reinterpret_cast<HandleFn>(dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
+    energy_ = reinterpret_cast<EnergyFn>(dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
+    if (!init_ || !shutdown_ || !by_bus || !energy_) {
+      note_ = "NVML lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetTotalEnergyConsumption";
+      return;
+    }
+    if (const int rc = init_(); rc != 0) {
+      note_ = fmt::format("nvmlInit_v2 failed with NVML error {}", rc);
+      return;
+    }
+    initialized_ = true;
+    // NVML and CUDA may number devices differently; the PCI bus id names the same one.
+    std::array<char, 32> bus{};
+    ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), cuda_device));
+    if (const int rc = by_bus(bus.data(), &device_); rc != 0) {
+      note_ = fmt::format("NVML has no device at PCI bus id {} (error {})", bus.data(), rc);
+      device_ = nullptr;
+    }
+  }
+  ~Nvml() {
+    if (initialized_) shutdown_();
+    if (lib_ != nullptr) dlclose(lib_);
+  }
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+
+  // Millijoules since the driver loaded; nullopt (with note()) when unavailable.
+  std::optional<double> energy_mj() {
+    if (device_ == nullptr) return std::nullopt;
+    unsigned long long mj = 0;
+    if (const int rc = energy_(device_, &mj); rc != 0) {
+      note_ = fmt::format("nvmlDeviceGetTotalEnergyConsumption failed with NVML error {}", rc);
+      return std::nullopt;
+    }
+    return static_cast<double>(mj);
+  }
+  const std::string& note() const { return note_; }
+
+ private:
+  using InitFn = int (*)();
+  using ShutdownFn = int (*)();
+  using HandleFn = int (*)(const char*, void**);
+  using EnergyFn = int (*)(void*, unsigned long long*);
+  void* lib_ = nullptr;
+  InitFn init_ = nullptr;
+  ShutdownFn shutdown_ = nullptr;
+  EnergyFn energy_ = nullptr;
+  void* device_ = nullptr;
+  bool initialized_ = false;
+  std::string note_;
+};
+
+class Evaluator {
+ public:
+  Evaluator(CudaInstance& gpu, const L2Residency* residency)
+      : gpu_(gpu),
+        residency_(residency),
+        kernels_(static_cast<int>(gpu.program().kernels.size())),
+        start_(cuda::make_event(true)),
+        stop_(cuda::make_event(true)) {}
+
+  // One timed iteration (ms) after one warm-up iteration, with or without the config.
+  double sample(bool with_config) {
+    apply(with_config);
+    cudaStream_t s = gpu_.stream();
+    cuda::launch_spin(s, kSpinBaseUs + 2.0 * kSpinPerKernelUs * kernels_);
+    gpu_.run_range(0, kernels_);
+    ATL_CUDA_CHECK(cudaEventRecord(start_.get(), s));
+    gpu_.run_range(0, kernels_);
+    ATL_CUDA_CHECK(cudaEventRecord(stop_.get(), s));
+    gpu_.synchronize();
+    float ms = 0;
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
+    return ms;
+  }
+
+  // Millijoules per iteration over about `window_ms` of back-to-back iterations.
+  std::optional<double> energy_per_iteration(Nvml& nvml, bool with_config, double iteration_ms, double window_ms) {
+    apply(with_config);
+    const int iterations =
+        std::clamp(static_cast<int>(std::ceil(window_ms / std::max(iteration_ms, 1e-3))), 1, kMaxEnergyIterations);
+    gpu_.run_range(0, kernels_);
+    gpu_.synchronize();
+    const std::optional<double> before = nvml.energy_mj();
+    for (int i = 0; i < iterations; ++i) gpu_.run_range(0, kernels_);
+    gpu_.synchronize();
+    const std::optional<double> after = nvml.energy_mj();
+    if (!before || !after) return std::nullopt;
+    return (*after - *before) / iterations;
+  }
+
+  int64_t granted() const { return granted_; }
+
+ private:
+  // Applying and removing both reset persisting lines: every sample starts from the same state,
+  // whatever ran before it.
+  void apply(bool with_config) {
+    gpu_.set_l2_residency(with_config ? residency_ : nullptr);
+    if (with_config) granted_ = gpu_.persisting_l2_limit();
+  }
+
+  CudaInstance& gpu_;
+  const L2Residency* residency_;
+  int kernels_;
+  cuda::Event start_, stop_;
+  int64_t granted_ = 0;
+};
+
+void measure_pairs(Evaluator& ev, bool has_config, int pairs, L2Measurement& m) {
+  for (int i = 0; i < pairs; ++i) {
+    // AB, BA, AB, ...: a linear drift then weighs on both sides equally.
+    const bool config_first = (m.baseline_samples_ms.size() % 2) == 1;
+    if (config_first) {
+      m.config_samples_ms.push_back(ev.sample(has_config));
+      m.baseline_samples_ms.push_back(ev.sample(false));
+    } else {
+      m.baseline_samples_ms.push_back(ev.sample(false));
+      m.config_samples_ms.push_back(ev.sample(has_config));
+    }
+  }
+}
+
+}  // namespace
+
+L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, const l2::L2Device& d,
+                         const L2MeasureOptions& options) {
+  auto* gpu = dynamic_cast<CudaInstance*>(&instance);
+  ATOLL_CHECK(gpu != nullptr, kUnsupported, "L2 measurement needs a CUDA instance; program '{}' is loaded elsewhere",
+              instance.program().model);
+  ATOLL_CHECK(options.min_pairs >= 2 && options.step_pairs >= 1 && options.max_pairs >= options.min_pairs &&
+                  options.target_ci > 0.0,
+              kInvalidArgument,
+              "L2 measure options: need min_pairs >= 2, step_pairs >= 1, max_pairs >= min_pairs, "
+              "target_ci > 0 (got {}, {}, {}, {})",
+              options.min_pairs, options.step_pairs, options.max_pairs, options.target_ci);
+  std::optional<L2Residency> residency;
+  L2Measurement m;
+  if (config != nullptr) {
+    residency = to_residency(l2::plan_windows(instance.program(), *config, d));
+    m.setaside_bytes = residency->setaside_bytes;
+  }
+  // Whatever an earlier config left persisting would otherwise count for the first samples.
+  gpu->set_l2_residency(nullptr);
+  Evaluator ev(*gpu, residency ? &*residency : nullptr);
+  try {
+    int target = options.min_pairs;
+    while (true) {
+      measure_pairs(ev, residency.has_value(), target - m.pairs, m);
+      m.pairs = target;
+      std::vector<double> diffs(static_cast<size_t>(m.pairs));
+      for (size_t i = 0; i < diffs.size(); ++i) diffs[i] = m.config_samples_ms[i] - m.baseline_samples_ms[i];
+      m.baseline_ms = median_of(m.baseline_samples_ms);
+      m.config_ms = median_of(m.config_samples_ms);
+      m.median_diff_ms = median_of(diffs);
+      m.diff_ci_ms = median_ci_half_width(diffs);
+      if (m.diff_ci_ms <= options.target_ci * m.baseline_ms || target >= options.max_pairs) break;
+      target = std::min(options.max_pairs, target + options.step_pairs);
+    }
+    m.speedup = m.config_ms > 0 ? m.baseline_ms / m.config_ms : 0.0;
+    m.granted_setaside_bytes = ev.granted();
+    if (options.energy) {
+      int device = 0;
+      ATL_CUDA_CHECK(cudaGetDevice(&device));
+      Nvml nvml(device);
+      m.baseline_energy_mj = ev.energy_per_iteration(nvml, false, m.baseline_ms, options.energy_ms);
+      m.config_energy_mj = ev.energy_per_iteration(nvml, residency.has_value(), m.config_ms, options.energy_ms);
+      if (!m.baseline_energy_mj || !m.config_energy_mj) {
+        m.baseline_energy_mj.reset();
+        m.config_energy_mj.reset();
+        m.energy_note = nvml.note();
+      }
+    }
+  } catch (...) {
+    try {
+      gpu->set_l2_residency(nullptr);
+    } catch (const Error&) {  // the first failure is the one to report
+    }
+    throw;
+  }
+  gpu->set_l2_residency(nullptr);
+  return m;
+}
+
+#else
+
+L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* /*config*/, const l2::L2Device& /*d*/,
+                         const L2MeasureOptions& /*options*/) {
+  ATOLL_THROW(kUnsupported, "L2 measurement of '{}' needs the CUDA backend; this atoll was built with ATOLL_CUDA=OFF",
+              instance.program().model);
+}
+
+#endif
+
+}  // namespace atl

@@ -133,7 +133,7 @@ class Runner {
     if (it != models_.end()) return it->second;
     Prepared p;
     const bool computes = !sched::is_simulated(device);
-    p.compiled = sched::compile_zoo_model(c.model, c.batch, o_.seed, device, computes);
+    p.compiled = sched::compile_zoo_model(c.model, c.batch, o_.seed, device, computes, o_.inflight_cap);
     p.inputs = sched::seeded_inputs(p.compiled.program, o_.seed);
     return models_.emplace(key, std::move(p)).first->second;
   }

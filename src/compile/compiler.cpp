@@ -25,7 +25,9 @@ CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, con
     batch = graph.value(graph.inputs()[0]).shape[0];
   }
   CompiledModel out;
-  out.program = lower(w, graph.name(), batch, target, out.weights);
+  ATOLL_CHECK(options.inflight_window >= 1, kInvalidArgument, "inflight_window must be at least 1, is {}",
+              options.inflight_window);
+  out.program = lower(w, graph.name(), batch, target, options.inflight_window, out.weights);
   out.program.fingerprint = out.program.compute_fingerprint();
   verify_program(out.program);
   return out;

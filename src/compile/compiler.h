@@ -9,6 +9,11 @@ namespace atl {
 struct CompileOptions {
   bool fold_batchnorm = true;   // BN after conv folded into its weights and bias
   bool fuse_epilogues = true;   // bias, activation and residual add fused into conv/gemm
+  // Kernels that may be on the device at once (the scheduler's in-flight cap). A preempted task
+  // resumes from a cursor read before the flag was raised, so up to this many kernels may re-run
+  // after later ones already wrote: no buffer is reused until this many kernels after its last
+  // reader, and re-running never reads clobbered memory.
+  int inflight_window = 4;
 };
 
 struct CompiledModel {

@@ -41,12 +41,13 @@ double kernel_flops(const WNode& n, const WorkGraph& w) {
 }  // namespace
 
 Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const CompileTarget& target,
-              WeightStore& program_weights) {
+              int inflight_window, WeightStore& program_weights) {
   Program p;
   p.model = model;
   p.batch = batch;
   p.act_dtype = target.act_dtype;
   p.alignment = target.alignment;
+  p.inflight_window = inflight_window;
 
   auto storage_dtype = [&](const WValue& v) { return is_float(v.dtype) ? target.act_dtype : v.dtype; };
 
@@ -87,6 +88,9 @@ Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const
     requests.push_back({v.shape.numel() * static_cast<int64_t>(dtype_size(storage_dtype(v))), kk, kk});
     request_root.push_back(r);
   }
+  // Kernels up to inflight_window - 1 after a buffer's last reader may be re-run after a
+  // preemption together with that reader: keep the buffer until they are past.
+  for (BufferRequest& r : requests) r.last += inflight_window - 1;
   const ArenaPlan plan = plan_arena(requests, target.alignment);
   check_arena_plan(requests, plan);
   p.arena_bytes = plan.arena_bytes;

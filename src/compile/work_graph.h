@@ -56,6 +56,6 @@ void make_views(WorkGraph& w);      // Reshape/Flatten become aliases, not kerne
 void drop_unused(WorkGraph& w);     // nodes whose results nobody reads
 
 Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const CompileTarget& target,
-              WeightStore& program_weights);
+              int inflight_window, WeightStore& program_weights);
 
 }  // namespace atl::compile_detail

@@ -74,6 +74,7 @@ nlohmann::json contents_json(const Program& p) {
   j["arena_bytes"] = p.arena_bytes;
   j["naive_activation_bytes"] = p.naive_activation_bytes;
   j["alignment"] = p.alignment;
+  j["inflight_window"] = p.inflight_window;
   for (const auto* list : {&p.inputs, &p.outputs, &p.weights}) {
     auto arr = nlohmann::json::array();
     for (const auto& s : *list) arr.push_back(spec_json(s));
@@ -129,6 +130,7 @@ void from_json(const nlohmann::json& j, Program& p) {
   p.arena_bytes = j.at("arena_bytes").get<int64_t>();
   p.naive_activation_bytes = j.at("naive_activation_bytes").get<int64_t>();
   p.alignment = j.at("alignment").get<int64_t>();
+  p.inflight_window = j.at("inflight_window").get<int>();
   p.inputs.clear();
   p.outputs.clear();
   p.weights.clear();

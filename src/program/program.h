@@ -66,6 +66,9 @@ struct Program {
   int64_t arena_bytes = 0;
   int64_t naive_activation_bytes = 0;  // sum of every intermediate buffer, no reuse
   int64_t alignment = 256;
+  // Kernels that may be in flight together without one clobbering another's inputs (see
+  // CompileOptions::inflight_window); a scheduler's in-flight cap must not exceed it.
+  int inflight_window = 1;
   std::string fingerprint;  // hash of everything above; configs and profiles are keyed to it
 
   int64_t param_count() const;

@@ -237,7 +237,7 @@ std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimE
 }
 
 CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
-                                bool computes) {
+                                bool computes, int inflight_cap) {
   ModelOptions mo;
   mo.batch = batch;
   mo.seed = seed;
@@ -250,7 +250,9 @@ CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_
       if (v.kind == ValueKind::kWeight) g.weights()[v.name] = Tensor(v.dtype, v.shape);
     }
   }
-  return compile_graph(g, device.target());
+  CompileOptions options;
+  options.inflight_window = std::max(4, inflight_cap);
+  return compile_graph(g, device.target(), options);
 }
 
 std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
@@ -332,7 +334,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.inflight_cap = o.inflight_cap;
   w.real_time = !is_simulated(*device);
   auto add = [&](const std::string& model, TaskClass cls) -> WorkloadClient& {
-    const CompiledModel cm = compile_zoo_model(model, o.batch, o.seed, *device, computes);
+    const CompiledModel cm = compile_zoo_model(model, o.batch, o.seed, *device, computes, o.inflight_cap);
     WorkloadClient c;
     c.name = model;
     c.task_class = cls;

@@ -77,9 +77,10 @@ bool is_simulated(const ExecDevice& device);
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim = {});
 
 // Builds a zoo model and compiles it for `device`. A device that computes gets the zoo's seeded
-// weights; a timing-only one gets zeros, which are cheap for the big models.
+// weights; a timing-only one gets zeros, which are cheap for the big models. `inflight_cap` is
+// the scheduler's: the plan keeps buffers apart for that many kernels in flight.
 CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
-                                bool computes);
+                                bool computes, int inflight_cap = 4);
 // Inputs for every request of a model: floats uniform in [-1, 1); indices 0, valid for every table.
 std::vector<Tensor> seeded_inputs(const Program& program, uint64_t seed);
 

@@ -132,7 +132,15 @@ struct Scheduler::Impl {
     for (const Client& c : clients) {
       ATOLL_CHECK(c.instance != instance, kInvalidArgument, "instance {} already serves client '{}'", instance, c.name);
     }
-    const int kernels = static_cast<int>(device.program(instance).kernels.size());
+    const Program& program = device.program(instance);
+    const int kernels = static_cast<int>(program.kernels.size());
+    // Resuming a preempted task re-runs up to `inflight_cap` kernels; the planner must have kept
+    // their inputs apart from what the kernels after them write.
+    ATOLL_CHECK(task_class == TaskClass::kRealTime || options.inflight_cap <= program.inflight_window,
+                kInvalidArgument,
+                "client '{}': in-flight cap {} exceeds the program's in-flight window {} (compile with "
+                "CompileOptions::inflight_window >= the cap)",
+                name, options.inflight_cap, program.inflight_window);
     const ClientId id = static_cast<ClientId>(clients.size());
     clients.push_back(Client{std::move(name), task_class, instance, kernels, {}});
     const bool rt = task_class == TaskClass::kRealTime;

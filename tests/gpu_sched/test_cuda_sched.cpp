@@ -44,14 +44,16 @@ uint64_t test_seed() {
 
 class CudaPreemption : public ::testing::TestWithParam<std::string> {};
 
-// Launches the whole model, raises the flag after a random delay, rolls back to the first
-// unfinished kernel as the scheduler does, and resumes; 200 points per model.
+// Launches like the scheduler (at most 4 kernels in flight), raises the flag after a random number
+// of launches, rolls back to the cursor read before the flag as the scheduler does, and resumes;
+// 200 points per model.
 TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
   REQUIRE_GPU();
+  constexpr uint64_t kCap = 4;
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model(GetParam(), 1, seed % 1000, *device, true);
+  const CompiledModel cm = compile_zoo_model(GetParam(), 1, seed % 1000, *device, true, kCap);
   const InstanceId inst = device->load(cm.program, cm.weights);
   const StreamId be = device->create_stream(StreamPriority::kLow);
   const StreamId rt = device->create_stream(StreamPriority::kHigh);
@@ -64,20 +66,23 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
   int preempted_mid_model = 0;
   for (int trial = 0; trial < 200; ++trial) {
     const uint64_t base = device->completed(be);
-    for (int k = 0; k < n; ++k) device->launch(be, inst, k, LaunchOptions{true, false});
-    const auto delay = std::chrono::microseconds(rng.next_u64() % 3000);
-    std::this_thread::sleep_for(delay);
+    const int stop_after = 1 + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(n));
+    uint64_t launched = base;
+    for (int k = 0; k < stop_after; ++k) {
+      while (launched - device->completed(be) >= kCap) device->wait_until(kNever);
+      launched = device->launch(be, inst, k, LaunchOptions{true, false});
+    }
     const uint64_t snapshot = device->completed(be);  // read before the flag, as the scheduler does
     device->raise_flag(rt);
     device->synchronize(be);
     device->lower_flag();
     const int first_unfinished = static_cast<int>(snapshot - base);
-    ASSERT_LE(first_unfinished, n);
-    preempted_mid_model += first_unfinished > 0 && first_unfinished < n;
+    ASSERT_LE(first_unfinished, stop_after);
+    preempted_mid_model += launched - snapshot > 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
     ASSERT_TRUE(same_bytes(got, want)) << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
   }
-  EXPECT_GT(preempted_mid_model, 10) << "too few preemptions landed inside the model to test anything";
+  EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaPreemption,

@@ -28,8 +28,9 @@ if [[ $steps == *tests* && -x $bin/test_gpu_sched ]]; then
 fi
 if [[ $steps == *sched* ]]; then
   # The main job, then co-location and DISB on the GPU: every scheduler mode, SCHED_SECONDS per mode.
-  timeout -k 5 120 "$bin/atoll" run resnet50 --device auto --json >"$out/run_resnet50.json" 2>"$out/run_resnet50.log" ||
-    echo "atoll run failed: $(tail -1 "$out/run_resnet50.log")"
+  timeout -k 5 120 "$bin/atoll" run resnet50 --device auto >"$out/run_resnet50.txt" 2>&1 ||
+    echo "atoll run failed: $(tail -1 "$out/run_resnet50.txt")"
+  head -3 "$out/run_resnet50.txt"
   secs=${SCHED_SECONDS:-3}
   for mode in rt-only seq streams streams-prio wait reset; do
     timeout -k 5 120 "$bin/atoll" colocate --rt vgg19:100 --be resnet152 --mode "$mode" --duration "$secs" \
@@ -42,10 +43,60 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "colocate_*.json"))):
         d = json.load(open(f))
     except Exception as e:
         print(f, "unreadable", e); continue
-    print(os.path.basename(f), json.dumps(d)[:400])
+    rt = [c for c in d["clients"] if c["class"] == "rt"][0]["latency_ms"]
+    pre = d.get("preemptions", {})
+    print(f"{d['mode']:13} RT p50 {rt['p50']:.3f} p99 {rt['p99']:.3f} max {rt['max']:.3f} ms  "
+          f"BE {d['be_throughput_per_s']:.1f}/s  preemptions {json.dumps(pre)[:160]}")
 PY
   timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "${DISB_WORKLOADS:-A}" --device cuda \
     --duration "$secs" --out "$out/disb" 2>&1 | tail -25
+fi
+if [[ $steps == *l2* && -d .carry/l2 ]]; then
+  # Residency configs made and simulated on the build machine (.carry/l2/sim.txt: model, config,
+  # slices, simulated DRAM bytes); measured here against no residency, then rank-correlated.
+  while read -r model cfg slices bytes; do
+    [[ $cfg == none ]] && continue
+    timeout -k 5 90 "$bin/atoll" l2 measure "$model" --batch 8 --device cuda --config ".carry/l2/${model}_${cfg}.json" \
+      --max-pairs 60 --json >"$out/l2_${model}_${cfg}.json" 2>"$out/l2_${model}_${cfg}.log" ||
+      echo "l2 measure $model $cfg failed: $(tail -1 "$out/l2_${model}_${cfg}.log")"
+  done <.carry/l2/sim.txt
+  python3 - "$out" .carry/l2/sim.txt <<'PY'
+import json, sys, os
+out, sim = sys.argv[1], sys.argv[2]
+rows = {}
+for line in open(sim):
+    m, c, s, b = line.split()
+    if c == "none":
+        continue
+    f = os.path.join(out, f"l2_{m}_{c}.json")
+    try:
+        d = json.load(open(f))
+    except Exception:
+        continue
+    rows.setdefault(m, []).append((c, s, int(b), d["baseline_ms"], d["config_ms"], d["speedup"]))
+def ranks(v):
+    order = sorted(range(len(v)), key=lambda i: v[i]); r = [0.0] * len(v)
+    i = 0
+    while i < len(v):
+        j = i
+        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]: j += 1
+        for k in range(i, j + 1): r[order[k]] = (i + j) / 2
+        i = j + 1
+    return r
+summary = {}
+for m, rs in rows.items():
+    print(f"{m} b8: config  slices  sim_DRAM_MiB  base_ms  config_ms  speedup")
+    for c, s, b, bm, cm, sp in rs:
+        print(f"  {c:4} {s:38} {b/2**20:8.1f} {bm:8.4f} {cm:8.4f} {sp:6.3f}")
+    a, t = ranks([r[2] for r in rs]), ranks([r[4] / r[3] for r in rs])
+    n = len(rs); ma, mt = sum(a) / n, sum(t) / n
+    cov = sum((x - ma) * (y - mt) for x, y in zip(a, t))
+    va = sum((x - ma) ** 2 for x in a) ** 0.5; vt = sum((y - mt) ** 2 for y in t) ** 0.5
+    rho = cov / (va * vt) if va and vt else float("nan")
+    summary[m] = rho
+    print(f"  Spearman(sim DRAM bytes, GPU time ratio) = {rho:.3f} over {n} configs")
+json.dump({"spearman": summary, "rows": rows}, open(os.path.join(out, "l2_rank.json"), "w"), indent=1)
+PY
 fi
 if [[ $steps == *bench* ]]; then
   # shellcheck disable=SC2086

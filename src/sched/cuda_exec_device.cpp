@@ -41,6 +41,7 @@ DeviceTime host_now() {
 }
 
 constexpr size_t kTimedRing = 4096;
+constexpr DeviceTime kAnchorAge = 20'000'000;  // 20 ms: drift stays around a microsecond
 
 struct StreamState {
   cuda::Stream stream;
@@ -59,11 +60,8 @@ class CudaExecDevice final : public ExecDevice {
     ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
     ATL_CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
     control_ = cuda::make_stream();
-    // One clock: device event times are mapped onto the host's steady clock at this instant.
     base_event_ = cuda::make_event(true);
-    ATL_CUDA_CHECK(cudaEventRecord(base_event_.get(), control_.get()));
-    ATL_CUDA_CHECK(cudaEventSynchronize(base_event_.get()));
-    base_host_ = host_now();
+    reanchor();
   }
 
   ~CudaExecDevice() override {
@@ -162,6 +160,9 @@ class CudaExecDevice final : public ExecDevice {
     StreamState& st = state(stream);
     const size_t slot = seq % kTimedRing;
     if (st.ring_seq[slot] != seq || !st.starts[slot] || completed(stream) < seq) return std::nullopt;
+    // The GPU's event clock and the host clock drift apart by tens of microseconds per second:
+    // convert through an anchor taken at most kAnchorAge ago.
+    if (host_now() - base_host_ > kAnchorAge) reanchor();
     float start_ms = 0, end_ms = 0;
     ATL_CUDA_CHECK(cudaEventElapsedTime(&start_ms, base_event_.get(), st.starts[slot].get()));
     ATL_CUDA_CHECK(cudaEventElapsedTime(&end_ms, base_event_.get(), st.ends[slot].get()));
@@ -234,6 +235,15 @@ class CudaExecDevice final : public ExecDevice {
     if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
     return streams_[static_cast<size_t>(id)];
   }
+  // Pairs a device event with the host clock: the event lands between the two host readings
+  // (on an idle control stream, microseconds apart), so their midpoint is its host time.
+  void reanchor() {
+    const DeviceTime before = host_now();
+    ATL_CUDA_CHECK(cudaEventRecord(base_event_.get(), control_.get()));
+    ATL_CUDA_CHECK(cudaEventSynchronize(base_event_.get()));
+    base_host_ = before + (host_now() - before) / 2;
+  }
+
   // Work enqueued on `then` from now on starts after everything enqueued on `first` so far.
   static void order_after(cudaEvent_t e, cudaStream_t first, cudaStream_t then) {
     ATL_CUDA_CHECK(cudaEventRecord(e, first));

@@ -10,11 +10,7 @@
 
 namespace atl::opcases {
 
-namespace {
-
-using Ints = std::vector<int64_t>;
-
-Operand act_input(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f) {
+Operand act_input(std::string name, Shape shape, Layout layout, float scale) {
   Operand o;
   o.name = std::move(name);
   o.shape = std::move(shape);
@@ -23,11 +19,15 @@ Operand act_input(std::string name, Shape shape, Layout layout = Layout::kRowMaj
   return o;
 }
 
-Operand param(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f) {
+Operand param(std::string name, Shape shape, Layout layout, float scale) {
   Operand o = act_input(std::move(name), std::move(shape), layout, scale);
   o.role = Operand::Role::kWeight;
   return o;
 }
+
+namespace {
+
+using Ints = std::vector<int64_t>;
 
 Operand index_input(std::string name, Shape shape, int64_t limit) {
   Operand o = act_input(std::move(name), std::move(shape));

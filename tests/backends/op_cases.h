@@ -65,4 +65,8 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
 // shape differs or `got` has a non-finite value where `want` is finite (a poisoned element).
 double max_rel_error(const Tensor& got, const Tensor& want);
 
+// Operands for building cases: an activation input, and a weight (a Program weight binding).
+Operand act_input(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f);
+Operand param(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f);
+
 }  // namespace atl::opcases

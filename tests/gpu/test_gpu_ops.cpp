@@ -21,6 +21,8 @@ namespace {
 using opcases::OpCase;
 using opcases::OpCaseData;
 using opcases::Operand;
+using opcases::act_input;
+using opcases::param;
 using Ints = std::vector<int64_t>;
 
 // Tolerances on max_rel_error (per element, floored at the output's RMS). f16 has a unit
@@ -48,20 +50,6 @@ double tolerance(OpKind op) {
   }
 }
 
-Operand act(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f) {
-  Operand o;
-  o.name = std::move(name);
-  o.shape = std::move(shape);
-  o.layout = layout;
-  o.scale = scale;
-  return o;
-}
-
-Operand weight(std::string name, Shape shape, Layout layout = Layout::kRowMajor, float scale = 1.0f) {
-  Operand o = act(std::move(name), std::move(shape), layout, scale);
-  o.role = Operand::Role::kWeight;
-  return o;
-}
 
 OpCase make_case(std::string name, OpKind op, Attrs attrs, std::vector<Operand> operands,
                  Layout out_layout = Layout::kRowMajor) {
@@ -79,12 +67,12 @@ float fan_in(int64_t n) { return std::sqrt(3.0f / static_cast<float>(n)); }
 OpCase conv(std::string name, Shape x, int64_t o, int64_t k, int64_t stride, int64_t pad, int64_t group, bool bias,
             bool residual, const char* act_name) {
   const int64_t cg = x[1] / group;
-  std::vector<Operand> ops{act("x", x, Layout::kNHWC), weight("w", Shape{o, cg, k, k}, Layout::kNHWC, fan_in(cg * k * k))};
-  if (bias) ops.push_back(weight("b", Shape{o}, Layout::kRowMajor, 0.5f));
+  std::vector<Operand> ops{act_input("x", x, Layout::kNHWC), param("w", Shape{o, cg, k, k}, Layout::kNHWC, fan_in(cg * k * k))};
+  if (bias) ops.push_back(param("b", Shape{o}, Layout::kRowMajor, 0.5f));
   if (residual) {
     const int64_t oh = pool_out_size(x[2], k, stride, pad, pad, 1, false);
     const int64_t ow = pool_out_size(x[3], k, stride, pad, pad, 1, false);
-    ops.push_back(act("r", Shape{x[0], o, oh, ow}, Layout::kNHWC));
+    ops.push_back(act_input("r", Shape{x[0], o, oh, ow}, Layout::kNHWC));
   }
   Attrs a{{"stride", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}, {"dilation", Ints{1, 1}},
           {"group", group}, {"bias", int64_t{bias}}, {"residual", int64_t{residual}}, {"act", std::string(act_name)}};
@@ -107,55 +95,55 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("depthwise_c64_s2_residual", Shape{1, 64, 14, 14}, 64, 3, 2, 1, 64, true, true, "none"));
   c.push_back(make_case("maxpool_c64", OpKind::kMaxPool,
                         {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}},
-                        {act("x", Shape{2, 64, 15, 15}, Layout::kNHWC)}, Layout::kNHWC));
+                        {act_input("x", Shape{2, 64, 15, 15}, Layout::kNHWC)}, Layout::kNHWC));
   c.push_back(make_case("avgpool_c32_exclude_pad", OpKind::kAvgPool,
                         {{"kernel", Ints{3, 3}}, {"stride", Ints{1, 1}}, {"pads", Ints{1, 1, 1, 1}},
                          {"count_include_pad", int64_t{0}}},
-                        {act("x", Shape{1, 32, 9, 8}, Layout::kNHWC)}, Layout::kNHWC));
+                        {act_input("x", Shape{1, 32, 9, 8}, Layout::kNHWC)}, Layout::kNHWC));
   c.push_back(make_case("global_avgpool_c2048", OpKind::kGlobalAvgPool, {},
-                        {act("x", Shape{2, 2048, 7, 7}, Layout::kNHWC)}, Layout::kNHWC));
+                        {act_input("x", Shape{2, 2048, 7, 7}, Layout::kNHWC)}, Layout::kNHWC));
   const Attrs gemm_bias_gelu{{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("gelu")}};
   c.push_back(make_case("gemm_300x260x512_gelu", OpKind::kGemm, gemm_bias_gelu,
-                        {act("x", Shape{3, 100, 512}), weight("w", Shape{260, 512}, Layout::kRowMajor, fan_in(512)),
-                         weight("b", Shape{260})}));
+                        {act_input("x", Shape{3, 100, 512}), param("w", Shape{260, 512}, Layout::kRowMajor, fan_in(512)),
+                         param("b", Shape{260})}));
   c.push_back(make_case("gemm_classifier_m1", OpKind::kGemm,
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("none")}},
-                        {act("x", Shape{1, 2048}), weight("w", Shape{1000, 2048}, Layout::kRowMajor, fan_in(2048)),
-                         weight("b", Shape{1000})}));
+                        {act_input("x", Shape{1, 2048}), param("w", Shape{1000, 2048}, Layout::kRowMajor, fan_in(2048)),
+                         param("b", Shape{1000})}));
   c.push_back(make_case("gemm_residual_768", OpKind::kGemm,
                         {{"bias", int64_t{1}}, {"residual", int64_t{1}}, {"act", std::string("none")}},
-                        {act("x", Shape{1, 128, 768}), weight("w", Shape{768, 768}, Layout::kRowMajor, fan_in(768)),
-                         weight("b", Shape{768}), act("r", Shape{1, 128, 768})}));
+                        {act_input("x", Shape{1, 128, 768}), param("w", Shape{768, 768}, Layout::kRowMajor, fan_in(768)),
+                         param("b", Shape{768}), act_input("r", Shape{1, 128, 768})}));
   c.push_back(make_case("matmul_trans_b_heads", OpKind::kMatMul, {{"trans_b", int64_t{1}}, {"alpha", 0.125}},
-                        {act("q", Shape{2, 3, 64, 40}), act("k", Shape{2, 3, 72, 40})}));
+                        {act_input("q", Shape{2, 3, 64, 40}), act_input("k", Shape{2, 3, 72, 40})}));
   c.push_back(make_case("matmul_kn_heads", OpKind::kMatMul, {},
-                        {act("p", Shape{2, 3, 64, 72}), act("v", Shape{2, 3, 72, 48})}));
-  c.push_back(make_case("relu_vec", OpKind::kRelu, {}, {act("x", Shape{4, 64, 33})}));
+                        {act_input("p", Shape{2, 3, 64, 72}), act_input("v", Shape{2, 3, 72, 48})}));
+  c.push_back(make_case("relu_vec", OpKind::kRelu, {}, {act_input("x", Shape{4, 64, 33})}));
   c.push_back(make_case("add_vec_relu", OpKind::kAdd, {{"act", std::string("relu")}},
-                        {act("a", Shape{2, 64, 40}), act("b", Shape{2, 64, 40})}));
+                        {act_input("a", Shape{2, 64, 40}), act_input("b", Shape{2, 64, 40})}));
   c.push_back(make_case("scale_shift_nhwc_vec", OpKind::kScaleShift, {{"act", std::string("relu")}},
-                        {act("x", Shape{2, 64, 7, 7}, Layout::kNHWC), weight("s", Shape{64}), weight("t", Shape{64})},
+                        {act_input("x", Shape{2, 64, 7, 7}, Layout::kNHWC), param("s", Shape{64}), param("t", Shape{64})},
                         Layout::kNHWC));
   c.push_back(make_case("concat_channels_vec", OpKind::kConcat, {{"axis", int64_t{1}}},
-                        {act("a", Shape{1, 32, 7, 7}, Layout::kNHWC), act("b", Shape{1, 64, 7, 7}, Layout::kNHWC),
-                         act("c", Shape{1, 16, 7, 7}, Layout::kNHWC)},
+                        {act_input("a", Shape{1, 32, 7, 7}, Layout::kNHWC), act_input("b", Shape{1, 64, 7, 7}, Layout::kNHWC),
+                         act_input("c", Shape{1, 16, 7, 7}, Layout::kNHWC)},
                         Layout::kNHWC));
   std::vector<Operand> many;
-  for (int i = 0; i < 50; ++i) many.push_back(act("p" + std::to_string(i), Shape{1, 8, 3, 3}, Layout::kNHWC));
+  for (int i = 0; i < 50; ++i) many.push_back(act_input("p" + std::to_string(i), Shape{1, 8, 3, 3}, Layout::kNHWC));
   c.push_back(make_case("concat_50_parts", OpKind::kConcat, {{"axis", int64_t{1}}}, many, Layout::kNHWC));
   c.push_back(make_case("transpose_heads_vec", OpKind::kTranspose, {{"perm", Ints{0, 2, 1, 3}}},
-                        {act("x", Shape{2, 16, 4, 64})}));
+                        {act_input("x", Shape{2, 16, 4, 64})}));
   c.push_back(make_case("slice_first_token_vec", OpKind::kSlice,
-                        {{"axes", Ints{1}}, {"starts", Ints{0}}, {"ends", Ints{1}}}, {act("x", Shape{2, 9, 64})}));
+                        {{"axes", Ints{1}}, {"starts", Ints{0}}, {"ends", Ints{1}}}, {act_input("x", Shape{2, 9, 64})}));
   c.push_back(make_case("softmax_rows_128", OpKind::kSoftmax, {{"axis", int64_t{-1}}},
-                        {act("x", Shape{2, 12, 128}, Layout::kRowMajor, 8.0f)}));
+                        {act_input("x", Shape{2, 12, 128}, Layout::kRowMajor, 8.0f)}));
   c.push_back(make_case("layernorm_768", OpKind::kLayerNorm, {{"epsilon", 1e-12}},
-                        {act("x", Shape{20, 768}, Layout::kRowMajor, 3.0f), weight("g", Shape{768}),
-                         weight("b", Shape{768})}));
-  Operand ids = act("ids", Shape{3, 5});
+                        {act_input("x", Shape{20, 768}, Layout::kRowMajor, 3.0f), param("g", Shape{768}),
+                         param("b", Shape{768})}));
+  Operand ids = act_input("ids", Shape{3, 5});
   ids.dtype = DType::kI64;
   ids.index_limit = 40;
-  c.push_back(make_case("gather_d64", OpKind::kGather, {}, {weight("table", Shape{40, 64}), ids}));
+  c.push_back(make_case("gather_d64", OpKind::kGather, {}, {param("table", Shape{40, 64}), ids}));
   return c;
 }
 
@@ -226,10 +214,10 @@ TEST(GpuOps, PoisonedOutputIsCaught) {
 
 TEST(GpuOps, OutOfRangeGatherIndexIsReported) {
   ATL_REQUIRE_GPU();
-  Operand ids = act("ids", Shape{2, 3});
+  Operand ids = act_input("ids", Shape{2, 3});
   ids.dtype = DType::kI64;
   ids.index_limit = 10;
-  const OpCase c = make_case("gather_bad_index", OpKind::kGather, {}, {weight("table", Shape{10, 8}), ids});
+  const OpCase c = make_case("gather_bad_index", OpKind::kGather, {}, {param("table", Shape{10, 8}), ids});
   const OpCaseData data = c.build(DType::kF16, 1);
   auto inst = make_cuda_backend()->load(data.program, data.weights);
   Tensor bad = data.inputs[0].clone();

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests sched l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests sched preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 bin=$PWD/.carry/gpu
-steps=${STEPS:-tests sched l2 bench torch}
+steps=${STEPS:-tests sched preempt l2 bench torch}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 status=0
@@ -45,11 +45,21 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "colocate_*.json"))):
         print(f, "unreadable", e); continue
     rt = [c for c in d["clients"] if c["class"] == "rt"][0]["latency_ms"]
     pre = d.get("preemptions", {})
+    b = d.get("rt_breakdown", {})
     print(f"{d['mode']:13} RT p50 {rt['p50']:.3f} p99 {rt['p99']:.3f} max {rt['max']:.3f} ms  "
-          f"BE {d['be_throughput_per_s']:.1f}/s  preemptions {json.dumps(pre)[:160]}")
+          f"BE {d['be_throughput_per_s']:.1f}/s  preempted {pre.get('count', 0)} "
+          f"arrival->first kernel p50 {pre.get('latency_us', {}).get('p50', 0):.1f} us")
+    if b:
+        print(f"{'':13} RT p50 breakdown: staging {b['staging_us']['p50']:.1f} us, "
+              f"queueing {b['queueing_us']['p50']:.1f} us (p99 {b['queueing_us']['p99']:.1f}), "
+              f"service {b['service_ms']['p50']:.3f} ms")
 PY
   timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "${DISB_WORKLOADS:-A}" --device cuda \
     --duration "$secs" --out "$out/disb" 2>&1 | tail -25
+fi
+if [[ $steps == *preempt* ]]; then
+  # shellcheck disable=SC2086
+  timeout -k 5 "${PREEMPT_LIMIT:-240}" "$bin/atoll_bench_preempt" --json "$out/preempt_sweep.json" ${PREEMPT_ARGS:-} 2>&1 | tail -30
 fi
 if [[ $steps == *l2* && -d .carry/l2 ]]; then
   # Residency configs made and simulated on the build machine (.carry/l2/sim.txt: model, config,

@@ -53,6 +53,9 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
+    j["rt_breakdown"] = {{"staging_us", stats_json(r.rt_staging_us)},
+                         {"queueing_us", stats_json(r.rt_queueing_us)},
+                         {"service_ms", stats_json(r.rt_service_ms)}};
     j["be_throughput_per_s"] = r.be_throughput_per_s;
     j["preemptions"] = {{"count", r.preemptions},
                         {"latency_us", stats_json(r.preemption_latency_us)},
@@ -83,6 +86,8 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   }
   fmt::print("RT latency   p50 {:.3f} ms  p99 {:.3f} ms  max {:.3f} ms  ({} requests)\n", r.rt_latency_ms.median_ms,
              r.rt_latency_ms.p99_ms, r.rt_latency_ms.max_ms, r.rt_latency_ms.samples);
+  fmt::print("RT breakdown p50: arrival -> dispatch {:.1f} us, dispatch -> first kernel {:.1f} us, service {:.3f} ms\n",
+             r.rt_staging_us.median_ms, r.rt_queueing_us.median_ms, r.rt_service_ms.median_ms);
   fmt::print("BE throughput {:.1f} requests/s\n", r.be_throughput_per_s);
   fmt::print("preemptions  {} BE tasks, {} kernels re-run; RT arrival -> first kernel p50 {:.1f} us  p99 {:.1f} us\n",
              r.preemptions, r.relaunched_kernels, r.preemption_latency_us.median_ms, r.preemption_latency_us.p99_ms);

@@ -286,7 +286,7 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
   std::stable_sort(report.results.begin(), report.results.end(),
                    [](const TaskResult& a, const TaskResult& b) { return a.finish < b.finish; });
   std::vector<std::vector<double>> latency(w.clients.size());
-  std::vector<double> rt_latency, preemption_us;
+  std::vector<double> rt_latency, preemption_us, staging_us, queueing_us, service_ms;
   report.clients.resize(w.clients.size());
   for (const TaskResult& r : report.results) {
     ClientSummary& s = report.clients[static_cast<size_t>(r.client)];
@@ -297,6 +297,9 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
     if (r.finish <= run.end) s.throughput_per_s += 1.0 / report.duration_s;
     if (r.task_class == TaskClass::kRealTime) {
       rt_latency.push_back(ms);
+      staging_us.push_back(static_cast<double>(r.dispatch - r.arrival) / 1e3);
+      queueing_us.push_back(static_cast<double>(r.start - r.dispatch) / 1e3);
+      service_ms.push_back(static_cast<double>(r.finish - r.start) / 1e6);
       if (r.preempted_tasks > 0) preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
     } else if (r.finish <= run.end) {
       report.be_throughput_per_s += 1.0 / report.duration_s;
@@ -309,6 +312,9 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
     s.latency_ms = latency_stats(latency[i]);
   }
   report.rt_latency_ms = latency_stats(rt_latency);
+  report.rt_staging_us = latency_stats(staging_us);
+  report.rt_queueing_us = latency_stats(queueing_us);
+  report.rt_service_ms = latency_stats(service_ms);
   report.preemption_latency_us = latency_stats(preemption_us);
   return report;
 }

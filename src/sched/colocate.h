@@ -100,6 +100,10 @@ struct WorkloadReport {
   double duration_s = 0;
   std::vector<ClientSummary> clients;
   LatencyStats rt_latency_ms;  // every RT request
+  // Where RT latency goes, per request: scheduled arrival -> dispatch (admission and input
+  // upload on the host), dispatch -> first kernel start (device queueing: what preemption
+  // shortens), first kernel start -> last kernel end (service).
+  LatencyStats rt_staging_us, rt_queueing_us, rt_service_ms;
   double be_throughput_per_s = 0;
   int64_t preemptions = 0;  // BE tasks preempted with kernels in flight
   // Scheduled arrival -> first kernel start of the RT requests that preempted BE work.

@@ -3,7 +3,6 @@
 #include "core/error.h"
 
 #ifdef ATOLL_HAVE_CUDA
-#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <atomic>
@@ -13,27 +12,11 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/stream_write.h"
 
 namespace atl::sched {
 
 namespace {
-
-// cuStreamWriteValue32 through the runtime's driver entry point: linking libcuda directly would
-// stop every binary from starting on machines without a driver (CI).
-using WriteValue32 = CUresult (*)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
-
-WriteValue32 write_value32_entry() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult status{};
-  ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault, &status));
-  ATOLL_CHECK(fn != nullptr && status == cudaDriverEntryPointSuccess, kCuda,
-              "the driver has no cuStreamWriteValue32 (status {})", static_cast<int>(status));
-  return reinterpret_cast<WriteValue32>(fn);
-}
-
-void check_cu(CUresult r, const char* what) {
-  ATOLL_CHECK(r == CUDA_SUCCESS, kCuda, "{} failed with CUresult {}", what, static_cast<int>(r));
-}
 
 DeviceTime host_now() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -47,7 +30,7 @@ struct StreamState {
   cuda::Stream stream;
   uint64_t launched = 0;
   uint32_t* counter_host = nullptr;  // mapped: the GPU writes the sequence number of each ended launch
-  CUdeviceptr counter_device = 0;
+  void* counter_device = nullptr;
   std::exception_ptr error;
   // Event pairs of timed launches, by sequence number modulo the ring.
   std::vector<cuda::Event> starts, ends;
@@ -56,7 +39,7 @@ struct StreamState {
 
 class CudaExecDevice final : public ExecDevice {
  public:
-  explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)), write_value32_(write_value32_entry()) {
+  explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)) {
     ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
     ATL_CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
     control_ = cuda::make_stream();
@@ -115,7 +98,7 @@ class CudaExecDevice final : public ExecDevice {
     *st.counter_host = 0;
     void* dev = nullptr;
     ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, st.counter_host, 0));
-    st.counter_device = reinterpret_cast<CUdeviceptr>(dev);
+    st.counter_device = dev;
     st.starts.resize(kTimedRing);
     st.ends.resize(kTimedRing);
     st.ring_seq.assign(kTimedRing, 0);
@@ -127,6 +110,7 @@ class CudaExecDevice final : public ExecDevice {
     StreamState& st = state(stream);
     const uint64_t seq = ++st.launched;
     const size_t slot = seq % kTimedRing;
+    bool failed = false;
     try {
       if (options.timed) {
         if (!st.starts[slot]) {
@@ -139,13 +123,12 @@ class CudaExecDevice final : public ExecDevice {
       inst(instance).launch(kernel, st.stream.get(), options.preemptible ? flag_ : nullptr);
       if (options.timed) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
     } catch (...) {
+      failed = true;
       if (!st.error) st.error = std::current_exception();
     }
     // Written after the kernel ends (or exits on the flag), also when the launch failed, so the
     // sequence stays whole and the scheduler sees the error through take_error().
-    check_cu(write_value32_(reinterpret_cast<CUstream>(st.stream.get()), st.counter_device, static_cast<cuuint32_t>(seq),
-                            CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue32 (completion counter)");
+    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(seq));
     return seq;
   }
 
@@ -186,9 +169,7 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   void raise_flag(StreamId via) override {
-    check_cu(write_value32_(reinterpret_cast<CUstream>(state(via).stream.get()), reinterpret_cast<CUdeviceptr>(flag_), 1,
-                            CU_STREAM_WRITE_VALUE_DEFAULT),
-             "cuStreamWriteValue32 (preemption flag)");
+    cuda::stream_write_value32(state(via).stream.get(), flag_, 1);
   }
 
   void lower_flag() override {
@@ -251,7 +232,6 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   std::unique_ptr<Backend> backend_;
-  WriteValue32 write_value32_;
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::vector<std::pair<cuda::Event, cuda::Event>> instance_events_;  // input ready, outputs ready
   std::deque<StreamState> streams_;

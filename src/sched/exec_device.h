@@ -33,6 +33,10 @@ enum class StreamPriority : uint8_t { kLow, kHigh };
 struct LaunchOptions {
   bool preemptible = false;  // the kernel checks the flag: at block entry and in its loops
   bool timed = false;        // launch_span() must answer for this launch
+  // false: the device may skip reporting this launch's end on its own; completed() then counts
+  // it when a later launch on the stream ends. Saves a device write per kernel of tasks that are
+  // never rolled back. A failed launch is always reported.
+  bool report = true;
 };
 
 struct LaunchSpan {

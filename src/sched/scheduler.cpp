@@ -62,6 +62,7 @@ struct Scheduler::Impl {
     int cursor = 0;          // first kernel not known to have completed
     int next_launch = 0;     // next kernel to hand to the device
     uint64_t first_seq = 0;  // launch of kernel 0 on the first attempt; 0 before it
+    DeviceTime dispatch = -1;
     DeviceTime start = -1;
     int preemptions = 0;
     int preempted_tasks = 0;
@@ -283,6 +284,7 @@ struct Scheduler::Impl {
         deliver(std::move(t), {}, device.now());
         continue;
       }
+      if (t->dispatch < 0) t->dispatch = device.now();
       l.task = std::move(t);
       l.base_seq = l.launched + 1;
       l.base_kernel = 0;
@@ -306,6 +308,8 @@ struct Scheduler::Impl {
       LaunchOptions lo;
       lo.preemptible = c.task_class == TaskClass::kBestEffort;
       lo.timed = first || t.next_launch == c.kernels - 1;
+      // An RT task is never rolled back: only its last kernel's end matters.
+      lo.report = lo.preemptible || t.next_launch == c.kernels - 1;
       uint64_t seq;
       try {
         seq = device.launch(l.stream, c.instance, t.next_launch, lo);
@@ -396,6 +400,7 @@ struct Scheduler::Impl {
     r.arrival = t->request.arrival;
     r.finish = end;
     r.start = t->start >= 0 ? t->start : end;
+    r.dispatch = t->dispatch >= 0 ? t->dispatch : r.start;
     r.preemptions = t->preemptions;
     r.preempted_tasks = t->preempted_tasks;
     if (t->error) {

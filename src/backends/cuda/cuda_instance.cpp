@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_plan.h"
 #include "backends/cuda/host_convert.h"
+#include "backends/cuda/io_convert.h"
 #include "backends/cuda/timing.h"
 #include "core/error.h"
 
@@ -23,6 +24,9 @@ constexpr int kAutotuneRepeats = 2;
 // Device-side wait before timed launches; long enough for the host to queue them all.
 constexpr double kSpinBaseUs = 50.0;
 constexpr double kSpinPerLaunchUs = 8.0;
+
+// Request tensors are f32 where the backend stores f16, else the stored type.
+DType host_dtype(const TensorSpec& spec) { return spec.dtype == DType::kF16 ? DType::kF32 : spec.dtype; }
 
 size_t align_up(size_t v) { return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
 
@@ -124,22 +128,25 @@ void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
 }
 
 void CudaInstanceImpl::allocate_io() {
-  auto layout = [](const std::vector<TensorSpec>& specs, std::vector<size_t>& offsets, size_t& total) {
+  auto layout = [](const std::vector<TensorSpec>& specs, std::vector<size_t>& offsets, size_t& total, bool host_form) {
     for (const TensorSpec& s : specs) {
       offsets.push_back(total);
-      total += align_up(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype));
+      total += align_up(static_cast<size_t>(s.shape.numel()) * dtype_size(host_form ? host_dtype(s) : s.dtype));
     }
   };
-  size_t total = 0;
-  layout(program_.inputs, input_offsets_, total);
-  layout(program_.outputs, output_offsets_, total);
+  size_t total = 0, host_total = 0;
+  layout(program_.inputs, input_offsets_, total, false);
+  layout(program_.outputs, output_offsets_, total, false);
+  layout(program_.inputs, input_host_offsets_, host_total, true);
+  layout(program_.outputs, output_host_offsets_, host_total, true);
   io_ = DeviceBuffer(total);
+  host_io_ = DeviceBuffer(host_total);
   for (const TensorSpec& s : program_.inputs) {
-    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), false);
+    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false);
     input_copied_.push_back(make_event());
   }
   for (const TensorSpec& s : program_.outputs) {
-    output_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype), false);
+    output_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false);
   }
 }
 
@@ -175,11 +182,21 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   const TensorSpec& spec = program_.inputs[i];
   ATOLL_CHECK(t.shape() == spec.shape, kInvalidArgument, "input '{}' must be {}, got {}", spec.name,
               spec.shape.str(), t.shape().str());
+  ATOLL_CHECK(t.dtype() == host_dtype(spec), kInvalidArgument, "input '{}' must be an {} tensor, got {}", spec.name,
+              dtype_name(host_dtype(spec)), dtype_name(t.dtype()));
   // The previous copy from this staging buffer must be done before it is overwritten.
   ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  host_to_storage(t, spec, input_staging_[i].get());
-  ATL_CUDA_CHECK(cudaMemcpyAsync(io_.bytes_ptr() + input_offsets_[i], input_staging_[i].get(),
-                                 input_staging_[i].size(), cudaMemcpyHostToDevice, stream_.get()));
+  std::memcpy(input_staging_[i].get(), t.raw(), t.nbytes());
+  std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
+  if (spec.dtype == DType::kF16) {
+    std::byte* raw = host_io_.bytes_ptr() + input_host_offsets_[i];
+    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
+    launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream_.get());
+  } else {
+    ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
+                "input '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
+    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
+  }
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream_.get()));
 }
 
@@ -187,10 +204,21 @@ Tensor CudaInstanceImpl::get_output(int index) {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.outputs.size()), kInvalidArgument,
               "output index {} out of range ({} outputs)", index, program_.outputs.size());
   const auto i = static_cast<size_t>(index);
-  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), io_.bytes_ptr() + output_offsets_[i],
-                                 output_staging_[i].size(), cudaMemcpyDeviceToHost, stream_.get()));
+  const TensorSpec& spec = program_.outputs[i];
+  Tensor t(host_dtype(spec), spec.shape);
+  const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
+  if (spec.dtype == DType::kF16) {
+    auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
+    launch_storage_to_f32(stored, raw, half_storage(spec), stream_.get());
+    stored = reinterpret_cast<const std::byte*>(raw);
+  } else {
+    ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
+                "output '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
+  }
+  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), stored, t.nbytes(), cudaMemcpyDeviceToHost, stream_.get()));
   synchronize();
-  return storage_to_host(output_staging_[i].get(), program_.outputs[i]);
+  std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
+  return t;
 }
 
 void CudaInstanceImpl::run() {

@@ -71,6 +71,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<WeightFormat> formats_;
   std::vector<size_t> weight_offsets_, input_offsets_, output_offsets_;
   DeviceBuffer weights_, arena_, workspace_, io_, flag_;
+  // Inputs and outputs in their request form (f32 for f16 storage), converted on the device.
+  DeviceBuffer host_io_;
+  std::vector<size_t> input_host_offsets_, output_host_offsets_;
   PinnedBuffer index_error_;  // mapped: Gather writes it, synchronize() reads it
   int* index_error_device_ = nullptr;
   std::vector<PinnedBuffer> input_staging_, output_staging_;

@@ -1,0 +1,58 @@
+// Kernels of atoll_bench_preempt (see preempt_sweep.cpp): a BE kernel of fixed duration that
+// checks the preemption flag the way atoll's kernels do, and the RT request's probe kernel.
+#include "bench/preempt_kernels.h"
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/device_common.cuh"
+
+namespace atl::bench {
+
+namespace {
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// A BE kernel of fixed duration: every block spins `duration_ns`, polling the flag like atoll's
+// GEMM main loop does. Block 0 reports the kernel's start through a mapped word.
+__global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index, volatile int* started) {
+  if (cuda::entry_preempted(flag)) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    *started = index;
+    __threadfence_system();
+  }
+  const uint64_t t0 = global_ns();
+  while (global_ns() - t0 < duration_ns) {
+    if (cuda::read_flag_now(flag) != 0) return;
+  }
+}
+
+// The RT request's first kernel: one block that tells the host it ran.
+__global__ void rt_probe_kernel(volatile int* ran, int token) {
+  if (threadIdx.x == 0) {
+    *ran = token;
+    __threadfence_system();
+  }
+}
+
+}  // namespace
+
+int be_spin_blocks_per_sm(int threads) {
+  int per_sm = 0;
+  ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, be_spin_kernel, threads, 0));
+  return per_sm;
+}
+
+void launch_be_spin(const BeSpin& k, cudaStream_t stream) {
+  be_spin_kernel<<<k.blocks, k.threads, 0, stream>>>(k.flag, k.duration_ns, k.index, k.started);
+  ATL_CUDA_CHECK_LAUNCH("be_spin");
+}
+
+void launch_rt_probe(volatile int* ran, int token, cudaStream_t stream) {
+  rt_probe_kernel<<<1, 32, 0, stream>>>(ran, token);
+  ATL_CUDA_CHECK_LAUNCH("rt_probe");
+}
+
+}  // namespace atl::bench

@@ -1,0 +1,233 @@
+// atoll_bench_preempt: preemption latency against the number of BE kernels already handed to
+// CUDA and their duration, for the scheduler's `wait` and `reset` modes, with the mechanism the
+// CUDA ExecDevice uses: BE kernels on a low-priority stream that check the device flag at block
+// entry and inside their loop (as every atoll kernel does), the flag raised by
+// cuStreamWriteValue32 on the high-priority RT stream, the RT kernel launched right behind it.
+//
+// One trial: launch `count` BE kernels (each a full wave of blocks that spin for `duration`),
+// wait until the first one runs plus a random fraction of a duration, then the RT request
+// arrives (host clock T0): `reset` raises the flag and launches the RT probe, `wait` launches the
+// probe only (its host queue is empty: every BE kernel was already handed to CUDA). The probe's
+// single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
+// the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "bench/preempt_kernels.h"
+#include "backends/cuda/stream_write.h"
+#include "core/error.h"
+
+namespace atl {
+namespace {
+
+struct Options {
+  std::vector<int> counts{1, 10, 100, 1000};
+  std::vector<double> durations_us{10, 100, 1000};
+  std::vector<std::string> modes{"wait", "reset"};
+  int trials = 200;
+  int threads = 256;
+  uint64_t seed = 1;
+  std::string json_path = "preempt_sweep.json";
+};
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+
+void spin_until(volatile int* word, int value) {
+  while (*word != value) {
+  }
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const double pos = q * static_cast<double>(v.size() - 1);
+  const auto lo = static_cast<size_t>(pos);
+  const size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
+}
+
+nlohmann::json dist(const std::vector<double>& v) {
+  return {{"p50", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}, {"max", percentile(v, 1.0)}, {"n", v.size()}};
+}
+
+class Sweep {
+ public:
+  explicit Sweep(const Options& o) : o_(o), rng_(o.seed) {
+    int least = 0, greatest = 0;
+    ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    be_ = make_priority_stream(least);
+    rt_ = make_priority_stream(greatest);
+    control_ = cuda::make_stream();
+    cudaDeviceProp prop{};
+    ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+    device_ = prop.name;
+    sms_ = prop.multiProcessorCount;
+    be_blocks_ = sms_ * bench::be_spin_blocks_per_sm(o.threads);  // one full wave: every block runs at once
+    ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
+    ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&words_), 2 * sizeof(int), cudaHostAllocMapped));
+    void* dev = nullptr;
+    ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, words_, 0));
+    words_dev_ = static_cast<int*>(dev);
+  }
+  ~Sweep() {
+    cudaDeviceSynchronize();
+    cudaFree(flag_);
+    cudaFreeHost(words_);
+  }
+
+  nlohmann::json run() {
+    nlohmann::json doc;
+    doc["device"] = device_;
+    doc["sms"] = sms_;
+    doc["be_blocks_per_kernel"] = be_blocks_;
+    doc["threads_per_block"] = o_.threads;
+    doc["trials"] = o_.trials;
+    std::vector<double> idle;
+    for (int i = 0; i < std::max(o_.trials, 50); ++i) idle.push_back(trial_idle());
+    const double idle_p50 = percentile(idle, 0.5);
+    doc["idle_us"] = dist(idle);
+    fmt::print("idle GPU: arrival -> RT kernel ran p50 {:.1f} us  p99 {:.1f} us\n", idle_p50, percentile(idle, 0.99));
+    fmt::print("{:<6} {:>6} {:>9} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "mode", "count", "dur_us", "p50_us", "p99_us",
+               "max_us", "excess_p50", "excess_p99");
+    for (const std::string& mode : o_.modes) {
+      ATOLL_CHECK(mode == "wait" || mode == "reset", kInvalidArgument, "--modes: '{}' (expected wait or reset)", mode);
+      for (double dur : o_.durations_us) {
+        for (int count : o_.counts) {
+          std::vector<double> lat, drain;
+          const int trials = trials_for(mode, dur);
+          for (int t = 0; t < trials; ++t) {
+            const auto [l, d] = trial(mode == "reset", count, dur);
+            lat.push_back(l);
+            drain.push_back(d);
+          }
+          const double p50 = percentile(lat, 0.5), p99 = percentile(lat, 0.99);
+          fmt::print("{:<6} {:>6} {:>9.0f} {:>10.1f} {:>10.1f} {:>10.1f} {:>12.1f} {:>12.1f}\n", mode, count, dur, p50,
+                     p99, percentile(lat, 1.0), p50 - idle_p50, p99 - idle_p50);
+          std::fflush(stdout);
+          doc["results"].push_back({{"mode", mode},
+                                    {"be_kernels", count},
+                                    {"be_kernel_us", dur},
+                                    {"latency_us", dist(lat)},
+                                    {"excess_over_idle_us", {{"p50", p50 - idle_p50}, {"p99", p99 - idle_p50}}},
+                                    {"be_drain_us", dist(drain)}});
+          std::ofstream(o_.json_path) << doc.dump(1) << "\n";
+        }
+      }
+    }
+    return doc;
+  }
+
+ private:
+  static cuda::Stream make_priority_stream(int priority) {
+    cudaStream_t s = nullptr;
+    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority));
+    return cuda::Stream(s);
+  }
+
+  // `wait` with many long kernels would spend seconds per trial; the distribution settles sooner.
+  int trials_for(const std::string& mode, double dur_us) const {
+    if (mode == "reset") return o_.trials;
+    const double budget_us = 2e6;
+    return std::clamp(static_cast<int>(budget_us / (dur_us + 50.0)), 20, o_.trials);
+  }
+
+  void reset_words() {
+    words_[0] = 0;
+    words_[1] = 0;
+  }
+
+  double trial_idle() {
+    reset_words();
+    const int token = ++token_;
+    const auto t0 = Clock::now();
+    bench::launch_rt_probe(words_dev_ + 1, token, rt_.get());
+    spin_until(words_ + 1, token);
+    const double us = us_since(t0);
+    ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
+    return us;
+  }
+
+  // Returns {arrival -> RT kernel ran, arrival -> BE stream drained}, microseconds.
+  std::pair<double, double> trial(bool reset, int count, double dur_us) {
+    ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));
+    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+    reset_words();
+    const auto duration_ns = static_cast<uint64_t>(dur_us * 1e3);
+    for (int k = 0; k < count; ++k) {
+      bench::launch_be_spin({be_blocks_, o_.threads, flag_, duration_ns, k + 1, words_dev_}, be_.get());
+    }
+    // The first BE kernel runs; the request arrives at a random point of a kernel's life.
+    spin_until_at_least(words_, 1);
+    std::uniform_real_distribution<double> phase(0.0, dur_us);
+    const auto wait_until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(phase(rng_) * 1e3));
+    while (Clock::now() < wait_until) {
+    }
+    const int token = ++token_;
+    const auto t0 = Clock::now();
+    if (reset) cuda::stream_write_value32(rt_.get(), flag_, 1);
+    bench::launch_rt_probe(words_dev_ + 1, token, rt_.get());
+    spin_until(words_ + 1, token);
+    const double latency = us_since(t0);
+    double drain = 0;
+    if (reset) {
+      ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
+      drain = us_since(t0);
+    } else {
+      // Measured; what is left of the BE work is cut short so the next trial starts clean.
+      cuda::stream_write_value32(control_.get(), flag_, 1);
+      ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
+    }
+    ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
+    return {latency, drain};
+  }
+
+  static void spin_until_at_least(volatile int* word, int value) {
+    while (*word < value) {
+    }
+  }
+
+  Options o_;
+  std::mt19937_64 rng_;
+  cuda::Stream be_, rt_, control_;
+  std::string device_;
+  int sms_ = 0;
+  int be_blocks_ = 0;
+  int* flag_ = nullptr;
+  int* words_ = nullptr;  // mapped: [0] last BE kernel started, [1] RT probe token
+  int* words_dev_ = nullptr;
+  int token_ = 0;
+};
+
+}  // namespace
+}  // namespace atl
+
+int main(int argc, char** argv) {
+  atl::Options o;
+  CLI::App app{"atoll preemption-latency sweep (wait / reset against BE kernel count and duration)"};
+  app.add_option("--counts", o.counts, "BE kernels handed to CUDA before the RT request arrives");
+  app.add_option("--durations-us", o.durations_us, "duration of each BE kernel, microseconds");
+  app.add_option("--modes", o.modes, "wait and/or reset");
+  app.add_option("--trials", o.trials, "RT arrivals per point (fewer for long `wait` points)");
+  app.add_option("--threads", o.threads, "threads per BE block");
+  app.add_option("--seed", o.seed, "seed of the arrival phases");
+  app.add_option("--json", o.json_path, "output file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    atl::Sweep(o).run();
+    return 0;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll_bench_preempt: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,16 @@
+#pragma once
+// Device writes ordered on a stream, the cheapest way to raise a preemption flag or to report a
+// launch's end: measured on the H200, cuStreamWriteValue32 on the RT stream and then the RT kernel
+// finished 28.7 us after a GPU full of polling BE blocks was told to stop; an async copy on a
+// control stream took 34 us.
+#include <cstdint>
+
+#include <cuda_runtime_api.h>
+
+namespace atl::cuda {
+
+// Writes `value` to `device_address` (device memory or a mapped host allocation's device alias)
+// once the work queued on `stream` before it has ended. Throws atl::Error(kCuda).
+void stream_write_value32(cudaStream_t stream, void* device_address, uint32_t value);
+
+}  // namespace atl::cuda

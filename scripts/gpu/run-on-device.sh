@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests sched preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests sched disb preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 bin=$PWD/.carry/gpu
-steps=${STEPS:-tests sched preempt l2 bench torch}
+steps=${STEPS:-tests sched disb preempt l2 bench torch}
 mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 status=0
@@ -27,7 +27,7 @@ if [[ $steps == *tests* && -x $bin/test_gpu_sched ]]; then
   [[ $st -eq 0 ]] || status=$st
 fi
 if [[ $steps == *sched* ]]; then
-  # The main job, then co-location and DISB on the GPU: every scheduler mode, SCHED_SECONDS per mode.
+  # The main job, then co-location on the GPU: every scheduler mode, SCHED_SECONDS per mode.
   timeout -k 5 120 "$bin/atoll" run resnet50 --device auto >"$out/run_resnet50.txt" 2>&1 ||
     echo "atoll run failed: $(tail -1 "$out/run_resnet50.txt")"
   head -3 "$out/run_resnet50.txt"
@@ -54,8 +54,13 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "colocate_*.json"))):
               f"queueing {b['queueing_us']['p50']:.1f} us (p99 {b['queueing_us']['p99']:.1f}), "
               f"service {b['service_ms']['p50']:.3f} ms")
 PY
-  timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "${DISB_WORKLOADS:-A}" --device cuda \
-    --duration "$secs" --out "$out/disb" 2>&1 | tail -25
+fi
+if [[ $steps == *disb* ]]; then
+  # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode.
+  for w in ${DISB_WORKLOADS:-A}; do
+    timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "$w" --device cuda \
+      --duration "${DISB_SECONDS:-3}" --out "$out/disb_$w" 2>&1 | grep -v "s left$" | tail -12
+  done
 fi
 if [[ $steps == *preempt* ]]; then
   # shellcheck disable=SC2086

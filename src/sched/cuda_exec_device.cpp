@@ -65,7 +65,6 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
     inst.release();
     instances_.emplace_back(cuda_inst);
-    instance_events_.emplace_back(cuda::make_event(false), cuda::make_event(false));
     return static_cast<InstanceId>(instances_.size()) - 1;
   }
 
@@ -73,16 +72,15 @@ class CudaExecDevice final : public ExecDevice {
 
   void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) override {
     CudaInstance& in = inst(instance);
-    for (size_t i = 0; i < inputs.size(); ++i) in.set_input(static_cast<int>(i), inputs[i]);
-    // The copies run on the instance's stream; kernels launched next on `stream` wait for them.
-    order_after(instance_events_[static_cast<size_t>(instance)].first.get(), in.stream(), state(stream).stream.get());
+    for (size_t i = 0; i < inputs.size(); ++i) in.set_input_on(static_cast<int>(i), inputs[i], state(stream).stream.get());
   }
 
   std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) override {
     CudaInstance& in = inst(instance);
-    order_after(instance_events_[static_cast<size_t>(instance)].second.get(), state(stream).stream.get(), in.stream());
     std::vector<Tensor> out;
-    for (size_t i = 0; i < in.program().outputs.size(); ++i) out.push_back(in.get_output(static_cast<int>(i)));
+    for (size_t i = 0; i < in.program().outputs.size(); ++i) {
+      out.push_back(in.get_output_on(static_cast<int>(i), state(stream).stream.get()));
+    }
     return out;
   }
 
@@ -225,15 +223,8 @@ class CudaExecDevice final : public ExecDevice {
     base_host_ = before + (host_now() - before) / 2;
   }
 
-  // Work enqueued on `then` from now on starts after everything enqueued on `first` so far.
-  static void order_after(cudaEvent_t e, cudaStream_t first, cudaStream_t then) {
-    ATL_CUDA_CHECK(cudaEventRecord(e, first));
-    ATL_CUDA_CHECK(cudaStreamWaitEvent(then, e, 0));
-  }
-
   std::unique_ptr<Backend> backend_;
   std::vector<std::unique_ptr<CudaInstance>> instances_;
-  std::vector<std::pair<cuda::Event, cuda::Event>> instance_events_;  // input ready, outputs ready
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;
   int* flag_ = nullptr;

@@ -61,6 +61,11 @@ class CudaInstance : public Instance {
   // The instance's own stream (non-blocking) and its own flag word in device memory (0 = run).
   virtual cudaStream_t stream() const = 0;
   virtual int* preempt_flag() const = 0;
+  // set_input / get_output with the copy and the conversion ordered on `stream` instead of
+  // stream(): the scheduler stages an RT request's input on its high-priority stream, right
+  // behind the flag write, so the conversion kernel does not queue behind BE blocks.
+  virtual void set_input_on(int index, const Tensor& t, cudaStream_t stream) = 0;
+  virtual Tensor get_output_on(int index, cudaStream_t stream) = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -175,7 +175,11 @@ WeightFormat CudaInstanceImpl::weight_format(int weight_index) const {
   return formats_.at(static_cast<size_t>(weight_index));
 }
 
-void CudaInstanceImpl::set_input(int index, const Tensor& t) {
+void CudaInstanceImpl::set_input(int index, const Tensor& t) { set_input_on(index, t, stream_.get()); }
+
+Tensor CudaInstanceImpl::get_output(int index) { return get_output_on(index, stream_.get()); }
+
+void CudaInstanceImpl::set_input_on(int index, const Tensor& t, cudaStream_t stream) {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.inputs.size()), kInvalidArgument,
               "input index {} out of range ({} inputs)", index, program_.inputs.size());
   const auto i = static_cast<size_t>(index);
@@ -190,17 +194,17 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
   if (spec.dtype == DType::kF16) {
     std::byte* raw = host_io_.bytes_ptr() + input_host_offsets_[i];
-    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
-    launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream_.get());
+    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream));
+    launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
   } else {
     ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
                 "input '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
-    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream_.get()));
+    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream));
   }
-  ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream_.get()));
+  ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
 }
 
-Tensor CudaInstanceImpl::get_output(int index) {
+Tensor CudaInstanceImpl::get_output_on(int index, cudaStream_t stream) {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.outputs.size()), kInvalidArgument,
               "output index {} out of range ({} outputs)", index, program_.outputs.size());
   const auto i = static_cast<size_t>(index);
@@ -209,14 +213,15 @@ Tensor CudaInstanceImpl::get_output(int index) {
   const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
   if (spec.dtype == DType::kF16) {
     auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
-    launch_storage_to_f32(stored, raw, half_storage(spec), stream_.get());
+    launch_storage_to_f32(stored, raw, half_storage(spec), stream);
     stored = reinterpret_cast<const std::byte*>(raw);
   } else {
     ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
                 "output '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
   }
-  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), stored, t.nbytes(), cudaMemcpyDeviceToHost, stream_.get()));
-  synchronize();
+  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), stored, t.nbytes(), cudaMemcpyDeviceToHost, stream));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  check_index_error();
   std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
   return t;
 }
@@ -235,6 +240,10 @@ void CudaInstanceImpl::run_range(int first, int last) {
 
 void CudaInstanceImpl::synchronize() {
   ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  check_index_error();
+}
+
+void CudaInstanceImpl::check_index_error() {
   auto* err = static_cast<volatile int*>(index_error_.get());
   if (*err != 0) {
     *err = 0;

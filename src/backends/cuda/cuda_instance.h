@@ -18,6 +18,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   const Program& program() const override { return program_; }
   void set_input(int index, const Tensor& t) override;
   Tensor get_output(int index) override;
+  void set_input_on(int index, const Tensor& t, cudaStream_t stream) override;
+  Tensor get_output_on(int index, cudaStream_t stream) override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;
@@ -47,6 +49,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int* index_error_flag() const override { return index_error_device_; }
 
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
+  // Throws (and clears the word) when a Gather kernel saw an index out of range.
+  void check_index_error();
   const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }
   void upload_weights(const WeightStore& weights);
   void allocate_io();

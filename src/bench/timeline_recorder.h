@@ -33,8 +33,10 @@ class TimelineRecorder final : public sched::ExecDevice {
     return inner_.load(program, weights);
   }
   const Program& program(sched::InstanceId instance) const override { return inner_.program(instance); }
-  void write_inputs(sched::InstanceId instance, sched::StreamId stream, std::span<const Tensor> inputs) override {
-    inner_.write_inputs(instance, stream, inputs);
+  using ExecDevice::write_inputs;
+  bool write_inputs(sched::InstanceId instance, sched::StreamId stream, std::span<const Tensor> inputs,
+                    const std::function<bool()>& should_yield) override {
+    return inner_.write_inputs(instance, stream, inputs, should_yield);
   }
   std::vector<Tensor> read_outputs(sched::InstanceId instance, sched::StreamId stream) override {
     return inner_.read_outputs(instance, stream);

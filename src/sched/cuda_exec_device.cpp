@@ -70,19 +70,15 @@ class CudaExecDevice final : public ExecDevice {
 
   const Program& program(InstanceId instance) const override { return inst(instance).program(); }
 
-  void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) override {
-    CudaInstance& in = inst(instance);
-    for (size_t i = 0; i < inputs.size(); ++i) in.set_input_on(static_cast<int>(i), inputs[i], state(stream).stream.get());
+  using ExecDevice::write_inputs;
+  bool write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs,
+                    const std::function<bool()>& should_yield) override {
+    return inst(instance).stage_inputs(inputs, state(stream).stream.get(), should_yield);
   }
 
-  std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) override {
-    CudaInstance& in = inst(instance);
-    std::vector<Tensor> out;
-    for (size_t i = 0; i < in.program().outputs.size(); ++i) {
-      out.push_back(in.get_output_on(static_cast<int>(i), state(stream).stream.get()));
-    }
-    return out;
-  }
+  // The downloads were enqueued behind the task's last kernel (see launch), and the caller saw
+  // that launch end: the outputs are in host memory already.
+  std::vector<Tensor> read_outputs(InstanceId instance, StreamId) override { return inst(instance).collect_outputs(); }
 
   StreamId create_stream(StreamPriority priority) override {
     int least = 0, greatest = 0;
@@ -118,7 +114,11 @@ class CudaExecDevice final : public ExecDevice {
         st.ring_seq[slot] = seq;
         ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
       }
-      inst(instance).launch(kernel, st.stream.get(), options.preemptible ? flag_ : nullptr);
+      CudaInstance& in = inst(instance);
+      in.launch(kernel, st.stream.get(), options.preemptible ? flag_ : nullptr);
+      // A task's outputs travel to the host behind its last kernel, so that read_outputs need not
+      // wait. After a preempted last kernel they are stale, and the rerun enqueues them again.
+      if (kernel + 1 == static_cast<int>(in.program().kernels.size())) in.enqueue_outputs(st.stream.get());
       if (options.timed) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
     } catch (...) {
       failed = true;

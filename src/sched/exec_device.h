@@ -11,6 +11,7 @@
 // cuStreamWriteValue32 on the given stream; lower_flag() writes the flag and waits for it.
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <span>
@@ -58,10 +59,15 @@ class ExecDevice {
   virtual const Program& program(InstanceId instance) const = 0;
   // Host tensors as Instance::set_input/get_output take them; the caller guarantees no launch
   // of the instance is in flight. write_inputs may copy asynchronously, ordered on `stream`
-  // ahead of the kernels launched there next (the tensors may be freed when it returns);
-  // read_outputs returns the outputs of the last kernels that ended on `stream`. Devices that
-  // track only timing return no outputs.
-  virtual void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) = 0;
+  // ahead of the kernels launched there next (the tensors may be freed when it returns). It polls
+  // `should_yield` (may be empty) while it copies on the host; once that returns true it stops
+  // and returns false, having enqueued nothing. read_outputs returns the outputs of the last
+  // kernels that ended on `stream`. Devices that track only timing return no outputs.
+  virtual bool write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs,
+                            const std::function<bool()>& should_yield) = 0;
+  void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) {
+    write_inputs(instance, stream, inputs, {});
+  }
   virtual std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) = 0;
 
   virtual StreamId create_stream(StreamPriority priority) = 0;

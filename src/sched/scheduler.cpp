@@ -276,9 +276,21 @@ struct Scheduler::Impl {
         t->preempted_tasks = pending_preempted;
         pending_preempted = 0;
       }
-      const Client& c = clients[static_cast<size_t>(t->client)];
+      Client& c = clients[static_cast<size_t>(t->client)];
+      // Staging a BE request's inputs takes host time; an RT arrival interrupts it, and the BE
+      // request waits at the head of its queue.
+      std::function<bool()> yield;
+      if (preemptive() && c.task_class == TaskClass::kBestEffort) {
+        yield = [this] {
+          admit();
+          return rt_queued();
+        };
+      }
       try {
-        device.write_inputs(c.instance, l.stream, t->request.inputs);
+        if (!device.write_inputs(c.instance, l.stream, t->request.inputs, yield)) {
+          c.queue.push_front(std::move(t));
+          return;
+        }
       } catch (...) {
         t->error = std::current_exception();
         deliver(std::move(t), {}, device.now());

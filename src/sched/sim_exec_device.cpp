@@ -54,7 +54,8 @@ const Program& SimExecDevice::program(InstanceId instance) const {
   return loaded(instance).program;
 }
 
-void SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const Tensor> inputs) {
+bool SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const Tensor> inputs,
+                                 const std::function<bool()>&) {
   Loaded& l = loaded(instance);
   const auto& specs = l.program.inputs;
   ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}", l.program.model,
@@ -69,6 +70,7 @@ void SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const 
     for (size_t i = 0; i < specs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
   }
   gpu_.advance(options_.gpu.io_call_ns);
+  return true;
 }
 
 std::vector<Tensor> SimExecDevice::read_outputs(InstanceId instance, StreamId) {

@@ -28,7 +28,9 @@ class SimExecDevice final : public ExecDevice {
   InstanceId load(const Program& program, const WeightStore& weights) override;
   const Program& program(InstanceId instance) const override;
   // Copies cost io_call_ns of host time; the stream does not matter to the model.
-  void write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs) override;
+  using ExecDevice::write_inputs;
+  bool write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs,
+                    const std::function<bool()>& should_yield) override;
   std::vector<Tensor> read_outputs(InstanceId instance, StreamId stream) override;
 
   StreamId create_stream(StreamPriority priority) override;

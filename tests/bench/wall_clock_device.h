@@ -20,7 +20,11 @@ class WallClockDevice final : public sched::ExecDevice {
   CompileTarget target() const override { return {}; }
   sched::InstanceId load(const Program& program, const WeightStore& weights) override;
   const Program& program(sched::InstanceId instance) const override;
-  void write_inputs(sched::InstanceId, sched::StreamId, std::span<const Tensor>) override {}
+  using ExecDevice::write_inputs;
+  bool write_inputs(sched::InstanceId, sched::StreamId, std::span<const Tensor>,
+                    const std::function<bool()>&) override {
+    return true;
+  }
   std::vector<Tensor> read_outputs(sched::InstanceId, sched::StreamId) override { return {}; }
   sched::StreamId create_stream(sched::StreamPriority priority) override;
   uint64_t launch(sched::StreamId stream, sched::InstanceId instance, int kernel,

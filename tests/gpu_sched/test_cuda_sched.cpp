@@ -126,5 +126,27 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   EXPECT_GT(s.stats().preemptions, 0) << "no RT request preempted BE work";
 }
 
+// A staging interrupted by an RT arrival enqueues nothing: the device keeps the previous inputs,
+// even though the host staging memory already holds part of the new ones.
+TEST(CudaScheduler, InterruptedStagingEnqueuesNothing) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel cm = compile_zoo_model("resnet18", 1, seed % 1000, *device, true);
+  const InstanceId inst = device->load(cm.program, cm.weights);
+  const StreamId s = device->create_stream(StreamPriority::kLow);
+  const std::vector<Tensor> a = seeded_inputs(cm.program, seed);
+  const std::vector<Tensor> b = seeded_inputs(cm.program, seed + 1);
+  ASSERT_TRUE(device->write_inputs(inst, s, a, {}));
+  const std::vector<Tensor> want_a = run_to_end(*device, s, inst, 0);
+  int polls = 0;
+  EXPECT_FALSE(device->write_inputs(inst, s, b, [&] { return ++polls == 3; }));
+  EXPECT_EQ(polls, 3) << "the input is several staging pieces; the third poll must stop it";
+  EXPECT_TRUE(same_bytes(run_to_end(*device, s, inst, 0), want_a));
+  ASSERT_TRUE(device->write_inputs(inst, s, b, [] { return false; }));
+  EXPECT_FALSE(same_bytes(run_to_end(*device, s, inst, 0), want_a)) << "new inputs must change the outputs";
+}
+
 }  // namespace
 }  // namespace atl::sched

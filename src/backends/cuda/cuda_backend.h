@@ -6,7 +6,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,11 +63,17 @@ class CudaInstance : public Instance {
   // The instance's own stream (non-blocking) and its own flag word in device memory (0 = run).
   virtual cudaStream_t stream() const = 0;
   virtual int* preempt_flag() const = 0;
-  // set_input / get_output with the copy and the conversion ordered on `stream` instead of
-  // stream(): the scheduler stages an RT request's input on its high-priority stream, right
-  // behind the flag write, so the conversion kernel does not queue behind BE blocks.
-  virtual void set_input_on(int index, const Tensor& t, cudaStream_t stream) = 0;
-  virtual Tensor get_output_on(int index, cudaStream_t stream) = 0;
+  // The scheduler's input and output path. stage_inputs copies every input into staging memory
+  // (polling `should_yield` between 64 KiB pieces; when it returns true, stage_inputs returns
+  // false having enqueued nothing) and then enqueues the uploads and conversions on `stream`, so
+  // that an RT request's input lands right behind its flag write on the high-priority stream.
+  // enqueue_outputs enqueues the conversion and download of every output on `stream`;
+  // collect_outputs returns what the last enqueue_outputs downloaded, without waiting: the caller
+  // knows that work has ended (the scheduler enqueues it behind a task's last kernel).
+  virtual bool stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
+                            const std::function<bool()>& should_yield) = 0;
+  virtual void enqueue_outputs(cudaStream_t stream) = 0;
+  virtual std::vector<Tensor> collect_outputs() = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -28,6 +28,10 @@ constexpr double kSpinPerLaunchUs = 8.0;
 // Request tensors are f32 where the backend stores f16, else the stored type.
 DType host_dtype(const TensorSpec& spec) { return spec.dtype == DType::kF16 ? DType::kF32 : spec.dtype; }
 
+// Host copies into staging memory go in pieces this big, so that a scheduler staging a BE
+// request notices an RT arrival within a few microseconds.
+constexpr size_t kStagingChunkBytes = 64 * 1024;
+
 size_t align_up(size_t v) { return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
 
 size_t device_elem_size(WeightFormat f) {
@@ -175,55 +179,91 @@ WeightFormat CudaInstanceImpl::weight_format(int weight_index) const {
   return formats_.at(static_cast<size_t>(weight_index));
 }
 
-void CudaInstanceImpl::set_input(int index, const Tensor& t) { set_input_on(index, t, stream_.get()); }
-
-Tensor CudaInstanceImpl::get_output(int index) { return get_output_on(index, stream_.get()); }
-
-void CudaInstanceImpl::set_input_on(int index, const Tensor& t, cudaStream_t stream) {
+void CudaInstanceImpl::check_input(int index, const Tensor& t) const {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.inputs.size()), kInvalidArgument,
               "input index {} out of range ({} inputs)", index, program_.inputs.size());
-  const auto i = static_cast<size_t>(index);
-  const TensorSpec& spec = program_.inputs[i];
+  const TensorSpec& spec = program_.inputs[static_cast<size_t>(index)];
   ATOLL_CHECK(t.shape() == spec.shape, kInvalidArgument, "input '{}' must be {}, got {}", spec.name,
               spec.shape.str(), t.shape().str());
   ATOLL_CHECK(t.dtype() == host_dtype(spec), kInvalidArgument, "input '{}' must be an {} tensor, got {}", spec.name,
               dtype_name(host_dtype(spec)), dtype_name(t.dtype()));
-  // The previous copy from this staging buffer must be done before it is overwritten.
-  ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  std::memcpy(input_staging_[i].get(), t.raw(), t.nbytes());
+  ATOLL_CHECK(spec.dtype == DType::kF16 || spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
+              "input '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
+}
+
+void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
+  const TensorSpec& spec = program_.inputs[i];
+  const size_t bytes = input_staging_[i].size();
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
   if (spec.dtype == DType::kF16) {
     std::byte* raw = host_io_.bytes_ptr() + input_host_offsets_[i];
-    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream));
+    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
     launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
   } else {
-    ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
-                "input '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
-    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), t.nbytes(), cudaMemcpyHostToDevice, stream));
+    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
   }
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
 }
 
-Tensor CudaInstanceImpl::get_output_on(int index, cudaStream_t stream) {
+void CudaInstanceImpl::set_input(int index, const Tensor& t) {
+  check_input(index, t);
+  const auto i = static_cast<size_t>(index);
+  // The previous copy from this staging buffer must be done before it is overwritten.
+  ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
+  std::memcpy(input_staging_[i].get(), t.raw(), t.nbytes());
+  enqueue_input_copy(i, stream_.get());
+}
+
+bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
+                                    const std::function<bool()>& should_yield) {
+  ATOLL_CHECK(inputs.size() == program_.inputs.size(), kInvalidArgument, "program '{}' takes {} inputs, got {}",
+              program_.model, program_.inputs.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) check_input(static_cast<int>(i), inputs[i]);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
+    const auto* src = inputs[i].raw();
+    auto* dst = static_cast<std::byte*>(input_staging_[i].get());
+    for (size_t done = 0; done < inputs[i].nbytes(); done += kStagingChunkBytes) {
+      if (should_yield && should_yield()) return false;
+      std::memcpy(dst + done, src + done, std::min(kStagingChunkBytes, inputs[i].nbytes() - done));
+    }
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) enqueue_input_copy(i, stream);
+  return true;
+}
+
+void CudaInstanceImpl::enqueue_outputs(cudaStream_t stream) {
+  for (size_t i = 0; i < program_.outputs.size(); ++i) {
+    const TensorSpec& spec = program_.outputs[i];
+    const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
+    if (spec.dtype == DType::kF16) {
+      auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
+      launch_storage_to_f32(stored, raw, half_storage(spec), stream);
+      stored = reinterpret_cast<const std::byte*>(raw);
+    }
+    ATL_CUDA_CHECK(
+        cudaMemcpyAsync(output_staging_[i].get(), stored, output_staging_[i].size(), cudaMemcpyDeviceToHost, stream));
+  }
+}
+
+std::vector<Tensor> CudaInstanceImpl::collect_outputs() {
+  check_index_error();
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < program_.outputs.size(); ++i) {
+    const TensorSpec& spec = program_.outputs[i];
+    Tensor t(host_dtype(spec), spec.shape);
+    std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Tensor CudaInstanceImpl::get_output(int index) {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.outputs.size()), kInvalidArgument,
               "output index {} out of range ({} outputs)", index, program_.outputs.size());
-  const auto i = static_cast<size_t>(index);
-  const TensorSpec& spec = program_.outputs[i];
-  Tensor t(host_dtype(spec), spec.shape);
-  const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
-  if (spec.dtype == DType::kF16) {
-    auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
-    launch_storage_to_f32(stored, raw, half_storage(spec), stream);
-    stored = reinterpret_cast<const std::byte*>(raw);
-  } else {
-    ATOLL_CHECK(spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
-                "output '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
-  }
-  ATL_CUDA_CHECK(cudaMemcpyAsync(output_staging_[i].get(), stored, t.nbytes(), cudaMemcpyDeviceToHost, stream));
-  ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
-  check_index_error();
-  std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
-  return t;
+  enqueue_outputs(stream_.get());
+  synchronize();
+  return std::move(collect_outputs()[static_cast<size_t>(index)]);
 }
 
 void CudaInstanceImpl::run() {

@@ -18,8 +18,10 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   const Program& program() const override { return program_; }
   void set_input(int index, const Tensor& t) override;
   Tensor get_output(int index) override;
-  void set_input_on(int index, const Tensor& t, cudaStream_t stream) override;
-  Tensor get_output_on(int index, cudaStream_t stream) override;
+  bool stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
+                    const std::function<bool()>& should_yield) override;
+  void enqueue_outputs(cudaStream_t stream) override;
+  std::vector<Tensor> collect_outputs() override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;
@@ -49,6 +51,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int* index_error_flag() const override { return index_error_device_; }
 
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
+  void check_input(int index, const Tensor& t) const;
+  // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
+  void enqueue_input_copy(size_t i, cudaStream_t stream);
   // Throws (and clears the word) when a Gather kernel saw an index out of range.
   void check_index_error();
   const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }

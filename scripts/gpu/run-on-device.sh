@@ -66,52 +66,17 @@ if [[ $steps == *preempt* ]]; then
   # shellcheck disable=SC2086
   timeout -k 5 "${PREEMPT_LIMIT:-240}" "$bin/atoll_bench_preempt" --json "$out/preempt_sweep.json" ${PREEMPT_ARGS:-} 2>&1 | tail -30
 fi
-if [[ $steps == *l2* && -d .carry/l2 ]]; then
-  # Residency configs made and simulated on the build machine (.carry/l2/sim.txt: model, config,
-  # slices, simulated DRAM bytes); measured here against no residency, then rank-correlated.
-  while read -r model cfg slices bytes; do
-    [[ $cfg == none ]] && continue
-    timeout -k 5 90 "$bin/atoll" l2 measure "$model" --batch 8 --device cuda --config ".carry/l2/${model}_${cfg}.json" \
-      --max-pairs 60 --json >"$out/l2_${model}_${cfg}.json" 2>"$out/l2_${model}_${cfg}.log" ||
-      echo "l2 measure $model $cfg failed: $(tail -1 "$out/l2_${model}_${cfg}.log")"
-  done <.carry/l2/sim.txt
-  python3 - "$out" .carry/l2/sim.txt <<'PY'
-import json, sys, os
-out, sim = sys.argv[1], sys.argv[2]
-rows = {}
-for line in open(sim):
-    m, c, s, b = line.split()
-    if c == "none":
-        continue
-    f = os.path.join(out, f"l2_{m}_{c}.json")
-    try:
-        d = json.load(open(f))
-    except Exception:
-        continue
-    rows.setdefault(m, []).append((c, s, int(b), d["baseline_ms"], d["config_ms"], d["speedup"]))
-def ranks(v):
-    order = sorted(range(len(v)), key=lambda i: v[i]); r = [0.0] * len(v)
-    i = 0
-    while i < len(v):
-        j = i
-        while j + 1 < len(v) and v[order[j + 1]] == v[order[i]]: j += 1
-        for k in range(i, j + 1): r[order[k]] = (i + j) / 2
-        i = j + 1
-    return r
-summary = {}
-for m, rs in rows.items():
-    print(f"{m} b8: config  slices  sim_DRAM_MiB  base_ms  config_ms  speedup")
-    for c, s, b, bm, cm, sp in rs:
-        print(f"  {c:4} {s:38} {b/2**20:8.1f} {bm:8.4f} {cm:8.4f} {sp:6.3f}")
-    a, t = ranks([r[2] for r in rs]), ranks([r[4] / r[3] for r in rs])
-    n = len(rs); ma, mt = sum(a) / n, sum(t) / n
-    cov = sum((x - ma) * (y - mt) for x, y in zip(a, t))
-    va = sum((x - ma) ** 2 for x in a) ** 0.5; vt = sum((y - mt) ** 2 for y in t) ** 0.5
-    rho = cov / (va * vt) if va and vt else float("nan")
-    summary[m] = rho
-    print(f"  Spearman(sim DRAM bytes, GPU time ratio) = {rho:.3f} over {n} configs")
-json.dump({"spearman": summary, "rows": rows}, open(os.path.join(out, "l2_rank.json"), "w"), indent=1)
-PY
+if [[ $steps == *l2* && -f .carry/l2/sim.json ]]; then
+  # Residency configs made and simulated on the build machine (scripts/l2/make_configs.py), each
+  # measured here against no residency (one model load per model), then rank-correlated.
+  for model in $(python3 -c 'import json,sys; print(" ".join(dict.fromkeys(r["model"] for r in json.load(open(sys.argv[1])))))' .carry/l2/sim.json); do
+    cfgs=()
+    for f in .carry/l2/"${model}"_*.json; do cfgs+=(--config "$f"); done
+    timeout -k 5 "${L2_LIMIT:-120}" "$bin/atoll" l2 measure "$model" --batch 8 --device cuda "${cfgs[@]}" \
+      --max-pairs "${L2_PAIRS:-40}" --json >"$out/l2_$model.json" 2>"$out/l2_$model.log" ||
+      echo "l2 measure $model failed: $(tail -1 "$out/l2_$model.log")"
+  done
+  python3 scripts/l2/rank.py .carry/l2/sim.json "$out"/l2_*.json --json "$out/l2_rank.json"
 fi
 if [[ $steps == *bench* ]]; then
   # shellcheck disable=SC2086

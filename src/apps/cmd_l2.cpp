@@ -1,6 +1,8 @@
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <chrono>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
@@ -25,7 +27,8 @@ struct L2Flags {
   std::string out;
   bool exact = false;
   bool json = false;
-  std::string run_device = "cuda";  // measure: where the model runs
+  std::string run_device = "cuda";        // measure: where the model runs
+  std::vector<std::string> config_files;  // measure: each against no residency, one model load
   L2MeasureOptions measure;
 };
 
@@ -116,34 +119,12 @@ void run_simulate(const L2Flags& f) {
   fmt::print("simulated in {:.0f} ms\n", ms);
 }
 
-void run_measure(const L2Flags& f) {
-  ATOLL_CHECK(f.run_device == "cuda", kUnsupported, "atoll l2 measure runs on --device cuda, not '{}'", f.run_device);
-  SessionOptions so;
-  so.model = model_or_default(f.model);
-  so.device = f.run_device;
-  so.model_options = f.model.options;
-  Session session(so);
-  std::optional<l2::ResidencyConfig> config;
-  if (!f.config_file.empty()) config = l2::load_config(f.config_file);
-  session.set_inputs(session.random_inputs(f.model.options.seed));
-  const auto t0 = std::chrono::steady_clock::now();
-  const L2Measurement m =
-      measure_l2(session.instance(), config ? &*config : nullptr, l2::l2_device_by_name(f.device), f.measure);
-  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-  if (f.json) {
-    nlohmann::json j = m;
-    j["model"] = so.model;
-    j["batch"] = f.model.options.batch;
-    j["config"] = f.config_file;
-    j["measurement_ms"] = ms;
-    fmt::print("{}\n", j.dump(2));
-    return;
-  }
-  fmt::print("{} batch {} on {}, {}\n", so.model, f.model.options.batch, session.device(),
-             config ? fmt::format("config {} ({} resident slices, hit ratio {}, set-aside {:.2f} MiB, granted {:.2f} MiB)",
-                                  f.config_file, config->resident_count(), config->hit_ratio,
-                                  m.setaside_bytes / 1048576.0, m.granted_setaside_bytes / 1048576.0)
-                    : std::string("no config: the incumbent against itself (noise floor)"));
+void print_measurement(const L2Measurement& m, const std::string& config_file,
+                       const std::optional<l2::ResidencyConfig>& config, double ms) {
+  fmt::print("{}\n", config ? fmt::format("config {} ({} resident slices, hit ratio {}, set-aside {:.2f} MiB, granted {:.2f} MiB)",
+                                          config_file, config->resident_count(), config->hit_ratio,
+                                          m.setaside_bytes / 1048576.0, m.granted_setaside_bytes / 1048576.0)
+                            : std::string("no config: the incumbent against itself (noise floor)"));
   fmt::print("no residency {:.4f} ms   config {:.4f} ms   speedup {:.4f}x   (median of {} interleaved pairs)\n",
              m.baseline_ms, m.config_ms, m.speedup, m.pairs);
   fmt::print("difference   {:+.4f} ms +- {:.4f} ms (95% CI of the median paired difference)\n", m.median_diff_ms,
@@ -153,7 +134,41 @@ void run_measure(const L2Flags& f) {
   } else if (!m.energy_note.empty()) {
     fmt::print("energy       unavailable: {}\n", m.energy_note);
   }
-  fmt::print("measured in  {:.0f} ms\n", ms);
+  fmt::print("measured in  {:.0f} ms ({:.1f} ms per interleaved pair)\n", ms, ms / std::max(m.pairs, 1));
+}
+
+void run_measure(const L2Flags& f) {
+  ATOLL_CHECK(f.run_device == "cuda", kUnsupported, "atoll l2 measure runs on --device cuda, not '{}'", f.run_device);
+  // Every config is read (and rejected) before the model loads.
+  std::vector<std::optional<l2::ResidencyConfig>> configs;
+  for (const std::string& file : f.config_files) configs.emplace_back(l2::load_config(file));
+  if (configs.empty()) configs.emplace_back();
+  SessionOptions so;
+  so.model = model_or_default(f.model);
+  so.device = f.run_device;
+  so.model_options = f.model.options;
+  Session session(so);
+  session.set_inputs(session.random_inputs(f.model.options.seed));
+  if (!f.json) fmt::print("{} batch {} on {}\n", so.model, f.model.options.batch, session.device());
+  nlohmann::json all = nlohmann::json::array();
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const std::string file = f.config_files.empty() ? std::string() : f.config_files[i];
+    const auto t0 = std::chrono::steady_clock::now();
+    const L2Measurement m = measure_l2(session.instance(), configs[i] ? &*configs[i] : nullptr,
+                                       l2::l2_device_by_name(f.device), f.measure);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!f.json) {
+      print_measurement(m, file, configs[i], ms);
+      continue;
+    }
+    nlohmann::json j = m;
+    j["model"] = so.model;
+    j["batch"] = f.model.options.batch;
+    j["config"] = file;
+    j["measurement_ms"] = ms;
+    all.push_back(std::move(j));
+  }
+  if (f.json) fmt::print("{}\n", all.size() == 1 ? all[0].dump(2) : all.dump(2));
 }
 
 }  // namespace
@@ -195,7 +210,8 @@ void add_l2_command(CLI::App& app) {
     auto f = std::make_shared<L2Flags>();
     auto* c = l2cmd->add_subcommand("measure", "Iteration time on the GPU with a config against no residency");
     add_common(c, *f);
-    c->add_option("--config", f->config_file, "Residency config (JSON); without it, the noise floor");
+    c->add_option("--config", f->config_files,
+                  "Residency config (JSON), repeatable: each is measured against no residency; none: the noise floor");
     c->add_option("--device", f->run_device, "Device to run on (only cuda measures L2)");
     c->add_option("--min-pairs", f->measure.min_pairs, "Interleaved pairs measured at least")
         ->check(CLI::Range(2, 100000));

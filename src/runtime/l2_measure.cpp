@@ -42,10 +42,6 @@ void to_json(nlohmann::json& j, const L2Measurement& m) {
 
 namespace {
 
-// Device-side wait before each timed pair of iterations: the host must queue both (one launch
-// plus one window attribute per kernel) before the GPU reaches them, or host gaps get timed.
-constexpr double kSpinBaseUs = 50.0;
-constexpr double kSpinPerKernelUs = 12.0;
 constexpr int kMaxEnergyIterations = 100000;
 
 double median_of(std::vector<double> v) {
@@ -144,15 +140,23 @@ class Evaluator {
         start_(cuda::make_event(true)),
         stop_(cuda::make_event(true)) {}
 
-  // One timed iteration (ms) after one warm-up iteration, with or without the config.
+  // One timed iteration (ms) after one warm-up iteration, with or without the config. Both are
+  // queued behind a host gate: with a config each launch also sets a window attribute, and a
+  // measurement that timed the host's enqueue rate would blame that on the cache.
   double sample(bool with_config) {
     apply(with_config);
     cudaStream_t s = gpu_.stream();
-    cuda::launch_spin(s, kSpinBaseUs + 2.0 * kSpinPerKernelUs * kernels_);
-    gpu_.run_range(0, kernels_);
-    ATL_CUDA_CHECK(cudaEventRecord(start_.get(), s));
-    gpu_.run_range(0, kernels_);
-    ATL_CUDA_CHECK(cudaEventRecord(stop_.get(), s));
+    gate_.hold(s);
+    try {
+      gpu_.run_range(0, kernels_);
+      ATL_CUDA_CHECK(cudaEventRecord(start_.get(), s));
+      gpu_.run_range(0, kernels_);
+      ATL_CUDA_CHECK(cudaEventRecord(stop_.get(), s));
+    } catch (...) {
+      gate_.release();
+      throw;
+    }
+    gate_.release();
     gpu_.synchronize();
     float ms = 0;
     ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, start_.get(), stop_.get()));
@@ -188,6 +192,7 @@ class Evaluator {
   const L2Residency* residency_;
   int kernels_;
   cuda::Event start_, stop_;
+  cuda::HostGate gate_;
   int64_t granted_ = 0;
 };
 

@@ -25,14 +25,15 @@ constexpr uint64_t kLineSalt = 0x5ca1ab1e0ddba11ull;  // decorrelates the hit-ra
 
 CacheGeometry CacheGeometry::of(const L2Device& d, int64_t setaside_bytes) {
   d.validate();
-  return {d.sets(), d.ways, d.line_bytes, d.persisting_ways(setaside_bytes)};
+  return {d.sets(), d.ways, d.line_bytes, d.persisting_ways(setaside_bytes), d.normal_lost_ways(setaside_bytes)};
 }
 
 void CacheGeometry::validate() const {
   ATOLL_CHECK(sets > 0 && sets <= std::numeric_limits<int32_t>::max() / std::max(ways, 1) && ways > 0 &&
-                  line_bytes > 0 && persisting_ways >= 0 && persisting_ways <= ways,
-              kInvalidArgument, "bad cache geometry: {} sets x {} ways of {} bytes, {} persisting ways", sets, ways,
-              line_bytes, persisting_ways);
+                  line_bytes > 0 && persisting_ways >= 0 && normal_lost_ways >= 0 &&
+                  persisting_ways + normal_lost_ways <= ways,
+              kInvalidArgument, "bad cache geometry: {} sets x {} ways of {} bytes, {} persisting ways, {} more lost",
+              sets, ways, line_bytes, persisting_ways, normal_lost_ways);
 }
 
 const char* policy_name(Policy p) {
@@ -75,6 +76,7 @@ void to_json(nlohmann::json& j, const SimResult& r) {
        {"ways", r.geometry.ways},
        {"line_bytes", r.geometry.line_bytes},
        {"persisting_ways", r.geometry.persisting_ways},
+       {"normal_lost_ways", r.geometry.normal_lost_ways},
        {"hit_ratio", r.hit_ratio},
        {"warmup_passes", r.warmup_passes},
        {"accesses", r.accesses},
@@ -176,7 +178,7 @@ void CacheSimulator::access(int64_t set_base, uint32_t line, bool write, bool pe
 
   if (!write) stats.dram_read_bytes += line_bytes;
   const bool in_setaside = persisting && partition_ways_ > 0;
-  const int64_t first = set_base + (in_setaside ? 0 : partition_ways_);
+  const int64_t first = set_base + (in_setaside ? 0 : normal_first_way_);
   const int64_t end = set_base + (in_setaside ? partition_ways_ : geometry_.ways);
   const int64_t victim = first < end ? choose_victim<P>(first, end, next_use) : -1;
   if (victim < 0) {  // bypass: no way to fill (a set-aside of every way) or Belady's choice
@@ -261,6 +263,7 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   cursor_ = 0;
   clock_ = 0;
   partition_ways_ = policy == Policy::kShipSw ? 0 : geometry_.persisting_ways;
+  normal_first_way_ = policy == Policy::kShipSw ? 0 : geometry_.persisting_ways + geometry_.normal_lost_ways;
   ATOLL_CHECK(static_cast<uint64_t>(passes) * static_cast<uint64_t>(t.accesses()) < kNever, kUnsupported,
               "{} passes of {} accesses overflow the 32-bit access clock", passes, t.accesses());
 
@@ -287,6 +290,7 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   r.policy = policy_name(policy);
   r.geometry = geometry_;
   r.geometry.persisting_ways = partition_ways_;
+  r.geometry.normal_lost_ways = normal_first_way_ - partition_ways_;
   r.hit_ratio = hit_ratio;
   r.warmup_passes = options.warmup_passes;
   r.persisting_accesses = persisting_accesses_;

@@ -11,7 +11,8 @@
 // line fills the remaining ways. Hits hit wherever the line is and do not change its class (the
 // H200 measurement of a producer -> sweep -> consumer chain needs exactly this: the consumer,
 // launched without a window, still hit the producer's persisting lines). With no set-aside,
-// persisting accesses are normal, as on CUDA.
+// persisting accesses are normal, as on CUDA. Calibrated presets may take further ways from
+// normal lines (normal_lost_ways): the H200 loses twice the set-aside.
 //
 // Traffic: a read miss fetches its line from DRAM; a write miss allocates without a fetch (kernels
 // write whole lines); dirty lines are written back when evicted (charged to the kernel evicting
@@ -42,7 +43,8 @@ struct CacheGeometry {
   int64_t sets = 0;
   int ways = 0;
   int64_t line_bytes = 0;
-  int persisting_ways = 0;  // ways of every set held by the set-aside
+  int persisting_ways = 0;   // ways of every set held by the set-aside
+  int normal_lost_ways = 0;  // further ways normal lines may not fill (L2Device::setaside_normal_cost)
 
   static CacheGeometry of(const L2Device& d, int64_t setaside_bytes);
   int64_t capacity_bytes() const { return sets * ways * line_bytes; }
@@ -113,6 +115,7 @@ class CacheSimulator {
 
   CacheGeometry geometry_;
   int partition_ways_ = 0;  // persisting ways in this run (0 under SHiP-SW)
+  int normal_first_way_ = 0;  // first way normal lines fill in this run
   // One entry per way of every set, set-major. Separate arrays keep a set's tags in one host cache line.
   std::vector<int32_t> tags_;   // line id, -1 when empty
   std::vector<uint32_t> meta_;  // LRU: last-use stamp; SHiP: re-reference value; Belady: next use

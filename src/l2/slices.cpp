@@ -45,6 +45,12 @@ int L2Device::persisting_ways(int64_t setaside_bytes) const {
   return static_cast<int>(setaside_bytes * ways / l2_bytes);
 }
 
+int L2Device::normal_lost_ways(int64_t setaside_bytes) const {
+  const int persisting = persisting_ways(setaside_bytes);
+  const auto lost = static_cast<int>(std::lround((setaside_normal_cost - 1.0) * persisting));
+  return std::clamp(lost, 0, ways - persisting);
+}
+
 void L2Device::validate() const {
   ATOLL_CHECK(ways > 0 && line_bytes > 0 && l2_bytes > 0 && l2_bytes % (ways * line_bytes) == 0, kInvalidArgument,
               "L2 device '{}': {} bytes is not a whole number of sets of {} ways x {} byte lines", name, l2_bytes, ways,
@@ -55,6 +61,8 @@ void L2Device::validate() const {
               "L2 device '{}': set-aside max {} / granularity {} inconsistent with L2 of {} bytes", name,
               setaside_max_bytes, setaside_granularity, l2_bytes);
   ATOLL_CHECK(max_window_bytes > 0, kInvalidArgument, "L2 device '{}': no access window size", name);
+  ATOLL_CHECK(setaside_normal_cost >= 1.0 && setaside_normal_cost <= 16.0, kInvalidArgument,
+              "L2 device '{}': set-aside normal cost {} outside [1, 16]", name, setaside_normal_cost);
 }
 
 // 16 ways: with it the measured set-aside step (3.75 MiB = 60 MiB / 16) is exactly one way and
@@ -68,7 +76,8 @@ L2Device h200_l2() {
           .sector_bytes = 32,
           .setaside_max_bytes = 75 * kMiB / 2,
           .setaside_granularity = 15 * kMiB / 4,
-          .max_window_bytes = 128 * kMiB};
+          .max_window_bytes = 128 * kMiB,
+          .setaside_normal_cost = 2.0};
 }
 
 // Not measured here: 16 ways as on the H200, so one way (3 MiB) is the assumed set-aside step and
@@ -101,7 +110,8 @@ void to_json(nlohmann::json& j, const L2Device& d) {
        {"sector_bytes", d.sector_bytes},
        {"setaside_max_bytes", d.setaside_max_bytes},
        {"setaside_granularity", d.setaside_granularity},
-       {"max_window_bytes", d.max_window_bytes}};
+       {"max_window_bytes", d.max_window_bytes},
+       {"setaside_normal_cost", d.setaside_normal_cost}};
 }
 
 int64_t slice_count(int64_t arena_bytes, int64_t slice_bytes) {

@@ -24,6 +24,10 @@ struct L2Device {
   int64_t setaside_max_bytes = 0;    // largest cudaLimitPersistingL2CacheSize the driver accepts
   int64_t setaside_granularity = 0;  // the driver grants set-aside in these steps, rounded up
   int64_t max_window_bytes = 0;      // cudaDevAttrMaxAccessPolicyWindowSize
+  // Normal-line capacity a set-aside costs, in multiples of its size. 1 is CUDA's documented
+  // model; the H200 behaves as if each of its two L2 partitions reserved the set-aside (2,
+  // calibrated on measured configs: docs/PERFORMANCE.md, "L2 residency").
+  double setaside_normal_cost = 1.0;
 
   int64_t sets() const { return l2_bytes / (ways * line_bytes); }
   // What the driver grants for a request of `bytes`: rounded up to the granularity.
@@ -32,11 +36,15 @@ struct L2Device {
   // Ways of every set that a set-aside of `bytes` holds. The simulator models the set-aside as a
   // per-set way partition; with the presets one granularity step is exactly one way.
   int persisting_ways(int64_t setaside_bytes) const;
+  // Ways normal lines lose beyond the persisting ways (setaside_normal_cost - 1 times as many,
+  // rounded, at most what is left).
+  int normal_lost_ways(int64_t setaside_bytes) const;
   // Throws kInvalidArgument unless the geometry is consistent (whole sets, set-aside <= L2, ...).
   void validate() const;
 };
 
-// H200 (measured, see BRIEF.md): 60 MiB, set-aside max 37.5 MiB in 3.75 MiB steps, window max 128 MiB.
+// H200 (measured, see BRIEF.md): 60 MiB, set-aside max 37.5 MiB in 3.75 MiB steps, window max
+// 128 MiB, set-aside normal cost 2 (calibrated).
 L2Device h200_l2();
 // L4 (AutoScratch's GPU): 48 MiB, 36 MiB settable.
 L2Device l4_l2();

@@ -271,6 +271,24 @@ TEST(CacheSim, NormalLinesCannotUseTheSetAside) {
   EXPECT_EQ(all.dram_read_bytes, 4 * 128);
 }
 
+TEST(CacheSim, CalibratedSetAsideTakesMoreWaysFromNormalLines) {
+  // 1 set, 4 ways, 1 set aside: three lines cycling fit the 3 normal ways, but not the 2 left
+  // when the set-aside costs normal lines twice its size.
+  const auto trace = reads({0, 1, 2, 0, 1, 2});
+  EXPECT_EQ(run(trace, CacheGeometry{1, 4, 128, 1, 0}, Policy::kLru).hits, 3);
+  EXPECT_EQ(run(trace, CacheGeometry{1, 4, 128, 1, 1}, Policy::kLru).hits, 0);
+  // Under SHiP-SW there is no set-aside, so nothing is lost either.
+  EXPECT_EQ(run(trace, CacheGeometry{1, 4, 128, 1, 1}, Policy::kShipSw).hits, 3);
+  EXPECT_THROW(CacheSimulator(CacheGeometry{1, 4, 128, 3, 2}), Error);
+
+  const L2Device h200 = h200_l2();
+  const int64_t way = h200.l2_bytes / h200.ways;
+  EXPECT_EQ(h200.normal_lost_ways(0), 0);
+  EXPECT_EQ(h200.normal_lost_ways(way), 1);
+  EXPECT_EQ(h200.normal_lost_ways(h200.setaside_max_bytes), h200.ways - 10) << "10 ways set aside leave 6 to lose";
+  EXPECT_EQ(l4_l2().normal_lost_ways(l4_l2().setaside_max_bytes), 0) << "the L4 preset is not calibrated";
+}
+
 // 256 sets x 20 ways, 16 set aside. 4096 hinted lines (16 per set) are read, 100,000 unhinted
 // lines stream through the 4 normal ways, then the 4096 are read again without a window: exactly
 // the lines selected as persisting survive.

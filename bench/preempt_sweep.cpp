@@ -10,6 +10,7 @@
 // probe only (its host queue is empty: every BE kernel was already handed to CUDA). The probe's
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
+// CUDA events on the RT stream around the request give the same interval on the device's clock.
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
@@ -93,33 +94,40 @@ class Sweep {
     doc["be_blocks_per_kernel"] = be_blocks_;
     doc["threads_per_block"] = o_.threads;
     doc["trials"] = o_.trials;
-    std::vector<double> idle;
-    for (int i = 0; i < std::max(o_.trials, 50); ++i) idle.push_back(trial_idle());
-    const double idle_p50 = percentile(idle, 0.5);
-    doc["idle_us"] = dist(idle);
-    fmt::print("idle GPU: arrival -> RT kernel ran p50 {:.1f} us  p99 {:.1f} us\n", idle_p50, percentile(idle, 0.99));
-    fmt::print("{:<6} {:>6} {:>9} {:>10} {:>10} {:>10} {:>12} {:>12}\n", "mode", "count", "dur_us", "p50_us", "p99_us",
-               "max_us", "excess_p50", "excess_p99");
+    std::vector<double> idle_host, idle_device;
+    for (int i = 0; i < std::max(o_.trials, 50); ++i) {
+      const Sample x = trial_idle();
+      idle_host.push_back(x.host_us);
+      idle_device.push_back(x.device_us);
+    }
+    doc["idle_us"] = dist(idle_host);
+    doc["idle_device_us"] = dist(idle_device);
+    fmt::print("idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us\n",
+               percentile(idle_host, 0.5), percentile(idle_host, 0.99), percentile(idle_device, 0.5),
+               percentile(idle_device, 0.99));
+    fmt::print("{:<6} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us", "host_p50",
+               "host_p99", "dev_p50", "dev_p99", "dev_max");
     for (const std::string& mode : o_.modes) {
       ATOLL_CHECK(mode == "wait" || mode == "reset", kInvalidArgument, "--modes: '{}' (expected wait or reset)", mode);
       for (double dur : o_.durations_us) {
         for (int count : o_.counts) {
-          std::vector<double> lat, drain;
+          std::vector<double> host, device, drain;
           const int trials = trials_for(mode, dur);
           for (int t = 0; t < trials; ++t) {
-            const auto [l, d] = trial(mode == "reset", count, dur);
-            lat.push_back(l);
-            drain.push_back(d);
+            const Sample x = trial(mode == "reset", count, dur);
+            host.push_back(x.host_us);
+            device.push_back(x.device_us);
+            drain.push_back(x.drain_us);
           }
-          const double p50 = percentile(lat, 0.5), p99 = percentile(lat, 0.99);
-          fmt::print("{:<6} {:>6} {:>9.0f} {:>10.1f} {:>10.1f} {:>10.1f} {:>12.1f} {:>12.1f}\n", mode, count, dur, p50,
-                     p99, percentile(lat, 1.0), p50 - idle_p50, p99 - idle_p50);
+          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} {:>9.1f}\n", mode, count, dur,
+                     percentile(host, 0.5), percentile(host, 0.99), percentile(device, 0.5), percentile(device, 0.99),
+                     percentile(device, 1.0));
           std::fflush(stdout);
           doc["results"].push_back({{"mode", mode},
                                     {"be_kernels", count},
                                     {"be_kernel_us", dur},
-                                    {"latency_us", dist(lat)},
-                                    {"excess_over_idle_us", {{"p50", p50 - idle_p50}, {"p99", p99 - idle_p50}}},
+                                    {"latency_us", dist(host)},
+                                    {"device_latency_us", dist(device)},
                                     {"be_drain_us", dist(drain)}});
           std::ofstream(o_.json_path) << doc.dump(1) << "\n";
         }
@@ -147,19 +155,37 @@ class Sweep {
     words_[1] = 0;
   }
 
-  double trial_idle() {
-    reset_words();
+  // One RT arrival. host_us: host clock from the arrival to the host seeing the probe's write;
+  // device_us: CUDA events on the RT stream around the flag write and the probe, i.e. from the
+  // moment the GPU takes up the request to the RT kernel's end, without the host's API jitter.
+  struct Sample {
+    double host_us = 0, device_us = 0, drain_us = 0;
+  };
+
+  // Enqueues the RT request (flag write when resetting, then the probe) and waits for the probe.
+  Sample arrive(bool reset) {
     const int token = ++token_;
     const auto t0 = Clock::now();
+    ATL_CUDA_CHECK(cudaEventRecord(arrive_.get(), rt_.get()));
+    if (reset) cuda::stream_write_value32(rt_.get(), flag_, 1);
     bench::launch_rt_probe(words_dev_ + 1, token, rt_.get());
+    ATL_CUDA_CHECK(cudaEventRecord(done_.get(), rt_.get()));
     spin_until(words_ + 1, token);
-    const double us = us_since(t0);
-    ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
-    return us;
+    Sample x;
+    x.host_us = us_since(t0);
+    ATL_CUDA_CHECK(cudaEventSynchronize(done_.get()));
+    float ms = 0;
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, arrive_.get(), done_.get()));
+    x.device_us = static_cast<double>(ms) * 1e3;
+    return x;
   }
 
-  // Returns {arrival -> RT kernel ran, arrival -> BE stream drained}, microseconds.
-  std::pair<double, double> trial(bool reset, int count, double dur_us) {
+  Sample trial_idle() {
+    reset_words();
+    return arrive(false);
+  }
+
+  Sample trial(bool reset, int count, double dur_us) {
     ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
     reset_words();
@@ -173,23 +199,18 @@ class Sweep {
     const auto wait_until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(phase(rng_) * 1e3));
     while (Clock::now() < wait_until) {
     }
-    const int token = ++token_;
     const auto t0 = Clock::now();
-    if (reset) cuda::stream_write_value32(rt_.get(), flag_, 1);
-    bench::launch_rt_probe(words_dev_ + 1, token, rt_.get());
-    spin_until(words_ + 1, token);
-    const double latency = us_since(t0);
-    double drain = 0;
+    Sample x = arrive(reset);
     if (reset) {
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
-      drain = us_since(t0);
+      x.drain_us = us_since(t0);
     } else {
       // Measured; what is left of the BE work is cut short so the next trial starts clean.
       cuda::stream_write_value32(control_.get(), flag_, 1);
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
     }
     ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
-    return {latency, drain};
+    return x;
   }
 
   static void spin_until_at_least(volatile int* word, int value) {
@@ -200,6 +221,7 @@ class Sweep {
   Options o_;
   std::mt19937_64 rng_;
   cuda::Stream be_, rt_, control_;
+  cuda::Event arrive_ = cuda::make_event(true), done_ = cuda::make_event(true);
   std::string device_;
   int sms_ = 0;
   int be_blocks_ = 0;

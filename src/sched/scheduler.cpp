@@ -288,6 +288,7 @@ struct Scheduler::Impl {
       }
       try {
         if (!device.write_inputs(c.instance, l.stream, t->request.inputs, yield)) {
+          ++stats.interrupted_stagings;
           c.queue.push_front(std::move(t));
           return;
         }

@@ -62,6 +62,7 @@ struct SchedulerStats {
   int64_t preemptions = 0;         // BE tasks preempted with kernels in flight
   int64_t relaunched_kernels = 0;  // launches not known complete at a reset, launched again
   int64_t kernel_launches = 0;
+  int64_t interrupted_stagings = 0;  // BE input copies abandoned for an RT arrival
 };
 
 class Scheduler {

@@ -55,7 +55,7 @@ const Program& SimExecDevice::program(InstanceId instance) const {
 }
 
 bool SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const Tensor> inputs,
-                                 const std::function<bool()>&) {
+                                 const std::function<bool()>& should_yield) {
   Loaded& l = loaded(instance);
   const auto& specs = l.program.inputs;
   ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}", l.program.model,
@@ -66,10 +66,13 @@ bool SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const 
                 "input '{}' of model '{}' expects {} {}, was given {} {}", specs[i].name, l.program.model,
                 dtype_name(host), specs[i].shape.str(), dtype_name(inputs[i].dtype()), inputs[i].shape().str());
   }
+  // The copy takes io_call_ns of host time; an RT request that arrived meanwhile makes it give up,
+  // as the CUDA device does between its staging pieces, and the time is lost.
+  gpu_.advance(options_.gpu.io_call_ns);
+  if (should_yield && should_yield()) return false;
   if (l.cpu) {
     for (size_t i = 0; i < specs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
   }
-  gpu_.advance(options_.gpu.io_call_ns);
   return true;
 }
 

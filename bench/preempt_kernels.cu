@@ -1,9 +1,8 @@
 // Kernels of atoll_bench_preempt (see preempt_sweep.cpp): a BE kernel of fixed duration that
 // checks the preemption flag the way atoll's kernels do, and the RT request's probe kernel.
-#include "bench/preempt_kernels.h"
-
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
+#include "bench/preempt_kernels.h"
 
 namespace atl::bench {
 

@@ -1,7 +1,7 @@
 #pragma once
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 namespace atl::bench {
 

@@ -11,9 +11,9 @@
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
 // CUDA events on the RT stream around the request give the same interval on the device's clock.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "bench/preempt_kernels.h"
 #include "backends/cuda/stream_write.h"
+#include "bench/preempt_kernels.h"
 #include "core/error.h"
 
 namespace atl {
@@ -42,7 +42,9 @@ struct Options {
 
 using Clock = std::chrono::steady_clock;
 
-double us_since(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
+double us_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
 
 void spin_until(volatile int* word, int value) {
   while (*word != value) {
@@ -102,9 +104,10 @@ class Sweep {
     }
     doc["idle_us"] = dist(idle_host);
     doc["idle_device_us"] = dist(idle_device);
-    fmt::print("idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us\n",
-               percentile(idle_host, 0.5), percentile(idle_host, 0.99), percentile(idle_device, 0.5),
-               percentile(idle_device, 0.99));
+    fmt::print(
+        "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us\n",
+        percentile(idle_host, 0.5), percentile(idle_host, 0.99), percentile(idle_device, 0.5),
+        percentile(idle_device, 0.99));
     fmt::print("{:<6} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us", "host_p50",
                "host_p99", "dev_p50", "dev_p99", "dev_max");
     for (const std::string& mode : o_.modes) {

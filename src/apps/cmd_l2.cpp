@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/commands.h"
 #include "apps/options.h"
@@ -73,11 +73,11 @@ void run_info(const L2Flags& f) {
   fmt::print("model        {} batch {} (program {})\n", info.model, info.batch, info.fingerprint);
   fmt::print("arena        {:.2f} MiB in {} slices of {} KiB\n", info.arena_bytes / 1048576.0, info.slices,
              info.slice_bytes / 1024);
-  fmt::print("device       {}: L2 {:.1f} MiB, set-aside up to {:.2f} MiB in steps of {:.2f} MiB ({} slices), "
-             "window up to {} MiB\n",
-             info.device.name, info.device.l2_bytes / 1048576.0, info.device.setaside_max_bytes / 1048576.0,
-             info.device.setaside_granularity / 1048576.0, info.setaside_max_slices,
-             info.device.max_window_bytes / 1048576);
+  fmt::print(
+      "device       {}: L2 {:.1f} MiB, set-aside up to {:.2f} MiB in steps of {:.2f} MiB ({} slices), "
+      "window up to {} MiB\n",
+      info.device.name, info.device.l2_bytes / 1048576.0, info.device.setaside_max_bytes / 1048576.0,
+      info.device.setaside_granularity / 1048576.0, info.setaside_max_slices, info.device.max_window_bytes / 1048576);
   fmt::print("traffic      weights {:.1f} MiB, inputs {:.2f} MiB, outputs {:.2f} MiB, {} line accesses/inference\n",
              info.weight_bytes / 1048576.0, info.input_bytes / 1048576.0, info.output_bytes / 1048576.0,
              info.trace_accesses);
@@ -121,10 +121,12 @@ void run_simulate(const L2Flags& f) {
 
 void print_measurement(const L2Measurement& m, const std::string& config_file,
                        const std::optional<l2::ResidencyConfig>& config, double ms) {
-  fmt::print("{}\n", config ? fmt::format("config {} ({} resident slices, hit ratio {}, set-aside {:.2f} MiB, granted {:.2f} MiB)",
-                                          config_file, config->resident_count(), config->hit_ratio,
-                                          m.setaside_bytes / 1048576.0, m.granted_setaside_bytes / 1048576.0)
-                            : std::string("no config: the incumbent against itself (noise floor)"));
+  fmt::print("{}\n",
+             config
+                 ? fmt::format("config {} ({} resident slices, hit ratio {}, set-aside {:.2f} MiB, granted {:.2f} MiB)",
+                               config_file, config->resident_count(), config->hit_ratio, m.setaside_bytes / 1048576.0,
+                               m.granted_setaside_bytes / 1048576.0)
+                 : std::string("no config: the incumbent against itself (noise floor)"));
   fmt::print("no residency {:.4f} ms   config {:.4f} ms   speedup {:.4f}x   (median of {} interleaved pairs)\n",
              m.baseline_ms, m.config_ms, m.speedup, m.pairs);
   fmt::print("difference   {:+.4f} ms +- {:.4f} ms (95% CI of the median paired difference)\n", m.median_diff_ms,
@@ -154,8 +156,8 @@ void run_measure(const L2Flags& f) {
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string file = f.config_files.empty() ? std::string() : f.config_files[i];
     const auto t0 = std::chrono::steady_clock::now();
-    const L2Measurement m = measure_l2(session.instance(), configs[i] ? &*configs[i] : nullptr,
-                                       l2::l2_device_by_name(f.device), f.measure);
+    const L2Measurement m =
+        measure_l2(session.instance(), configs[i] ? &*configs[i] : nullptr, l2::l2_device_by_name(f.device), f.measure);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!f.json) {
       print_measurement(m, file, configs[i], ms);
@@ -203,7 +205,8 @@ void add_l2_command(CLI::App& app) {
     c->add_option("--policy", f->policy, "lru, ship, ship-sw or belady")
         ->check(CLI::IsMember({"lru", "ship", "ship-sw", "belady"}));
     c->add_option("--config", f->config_file, "Residency config (JSON) to apply");
-    c->add_flag("--exact-slices", f->exact, "Hint exactly the resident slices (ideal layout) instead of per-kernel windows");
+    c->add_flag("--exact-slices", f->exact,
+                "Hint exactly the resident slices (ideal layout) instead of per-kernel windows");
     c->callback([f] { run_simulate(*f); });
   }
   {

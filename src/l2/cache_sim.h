@@ -114,7 +114,7 @@ class CacheSimulator {
   void compute_next_uses(const Trace& t, int passes);
 
   CacheGeometry geometry_;
-  int partition_ways_ = 0;  // persisting ways in this run (0 under SHiP-SW)
+  int partition_ways_ = 0;    // persisting ways in this run (0 under SHiP-SW)
   int normal_first_way_ = 0;  // first way normal lines fill in this run
   // One entry per way of every set, set-major. Separate arrays keep a set's tags in one host cache line.
   std::vector<int32_t> tags_;   // line id, -1 when empty

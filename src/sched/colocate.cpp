@@ -1,7 +1,5 @@
 #include "sched/colocate.h"
 
-#include "sched/cuda_exec_device.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +11,7 @@
 #include "core/error.h"
 #include "core/rng.h"
 #include "models/zoo.h"
+#include "sched/cuda_exec_device.h"
 
 namespace atl::sched {
 

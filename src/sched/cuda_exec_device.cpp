@@ -84,8 +84,8 @@ class CudaExecDevice final : public ExecDevice {
     int least = 0, greatest = 0;
     ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     cudaStream_t s = nullptr;
-    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking,
-                                                priority == StreamPriority::kHigh ? greatest : least));
+    ATL_CUDA_CHECK(
+        cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority == StreamPriority::kHigh ? greatest : least));
     StreamState st;
     st.stream = cuda::Stream(s);
     ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.counter_host), sizeof(uint32_t), cudaHostAllocMapped));
@@ -126,7 +126,8 @@ class CudaExecDevice final : public ExecDevice {
     }
     // Written after the kernel ends (or exits on the flag), also when the launch failed, so the
     // sequence stays whole and the scheduler sees the error through take_error().
-    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(seq));
+    if (options.report || failed)
+      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(seq));
     return seq;
   }
 
@@ -166,9 +167,7 @@ class CudaExecDevice final : public ExecDevice {
     return std::exchange(st.error, nullptr);
   }
 
-  void raise_flag(StreamId via) override {
-    cuda::stream_write_value32(state(via).stream.get(), flag_, 1);
-  }
+  void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag_, 1); }
 
   void lower_flag() override {
     ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));

@@ -137,8 +137,7 @@ struct Scheduler::Impl {
     const int kernels = static_cast<int>(program.kernels.size());
     // Resuming a preempted task re-runs up to `inflight_cap` kernels; the planner must have kept
     // their inputs apart from what the kernels after them write.
-    ATOLL_CHECK(task_class == TaskClass::kRealTime || options.inflight_cap <= program.inflight_window,
-                kInvalidArgument,
+    ATOLL_CHECK(task_class == TaskClass::kRealTime || options.inflight_cap <= program.inflight_window, kInvalidArgument,
                 "client '{}': in-flight cap {} exceeds the program's in-flight window {} (compile with "
                 "CompileOptions::inflight_window >= the cap)",
                 name, options.inflight_cap, program.inflight_window);

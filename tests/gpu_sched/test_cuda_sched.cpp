@@ -16,8 +16,8 @@
 namespace atl::sched {
 namespace {
 
-#define REQUIRE_GPU()                                                                   \
-  do {                                                                                  \
+#define REQUIRE_GPU()                                                                              \
+  do {                                                                                             \
     if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
   } while (0)
 
@@ -80,14 +80,15 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
     ASSERT_LE(first_unfinished, stop_after);
     preempted_mid_model += launched - snapshot > 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
-    ASSERT_TRUE(same_bytes(got, want)) << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
+    ASSERT_TRUE(same_bytes(got, want)) << "trial " << trial << ": resumed at kernel " << first_unfinished << " of "
+                                       << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaPreemption,
-                         ::testing::Values("resnet18", "resnet50", "resnet152", "vgg19", "densenet201",
-                                           "inception_v3", "mobilenet_v2", "bert_base", "distilbert"),
+                         ::testing::Values("resnet18", "resnet50", "resnet152", "vgg19", "densenet201", "inception_v3",
+                                           "mobilenet_v2", "bert_base", "distilbert"),
                          [](const auto& info) { return info.param; });
 
 // The scheduler in reset mode on the GPU: BE outputs equal an unpreempted run, every request

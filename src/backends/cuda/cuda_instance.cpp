@@ -26,19 +26,26 @@ constexpr double kSpinBaseUs = 50.0;
 constexpr double kSpinPerLaunchUs = 8.0;
 
 // Request tensors are f32 where the backend stores f16, else the stored type.
-DType host_dtype(const TensorSpec& spec) { return spec.dtype == DType::kF16 ? DType::kF32 : spec.dtype; }
+DType host_dtype(const TensorSpec& spec) {
+  return spec.dtype == DType::kF16 ? DType::kF32 : spec.dtype;
+}
 
 // Host copies into staging memory go in pieces this big, so that a scheduler staging a BE
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
 
-size_t align_up(size_t v) { return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment; }
+size_t align_up(size_t v) {
+  return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
 
 size_t device_elem_size(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kParamF32: return 4;
-    case WeightFormat::kInt64: return 8;
-    default: return 2;
+    case WeightFormat::kParamF32:
+      return 4;
+    case WeightFormat::kInt64:
+      return 8;
+    default:
+      return 2;
   }
 }
 
@@ -120,8 +127,12 @@ void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
     std::byte* dst = host.data() + weight_offsets_[i];
     switch (formats_[i]) {
       case WeightFormat::kParamF32:
-      case WeightFormat::kInt64: std::memcpy(dst, t.raw(), t.nbytes()); break;
-      case WeightFormat::kHalf: floats_to_halves(t.as<float>(), reinterpret_cast<uint16_t*>(dst)); break;
+      case WeightFormat::kInt64:
+        std::memcpy(dst, t.raw(), t.nbytes());
+        break;
+      case WeightFormat::kHalf:
+        floats_to_halves(t.as<float>(), reinterpret_cast<uint16_t*>(dst));
+        break;
       case WeightFormat::kTapsMajor:
         filter_to_taps_major(t.as<float>(), spec.shape, reinterpret_cast<uint16_t*>(dst));
         break;
@@ -163,9 +174,12 @@ void CudaInstanceImpl::set_workspace(size_t bytes) {
 
 void* CudaInstanceImpl::address(const Binding& b) const {
   switch (b.kind) {
-    case Binding::Kind::kArena: return arena_.bytes_ptr() + b.offset;
-    case Binding::Kind::kInput: return io_.bytes_ptr() + input_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
-    case Binding::Kind::kOutput: return io_.bytes_ptr() + output_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
+    case Binding::Kind::kArena:
+      return arena_.bytes_ptr() + b.offset;
+    case Binding::Kind::kInput:
+      return io_.bytes_ptr() + input_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
+    case Binding::Kind::kOutput:
+      return io_.bytes_ptr() + output_offsets_.at(static_cast<size_t>(b.index)) + b.offset;
     case Binding::Kind::kWeight: {
       const auto i = static_cast<size_t>(b.index);
       const int64_t elem = b.offset / static_cast<int64_t>(dtype_size(program_.weights.at(i).dtype));
@@ -183,8 +197,8 @@ void CudaInstanceImpl::check_input(int index, const Tensor& t) const {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.inputs.size()), kInvalidArgument,
               "input index {} out of range ({} inputs)", index, program_.inputs.size());
   const TensorSpec& spec = program_.inputs[static_cast<size_t>(index)];
-  ATOLL_CHECK(t.shape() == spec.shape, kInvalidArgument, "input '{}' must be {}, got {}", spec.name,
-              spec.shape.str(), t.shape().str());
+  ATOLL_CHECK(t.shape() == spec.shape, kInvalidArgument, "input '{}' must be {}, got {}", spec.name, spec.shape.str(),
+              t.shape().str());
   ATOLL_CHECK(t.dtype() == host_dtype(spec), kInvalidArgument, "input '{}' must be an {} tensor, got {}", spec.name,
               dtype_name(host_dtype(spec)), dtype_name(t.dtype()));
   ATOLL_CHECK(spec.dtype == DType::kF16 || spec.layout != Layout::kNHWC || spec.shape.rank() != 4, kUnsupported,
@@ -287,8 +301,7 @@ void CudaInstanceImpl::check_index_error() {
   auto* err = static_cast<volatile int*>(index_error_.get());
   if (*err != 0) {
     *err = 0;
-    ATOLL_THROW(kInvalidArgument, "program '{}': a Gather index was out of range (clamped on the GPU)",
-                program_.model);
+    ATOLL_THROW(kInvalidArgument, "program '{}': a Gather index was out of range (clamped on the GPU)", program_.model);
   }
 }
 
@@ -398,7 +411,9 @@ void CudaInstanceImpl::capture_graph() {
   graph_ = GraphExec(exec);
 }
 
-void CudaInstanceImpl::set_use_graph(bool on) { use_graph_ = on; }
+void CudaInstanceImpl::set_use_graph(bool on) {
+  use_graph_ = on;
+}
 
 void CudaInstanceImpl::set_preemptible(bool on) {
   if (on != preemptible_) graph_.reset();

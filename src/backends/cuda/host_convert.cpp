@@ -11,7 +11,8 @@ void floats_to_halves(std::span<const float> src, uint16_t* dst) {
 void filter_to_taps_major(std::span<const float> src, const Shape& shape, uint16_t* dst) {
   const int64_t o = shape[0], per_filter = shape[1] * shape[2] * shape[3];  // (tap, channel) pairs
   for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t j = 0; j < per_filter; ++j) dst[j * o + oc] = float_to_half_bits(src[static_cast<size_t>(oc * per_filter + j)]);
+    for (int64_t j = 0; j < per_filter; ++j)
+      dst[j * o + oc] = float_to_half_bits(src[static_cast<size_t>(oc * per_filter + j)]);
 }
 
 }  // namespace atl::cuda

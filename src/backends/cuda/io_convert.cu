@@ -1,7 +1,6 @@
-#include "backends/cuda/io_convert.h"
-
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
+#include "backends/cuda/io_convert.h"
 
 namespace atl::cuda {
 
@@ -34,7 +33,9 @@ __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfS
   }
 }
 
-int64_t total_of(const HalfStorage& s) { return s.outer * s.channels * s.pixels; }
+int64_t total_of(const HalfStorage& s) {
+  return s.outer * s.channels * s.pixels;
+}
 
 }  // namespace
 
@@ -54,15 +55,15 @@ void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& 
   const int64_t total = total_of(s);
   if (total == 0) return;
   f32_to_storage_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(src, static_cast<__half*>(dst_half), s,
-                                                                                total);
+                                                                              total);
   ATL_CUDA_CHECK_LAUNCH("f32_to_storage");
 }
 
 void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& s, cudaStream_t stream) {
   const int64_t total = total_of(s);
   if (total == 0) return;
-  storage_to_f32_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(static_cast<const __half*>(src_half),
-                                                                                dst, s, total);
+  storage_to_f32_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(static_cast<const __half*>(src_half), dst,
+                                                                              s, total);
   ATL_CUDA_CHECK_LAUNCH("storage_to_f32");
 }
 

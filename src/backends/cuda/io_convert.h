@@ -3,9 +3,9 @@
 // storage (f16, NHWC where the spec says so) on the device. The host then only copies raw bytes:
 // converting one 224x224 image element by element on the host took ~0.6 ms, all of it on the
 // scheduler's path from an RT request's arrival to its first kernel.
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 #include "program/program.h"
 

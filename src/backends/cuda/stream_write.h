@@ -3,9 +3,9 @@
 // launch's end: measured on the H200, cuStreamWriteValue32 on the RT stream and then the RT kernel
 // finished 28.7 us after a GPU full of polling BE blocks was told to stop; an async copy on a
 // control stream took 34 us.
-#include <cstdint>
-
 #include <cuda_runtime_api.h>
+
+#include <cstdint>
 
 namespace atl::cuda {
 

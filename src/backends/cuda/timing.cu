@@ -31,8 +31,7 @@ __global__ void gate_kernel(const volatile int* word) {
 
 // Uniform values in [-1, 1) from a hash of the index: the same seed gives the same bytes.
 __global__ void fill_random_kernel(__half* p, int n, uint32_t seed) {
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
     uint32_t h = static_cast<uint32_t>(i) * 0x9E3779B1u ^ seed;
     h ^= h >> 15;
     h *= 0x2C1B3C6Du;
@@ -71,7 +70,9 @@ void HostGate::hold(cudaStream_t stream) {
   ATL_CUDA_CHECK_LAUNCH("gate");
 }
 
-void HostGate::release() { *reinterpret_cast<volatile int*>(word_) = 1; }
+void HostGate::release() {
+  *reinterpret_cast<volatile int*>(word_) = 1;
+}
 
 void launch_fill_random(void* halves, int64_t count, uint32_t seed, cudaStream_t stream) {
   // The arena may exceed the 32-bit index range: fill it in slices.
@@ -82,7 +83,7 @@ void launch_fill_random(void* halves, int64_t count, uint32_t seed, cudaStream_t
   count = std::min(count, kSlice);
   if (count <= 0) return;
   fill_random_kernel<<<blocks_for(count, 256), 256, 0, stream>>>(static_cast<__half*>(halves), static_cast<int>(count),
-                                                                  seed);
+                                                                 seed);
   ATL_CUDA_CHECK_LAUNCH("fill_random");
 }
 

@@ -75,15 +75,22 @@ class ProgressLine {
 
 void print_table(const bench::BenchResults& r, double duration_s) {
   fmt::print("DISB {} ({}), {} s per mode on {}\n", r.workload.name, r.workload.description, duration_s, r.device);
-  fmt::print("{:<13} {:>9} {:>9} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>10} {:>8}\n", "mode", "RT p50 ms",
-             "RT p99 ms", "RT max ms", "miss %", "RT/s", "BE/s", "total/s", "preempt", "preempt p99", "BE wait ms",
-             "dropped");
+  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>10} {:>8}\n", "mode",
+             "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
+             "preempt", "preempt p99", "BE wait ms", "dropped");
+  const bench::ModeStats* base = bench::find_rt_only(r.stats);
   for (const bench::ModeStats& m : r.stats) {
     int dropped = 0;
     for (const bench::ClientStats& c : m.clients) dropped += c.dropped;
+    std::string change = "-";
+    if (base != nullptr && base != &m && m.rt_latency_ms.count > 0) {
+      const bench::P99Change c = bench::p99_change(m.rt_latency_ms, base->rt_latency_ms);
+      change = fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", 100 * c.change, 100 * c.low, 100 * c.high);
+    }
     fmt::print(
-        "{:<13} {:>9.3f} {:>9.3f} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>10.2f} {:>8}\n",
-        m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
+        "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>10.2f} "
+        "{:>8}\n",
+        m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, change, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
         m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99,
         m.longest_be_wait_ms, dropped);
   }

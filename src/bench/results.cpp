@@ -25,7 +25,31 @@ Distribution distribution(std::vector<double> s) {
   d.p99 = pct(0.99);
   d.p999 = pct(0.999);
   d.max = s.back();
+  // Ranks n q -+ 1.96 sqrt(n q (1 - q)) bound the q-quantile with 95% confidence (binomial
+  // normal approximation), whatever the distribution.
+  const double nq = 0.99 * static_cast<double>(n), half = 1.96 * std::sqrt(nq * 0.01);
+  auto at_rank = [&](double rank) {  // 1-based rank, clamped to the samples
+    return s[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(n))) - 1];
+  };
+  d.p99_low = std::min(d.p99, at_rank(std::floor(nq - half)));
+  d.p99_high = std::max(d.p99, at_rank(std::ceil(nq + half)));
   return d;
+}
+
+P99Change p99_change(const Distribution& mode, const Distribution& rt_only) {
+  P99Change c;
+  if (rt_only.p99 <= 0 || rt_only.p99_low <= 0) return c;
+  c.change = mode.p99 / rt_only.p99 - 1.0;
+  c.low = mode.p99_low / rt_only.p99_high - 1.0;
+  c.high = mode.p99_high / rt_only.p99_low - 1.0;
+  return c;
+}
+
+const ModeStats* find_rt_only(const std::vector<ModeStats>& stats) {
+  for (const ModeStats& m : stats) {
+    if (m.mode == "rt-only") return &m;
+  }
+  return nullptr;
 }
 
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms) {
@@ -86,8 +110,8 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
 
 namespace {
 nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean}, {"p50", d.p50}, {"p90", d.p90},
-          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}};
+  return {{"count", d.count}, {"mean", d.mean},   {"p50", d.p50},    {"p90", d.p90},
+          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max},    {"p99_ci", {d.p99_low, d.p99_high}}};
 }
 }  // namespace
 
@@ -117,6 +141,10 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["duration_s"] = r.runs[i].duration_ms / 1000.0;
     mj["requests"] = r.runs[i].requests.size();
     mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
+    if (const ModeStats* base = find_rt_only(r.stats); base != nullptr && m.rt_latency_ms.count > 0) {
+      const P99Change c = p99_change(m.rt_latency_ms, base->rt_latency_ms);
+      mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};
+    }
     mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
     mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
     mj["preemptions"] = m.preemptions;

@@ -48,8 +48,18 @@ struct ModeRun {
 struct Distribution {
   int count = 0;
   double mean = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
+  // Distribution-free 95% confidence interval of the p99 (order statistics around rank 0.99 n):
+  // what a p99 from this many samples could have been in another run of the same system.
+  double p99_low = 0, p99_high = 0;
 };
 Distribution distribution(std::vector<double> samples);
+
+// A mode's RT p99 against rt-only's on the same workload: ratio - 1, with a conservative 95%
+// interval from the two p99 intervals (low / high over high / low).
+struct P99Change {
+  double change = 0, low = 0, high = 0;
+};
+P99Change p99_change(const Distribution& mode, const Distribution& rt_only);
 
 struct ClientStats {
   std::string name;
@@ -74,6 +84,9 @@ struct ModeStats {
   Distribution preemption_latency_us;
   double longest_be_wait_ms = 0;
 };
+
+// The rt-only mode's stats among `stats`, or nullptr.
+const ModeStats* find_rt_only(const std::vector<ModeStats>& stats);
 
 // `standalone_p50_ms` by client index: each RT model's latency alone, measured in the same run.
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms);

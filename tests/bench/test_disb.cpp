@@ -127,6 +127,30 @@ TEST(Results, StatisticsFromScheduledArrival) {
   EXPECT_NEAR(reset.preemption_latency_us.p99, 10 + 98 * 0.1, 1e-9);
 }
 
+// 1..1000: the p99 is 990 and its 95% interval the samples at ranks floor(990 - 6.17) and
+// ceil(990 + 6.17); a mode's change against rt-only takes the far ends of both intervals.
+TEST(Results, P99ConfidenceIntervalAndChangeAgainstRtOnly) {
+  std::vector<double> a, b;
+  for (int i = 1; i <= 1000; ++i) {
+    a.push_back(i);
+    b.push_back(1.1 * i);
+  }
+  const Distribution da = distribution(a), db = distribution(b);
+  EXPECT_DOUBLE_EQ(da.p99, 990);
+  EXPECT_DOUBLE_EQ(da.p99_low, 983);
+  EXPECT_DOUBLE_EQ(da.p99_high, 997);
+  const P99Change c = p99_change(db, da);
+  EXPECT_NEAR(c.change, 0.1, 1e-12);
+  EXPECT_NEAR(c.low, 1.1 * 983 / 997 - 1, 1e-12);
+  EXPECT_NEAR(c.high, 1.1 * 997 / 983 - 1, 1e-12);
+  // Few samples: the interval stays within the samples and never excludes the p99 itself.
+  const Distribution few = distribution({3.0, 1.0, 2.0});
+  EXPECT_LE(few.p99_low, few.p99);
+  EXPECT_GE(few.p99_low, 1.0);
+  EXPECT_DOUBLE_EQ(few.p99_high, 3.0);
+  EXPECT_EQ(p99_change(few, Distribution{}).change, 0.0) << "no rt-only samples: no change";
+}
+
 TEST(Results, JsonCsvTraceAndReport) {
   const BenchResults r = synthetic_results();
   const nlohmann::json j = results_json(r);

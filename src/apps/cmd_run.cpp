@@ -5,11 +5,14 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "apps/commands.h"
 #include "apps/options.h"
 #include "core/error.h"
 #include "core/npy.h"
+#include "l2/slices.h"
+#include "runtime/l2_measure.h"
 #include "runtime/session.h"
 
 namespace atl::apps {
@@ -25,6 +28,8 @@ struct RunFlags {
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
   std::string weights;
+  std::string l2_config;          // residency config applied on the GPU
+  std::string l2_device = "h200";  // L2 preset the config's windows are planned for
 };
 
 struct OutputSummary {
@@ -54,6 +59,9 @@ OutputSummary summarize(const std::string& name, const Tensor& t) {
 }
 
 void run_model(const RunFlags& f) {
+  // Read (and rejected, when malformed) before the model is built.
+  std::optional<l2::ResidencyConfig> l2_config;
+  if (!f.l2_config.empty()) l2_config = l2::load_config(f.l2_config);
   SessionOptions so;
   so.model = model_or_default(f.model);
   so.device = f.device;
@@ -73,6 +81,11 @@ void run_model(const RunFlags& f) {
   }
 
   Instance& inst = session.instance();
+  int64_t l2_granted = 0;
+  if (l2_config) {
+    ATOLL_CHECK(gpu, kUnsupported, "--l2 applies on the GPU (--device cuda); '{}' runs on the CPU", so.model);
+    l2_granted = apply_l2_config(inst, &*l2_config, l2::l2_device_by_name(f.l2_device));
+  }
   for (int i = 0; i < warmup; ++i) inst.run();
   std::vector<double> samples;
   const auto start = std::chrono::steady_clock::now();
@@ -89,6 +102,8 @@ void run_model(const RunFlags& f) {
   }
   if (last_report != start && !f.json) fmt::print(stderr, "\n");
   const LatencyStats st = latency_stats(samples);
+  // Persisting lines and the limit would otherwise outlive the timed runs.
+  if (l2_config) apply_l2_config(inst, nullptr, l2::l2_device_by_name(f.l2_device));
 
   const auto outputs = session.outputs();
   std::vector<OutputSummary> summaries;
@@ -110,6 +125,14 @@ void run_model(const RunFlags& f) {
     j["device_description"] = session.backend().device_description();
     j["batch"] = f.model.options.batch;
     j["iters"] = iters;
+    if (l2_config) {
+      j["l2"] = {{"config", f.l2_config},
+                 {"resident_slices", l2_config->resident_count()},
+                 {"slices", l2_config->resident.size()},
+                 {"hit_ratio", l2_config->hit_ratio},
+                 {"setaside_bytes", l2_config->setaside_bytes},
+                 {"granted_setaside_bytes", l2_granted}};
+    }
     j["latency_ms"] = {{"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms},
                        {"max", st.max_ms}};
     j["memory_bytes"] = {{"weights", mem.weight_bytes}, {"arena", mem.arena_bytes},
@@ -133,6 +156,11 @@ void run_model(const RunFlags& f) {
              st.p99_ms, st.samples);
   fmt::print("memory   weights {:.1f} MiB  arena {:.1f} MiB  workspace {:.1f} MiB\n", mem.weight_bytes / 1048576.0,
              mem.arena_bytes / 1048576.0, mem.workspace_bytes / 1048576.0);
+  if (l2_config) {
+    fmt::print("l2       {}: {} of {} slices persisting, hit ratio {}, set-aside {:.2f} MiB (granted {:.2f} MiB)\n",
+               f.l2_config, l2_config->resident_count(), l2_config->resident.size(), l2_config->hit_ratio,
+               l2_config->setaside_bytes / 1048576.0, l2_granted / 1048576.0);
+  }
   for (const auto& s : summaries) {
     fmt::print("output   {} {}  sum {:.6g}  abs-sum {:.6g}\n", s.name, Shape(s.shape).str(), s.sum, s.abs_sum);
     if (!s.top5.empty()) {
@@ -165,6 +193,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--input", f->inputs, "NAME=FILE.npy: feed a real input (repeatable)");
   cmd->add_option("--output", f->output_dir, "Write every model output to DIR/NAME.npy");
   cmd->add_option("--weights", f->weights, "Load weights from a safetensors file (names as in PyTorch)");
+  cmd->add_option("--l2", f->l2_config, "Apply an L2 residency config (atoll l2 config) to the timed runs (GPU only)");
+  cmd->add_option("--l2-device", f->l2_device, "L2 preset the config's windows are planned for: h200 or l4")
+      ->check(CLI::IsMember({"h200", "l4"}));
   cmd->callback([f] { run_model(*f); });
 }
 

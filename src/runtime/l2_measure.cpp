@@ -271,7 +271,25 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
   return m;
 }
 
+int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, const l2::L2Device& d) {
+  auto* gpu = dynamic_cast<CudaInstance*>(&instance);
+  ATOLL_CHECK(gpu != nullptr, kUnsupported, "an L2 residency config applies on the CUDA device; program '{}' runs elsewhere",
+              instance.program().model);
+  if (config == nullptr) {
+    gpu->set_l2_residency(nullptr);
+    return 0;
+  }
+  const L2Residency r = to_residency(l2::plan_windows(instance.program(), *config, d));
+  gpu->set_l2_residency(&r);
+  return gpu->persisting_l2_limit();
+}
+
 #else
+
+int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* /*config*/, const l2::L2Device& /*d*/) {
+  ATOLL_THROW(kUnsupported, "an L2 residency config for '{}' needs the CUDA backend; this atoll was built with ATOLL_CUDA=OFF",
+              instance.program().model);
+}
 
 L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* /*config*/, const l2::L2Device& /*d*/,
                          const L2MeasureOptions& /*options*/) {

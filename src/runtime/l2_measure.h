@@ -53,4 +53,11 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
 
 void to_json(nlohmann::json& j, const L2Measurement& m);
 
+// Applies `config` to a loaded instance for the runs that follow (`atoll run --l2`): the windows
+// l2::plan_windows makes for device `d` (a config for another Program throws kInvalidArgument),
+// the set-aside, persisting lines reset. nullptr removes it: windows off, persisting lines reset,
+// limit 0. Returns the set-aside the driver granted (0 after removal). Throws kUnsupported when
+// the instance is not a CUDA one or the build has no CUDA.
+int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, const l2::L2Device& d);
+
 }  // namespace atl

@@ -36,6 +36,11 @@ expect_error "batch 0" "batch" "$atoll" run tiny_cnn --batch 0
 expect_error "bad device" "device" "$atoll" run tiny_cnn --device tpu
 expect_error "missing npy" "cannot open" "$atoll" run tiny_cnn --device cpu --input input=/nonexistent.npy
 expect_error "bad input syntax" "NAME=FILE" "$atoll" run tiny_cnn --device cpu --input garbage
+"$atoll" l2 config tiny_cnn --slices 0 --out "$work/l2.json" >/dev/null 2>&1
+expect_error "l2 config on the cpu" "applies on the GPU" "$atoll" run tiny_cnn --device cpu --l2 "$work/l2.json"
+expect_error "missing l2 config" "cannot open L2 config" "$atoll" run tiny_cnn --device cpu --l2 "$work/none.json"
+echo '{"format": "atoll.l2config/1"' >"$work/bad_l2.json"
+expect_error "malformed l2 config" "bad_l2.json" "$atoll" run tiny_cnn --device cpu --l2 "$work/bad_l2.json"
 
 # Real inputs and outputs round-trip through NumPy files.
 /usr/bin/python3 - "$work" <<'PY'

@@ -195,11 +195,42 @@ TEST(GpuL2, RejectsConfigsItCannotApply) {
   EXPECT_GT(floor.config_ms, 0.0);
 }
 
+// What `atoll run --l2` does: the config applies through the runtime, the results keep their
+// bytes, removal leaves no limit behind, and a config made for another Program is refused.
+TEST(GpuL2, AppliedConfigKeepsResultsAndRemovesCleanly) {
+  ATL_REQUIRE_GPU();
+  const l2::L2Device d = l2::h200_l2();
+  const CompiledModel cm = compile_chain(ChainShape{64, 256, 128, 3}, 3);
+  const CompiledModel other = compile_chain(ChainShape{16, 64, 32, 2}, 3);
+  auto backend = make_cuda_backend(0);
+  std::unique_ptr<Instance> inst = backend->load(cm.program, cm.weights);
+  CudaInstance& gpu = gputest::as_cuda(*inst);
+  const int last = static_cast<int>(cm.program.outputs.size()) - 1;
+  inst->run();
+  const Tensor want = inst->get_output(last);
+  const std::vector<bool> all(static_cast<size_t>(l2::slice_count(cm.program.arena_bytes, l2::kDefaultSliceBytes)),
+                              true);
+  const l2::ResidencyConfig config = l2::make_config(cm.program, d, all, 0.9);
+  EXPECT_GE(apply_l2_config(*inst, &config, d), config.setaside_bytes);
+  EXPECT_GE(gpu.persisting_l2_limit(), config.setaside_bytes);
+  gpu.poison(0xFF);
+  for (int i = 0; i < 3; ++i) inst->run();
+  EXPECT_TRUE(gputest::same_bytes(inst->get_output(last), want));
+  EXPECT_EQ(apply_l2_config(*inst, nullptr, d), 0);
+  EXPECT_EQ(gpu.persisting_l2_limit(), 0);
+  const std::vector<bool> one(static_cast<size_t>(l2::slice_count(other.program.arena_bytes, l2::kDefaultSliceBytes)),
+                              true);
+  const l2::ResidencyConfig foreign = l2::make_config(other.program, d, one, 0.9);
+  EXPECT_EQ(code_of([&] { apply_l2_config(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gpu.persisting_l2_limit(), 0);
+}
+
 // Needs no GPU: the evaluator refuses, with kUnsupported, an instance that is not a CUDA one.
 TEST(GpuL2, MeasuringACpuInstanceIsUnsupported) {
   const CompiledModel cm = compile_chain(kSmall, 1, DType::kF32);
   std::unique_ptr<Instance> inst = make_backend("cpu")->load(cm.program, cm.weights);
   EXPECT_EQ(code_of([&] { measure_l2(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
+  EXPECT_EQ(code_of([&] { apply_l2_config(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
 }
 
 }  // namespace

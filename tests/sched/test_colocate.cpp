@@ -31,6 +31,17 @@ TEST(Colocate, ReportsRtLatencyBeThroughputAndPreemptions) {
   EXPECT_DOUBLE_EQ(r.be_throughput_per_s, r.clients[1].throughput_per_s + r.clients[2].throughput_per_s);
   EXPECT_GT(r.preemptions, 0);
   EXPECT_GT(r.preemption_latency_us.samples, 0);
+  // The breakdown covers every RT request, and its parts add up to each request's latency.
+  EXPECT_EQ(r.rt_staging_us.samples, 20);
+  EXPECT_EQ(r.rt_service_ms.samples, 20);
+  for (const TaskResult& t : r.results) {
+    if (t.task_class != TaskClass::kRealTime) continue;
+    EXPECT_LE(t.arrival, t.dispatch);
+    EXPECT_LE(t.dispatch, t.start);
+    EXPECT_LT(t.start, t.finish);
+  }
+  EXPECT_GT(r.rt_service_ms.median_ms, 0);
+  EXPECT_GE(r.rt_staging_us.median_ms * 1e3, 4000) << "staging includes the simulated input copy (io_call_ns)";
   // Every RT request and every BE request the clients sent is in the results.
   int64_t total = 0;
   for (const auto& c : r.clients) total += c.completed;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "core/error.h"
 #include "core/tensor.h"
 
 // Every GPU test starts with this: without a device the test is skipped, saying why.
@@ -33,5 +34,17 @@ bool all_bytes_are(const std::vector<std::byte>& bytes, uint8_t value);
 
 // Sets the flag word through the legacy path and waits, so the next launch sees it.
 void set_flag(int* device_flag, int value);
+
+// The code of the atl::Error that fn() throws; fails the test when it throws none.
+template <typename Fn>
+ErrorCode code_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.code();
+  }
+  ADD_FAILURE() << "no atl::Error thrown";
+  return ErrorCode::kInternal;
+}
 
 }  // namespace atl::gputest

@@ -16,27 +16,16 @@ SessionOptions tiny(const char* model) {
   return o;
 }
 
-template <typename Fn>
-ErrorCode code_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no atl::Error thrown";
-  return ErrorCode::kInternal;
-}
-
 TEST(GpuInstance, RejectsBadArguments) {
   ATL_REQUIRE_GPU();
   Session s(tiny("tiny_cnn"));
   CudaInstance& gpu = gputest::as_cuda(s.instance());
   const int n = static_cast<int>(s.program().kernels.size());
-  EXPECT_EQ(code_of([&] { gpu.launch(n, gpu.stream(), nullptr); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code_of([&] { gpu.run_range(2, 1); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code_of([&] { gpu.set_input(0, Tensor(DType::kF32, Shape{1, 3, 8, 8})); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code_of([&] { gpu.get_output(7); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code_of([&] { gpu.select_gemm_choice(0, 1000); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.launch(n, gpu.stream(), nullptr); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.run_range(2, 1); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_input(0, Tensor(DType::kF32, Shape{1, 3, 8, 8})); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.get_output(7); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.select_gemm_choice(0, 1000); }), ErrorCode::kInvalidArgument);
 }
 
 TEST(GpuInstance, TimingTuningAndFlaglessRunsAgree) {

@@ -82,17 +82,6 @@ L2Residency windowless(size_t kernels, int64_t setaside_bytes, double hit_ratio)
   return r;
 }
 
-template <typename Fn>
-ErrorCode code_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no atl::Error thrown";
-  return ErrorCode::kInternal;
-}
-
 TEST(GpuL2, ResidentHotBufferBeatsNoneAndWholeArenaThrashes) {
   ATL_REQUIRE_GPU();
   const l2::L2Device d = l2::h200_l2();
@@ -166,18 +155,18 @@ TEST(GpuL2, RejectsConfigsItCannotApply) {
   const std::vector<bool> one(static_cast<size_t>(l2::slice_count(other.program.arena_bytes, l2::kDefaultSliceBytes)),
                               true);
   const l2::ResidencyConfig foreign = l2::make_config(other.program, d, one, 0.9);
-  EXPECT_EQ(code_of([&] { measure_l2(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { measure_l2(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
 
   const size_t kernels = mine.program.kernels.size();
   const L2Residency wrong_count = windowless(kernels + 1, 0, 1.0);
-  EXPECT_EQ(code_of([&] { gpu.set_l2_residency(&wrong_count); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&wrong_count); }), ErrorCode::kInvalidArgument);
   L2Residency outside = windowless(kernels, 0, 1.0);
   outside.windows[0] = {0, mine.program.arena_bytes + 1};
-  EXPECT_EQ(code_of([&] { gpu.set_l2_residency(&outside); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&outside); }), ErrorCode::kInvalidArgument);
   const L2Residency too_big = windowless(kernels, int64_t{1} << 40, 1.0);
-  EXPECT_EQ(code_of([&] { gpu.set_l2_residency(&too_big); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&too_big); }), ErrorCode::kInvalidArgument);
   const L2Residency bad_ratio = windowless(kernels, 0, 1.5);
-  EXPECT_EQ(code_of([&] { gpu.set_l2_residency(&bad_ratio); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&bad_ratio); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu.persisting_l2_limit(), 0) << "a rejected config must leave nothing applied";
 
   // A valid one applies and its removal restores the limit; the noise floor (no config) runs too.
@@ -221,7 +210,7 @@ TEST(GpuL2, AppliedConfigKeepsResultsAndRemovesCleanly) {
   const std::vector<bool> one(static_cast<size_t>(l2::slice_count(other.program.arena_bytes, l2::kDefaultSliceBytes)),
                               true);
   const l2::ResidencyConfig foreign = l2::make_config(other.program, d, one, 0.9);
-  EXPECT_EQ(code_of([&] { apply_l2_config(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(gputest::code_of([&] { apply_l2_config(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu.persisting_l2_limit(), 0);
 }
 
@@ -229,8 +218,8 @@ TEST(GpuL2, AppliedConfigKeepsResultsAndRemovesCleanly) {
 TEST(GpuL2, MeasuringACpuInstanceIsUnsupported) {
   const CompiledModel cm = compile_chain(kSmall, 1, DType::kF32);
   std::unique_ptr<Instance> inst = make_backend("cpu")->load(cm.program, cm.weights);
-  EXPECT_EQ(code_of([&] { measure_l2(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
-  EXPECT_EQ(code_of([&] { apply_l2_config(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
+  EXPECT_EQ(gputest::code_of([&] { measure_l2(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
+  EXPECT_EQ(gputest::code_of([&] { apply_l2_config(*inst, nullptr, l2::h200_l2()); }), ErrorCode::kUnsupported);
 }
 
 }  // namespace

@@ -78,15 +78,10 @@ void print_table(const bench::BenchResults& r, double duration_s) {
   fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>10} {:>8}\n", "mode",
              "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
              "preempt", "preempt p99", "BE wait ms", "dropped");
-  const bench::ModeStats* base = bench::find_rt_only(r.stats);
   for (const bench::ModeStats& m : r.stats) {
     int dropped = 0;
     for (const bench::ClientStats& c : m.clients) dropped += c.dropped;
-    std::string change = "-";
-    if (base != nullptr && base != &m && m.rt_latency_ms.count > 0) {
-      const bench::P99Change c = bench::p99_change(m.rt_latency_ms, base->rt_latency_ms);
-      change = fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", 100 * c.change, 100 * c.low, 100 * c.high);
-    }
+    const std::string change = bench::p99_change_text(m, r.stats);
     fmt::print(
         "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>10.2f} "
         "{:>8}\n",

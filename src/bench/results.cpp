@@ -52,6 +52,13 @@ const ModeStats* find_rt_only(const std::vector<ModeStats>& stats) {
   return nullptr;
 }
 
+std::string p99_change_text(const ModeStats& m, const std::vector<ModeStats>& stats) {
+  const ModeStats* base = find_rt_only(stats);
+  if (base == nullptr || base == &m || m.rt_latency_ms.count == 0) return "-";
+  const P99Change c = p99_change(m.rt_latency_ms, base->rt_latency_ms);
+  return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", 100 * c.change, 100 * c.low, 100 * c.high);
+}
+
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms) {
   ModeStats m;
   m.mode = run.mode;

@@ -87,6 +87,9 @@ struct ModeStats {
 
 // The rt-only mode's stats among `stats`, or nullptr.
 const ModeStats* find_rt_only(const std::vector<ModeStats>& stats);
+// "+3.3% [+1.0, +6.1]": m's RT p99 change against rt-only in `stats` with its 95% interval; "-"
+// for rt-only itself, without an rt-only run or without RT samples.
+std::string p99_change_text(const ModeStats& m, const std::vector<ModeStats>& stats);
 
 // `standalone_p50_ms` by client index: each RT model's latency alone, measured in the same run.
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms);

@@ -149,6 +149,16 @@ TEST(Results, P99ConfidenceIntervalAndChangeAgainstRtOnly) {
   EXPECT_GE(few.p99_low, 1.0);
   EXPECT_DOUBLE_EQ(few.p99_high, 3.0);
   EXPECT_EQ(p99_change(few, Distribution{}).change, 0.0) << "no rt-only samples: no change";
+
+  std::vector<ModeStats> modes(2);
+  modes[0].mode = "rt-only";
+  modes[0].rt_latency_ms = da;
+  modes[1].mode = "reset";
+  modes[1].rt_latency_ms = db;
+  EXPECT_EQ(p99_change_text(modes[0], modes), "-");
+  EXPECT_EQ(p99_change_text(modes[1], modes), "+10.0% [+8.5, +11.6]");
+  modes[0].mode = "streams";
+  EXPECT_EQ(p99_change_text(modes[1], modes), "-") << "no rt-only run to compare with";
 }
 
 TEST(Results, JsonCsvTraceAndReport) {

@@ -35,7 +35,7 @@ struct TaskResult {
   DeviceTime arrival = 0;       // scheduled arrival
   DeviceTime dispatch = 0;      // inputs written and the first kernel handed to the device
   DeviceTime start = 0;         // first kernel started on the device (first attempt)
-  DeviceTime finish = 0;        // last kernel ended on the device
+  DeviceTime finish = 0;        // last kernel ended on the device (CUDA: and its outputs downloaded)
   int preemptions = 0;          // BE: times this task was preempted with kernels in flight
   int preempted_tasks = 0;      // RT: BE tasks preempted to start this task
   DeviceTime latency() const { return finish - arrival; }

@@ -8,12 +8,6 @@ namespace atl::bench {
 
 namespace {
 
-__device__ __forceinline__ uint64_t global_ns() {
-  uint64_t t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 // A BE kernel of fixed duration: every block spins `duration_ns`, polling the flag like atoll's
 // GEMM main loop does. Block 0 reports the kernel's start through a mapped word.
 __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index, volatile int* started) {
@@ -22,8 +16,8 @@ __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index,
     *started = index;
     __threadfence_system();
   }
-  const uint64_t t0 = global_ns();
-  while (global_ns() - t0 < duration_ns) {
+  const uint64_t t0 = cuda::global_ns();
+  while (cuda::global_ns() - t0 < duration_ns) {
     if (cuda::read_flag_now(flag) != 0) return;
   }
 }

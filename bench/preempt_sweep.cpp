@@ -77,17 +77,8 @@ class Sweep {
     device_ = prop.name;
     sms_ = prop.multiProcessorCount;
     be_blocks_ = sms_ * bench::be_spin_blocks_per_sm(o.threads);  // one full wave: every block runs at once
-    ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
-    ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&words_), 2 * sizeof(int), cudaHostAllocMapped));
-    void* dev = nullptr;
-    ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, words_, 0));
-    words_dev_ = static_cast<int*>(dev);
   }
-  ~Sweep() {
-    cudaDeviceSynchronize();
-    cudaFree(flag_);
-    cudaFreeHost(words_);
-  }
+  ~Sweep() { cudaDeviceSynchronize(); }
 
   nlohmann::json run() {
     nlohmann::json doc;
@@ -154,8 +145,8 @@ class Sweep {
   }
 
   void reset_words() {
-    words_[0] = 0;
-    words_[1] = 0;
+    words()[0] = 0;
+    words()[1] = 0;
   }
 
   // One RT arrival. host_us: host clock from the arrival to the host seeing the probe's write;
@@ -170,10 +161,10 @@ class Sweep {
     const int token = ++token_;
     const auto t0 = Clock::now();
     ATL_CUDA_CHECK(cudaEventRecord(arrive_.get(), rt_.get()));
-    if (reset) cuda::stream_write_value32(rt_.get(), flag_, 1);
-    bench::launch_rt_probe(words_dev_ + 1, token, rt_.get());
+    if (reset) cuda::stream_write_value32(rt_.get(), flag(), 1);
+    bench::launch_rt_probe(words_device_ + 1, token, rt_.get());
     ATL_CUDA_CHECK(cudaEventRecord(done_.get(), rt_.get()));
-    spin_until(words_ + 1, token);
+    spin_until(words() + 1, token);
     Sample x;
     x.host_us = us_since(t0);
     ATL_CUDA_CHECK(cudaEventSynchronize(done_.get()));
@@ -189,15 +180,15 @@ class Sweep {
   }
 
   Sample trial(bool reset, int count, double dur_us) {
-    ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));
+    ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
     reset_words();
     const auto duration_ns = static_cast<uint64_t>(dur_us * 1e3);
     for (int k = 0; k < count; ++k) {
-      bench::launch_be_spin({be_blocks_, o_.threads, flag_, duration_ns, k + 1, words_dev_}, be_.get());
+      bench::launch_be_spin({be_blocks_, o_.threads, flag(), duration_ns, k + 1, words_device_}, be_.get());
     }
     // The first BE kernel runs; the request arrives at a random point of a kernel's life.
-    spin_until_at_least(words_, 1);
+    spin_until_at_least(words(), 1);
     std::uniform_real_distribution<double> phase(0.0, dur_us);
     const auto wait_until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(phase(rng_) * 1e3));
     while (Clock::now() < wait_until) {
@@ -209,12 +200,15 @@ class Sweep {
       x.drain_us = us_since(t0);
     } else {
       // Measured; what is left of the BE work is cut short so the next trial starts clean.
-      cuda::stream_write_value32(control_.get(), flag_, 1);
+      cuda::stream_write_value32(control_.get(), flag(), 1);
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
     }
     ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
     return x;
   }
+
+  int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
+  volatile int* words() const { return static_cast<volatile int*>(words_buffer_.get()); }
 
   static void spin_until_at_least(volatile int* word, int value) {
     while (*word < value) {
@@ -228,9 +222,10 @@ class Sweep {
   std::string device_;
   int sms_ = 0;
   int be_blocks_ = 0;
-  int* flag_ = nullptr;
-  int* words_ = nullptr;  // mapped: [0] last BE kernel started, [1] RT probe token
-  int* words_dev_ = nullptr;
+  cuda::DeviceBuffer flag_buffer_{sizeof(int)};
+  cuda::PinnedBuffer words_buffer_{2 * sizeof(int), /*mapped=*/true};  // [0] last BE kernel started, [1] RT token
+  // Looked up once: the query is an API call, and the arrival path is timed.
+  int* words_device_ = static_cast<int*>(words_buffer_.device_alias());
   int token_ = 0;
 };
 

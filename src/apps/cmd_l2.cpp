@@ -152,12 +152,12 @@ void run_measure(const L2Flags& f) {
   Session session(so);
   session.set_inputs(session.random_inputs(f.model.options.seed));
   if (!f.json) fmt::print("{} batch {} on {}\n", so.model, f.model.options.batch, session.device());
+  const l2::L2Device device = l2::l2_device_by_name(f.device);
   nlohmann::json all = nlohmann::json::array();
   for (size_t i = 0; i < configs.size(); ++i) {
     const std::string file = f.config_files.empty() ? std::string() : f.config_files[i];
     const auto t0 = std::chrono::steady_clock::now();
-    const L2Measurement m =
-        measure_l2(session.instance(), configs[i] ? &*configs[i] : nullptr, l2::l2_device_by_name(f.device), f.measure);
+    const L2Measurement m = measure_l2(session.instance(), configs[i] ? &*configs[i] : nullptr, device, f.measure);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!f.json) {
       print_measurement(m, file, configs[i], ms);

@@ -21,14 +21,14 @@ namespace {
 struct RunFlags {
   ModelFlags model;
   std::string device = "auto";
-  int iters = 0;   // 0: 100 on a GPU, 10 on the CPU
+  int iters = 0;    // 0: 100 on a GPU, 10 on the CPU
   int warmup = -1;  // -1: 10 on a GPU, 1 on the CPU
   bool json = false;
   bool per_kernel = false;
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
   std::string weights;
-  std::string l2_config;          // residency config applied on the GPU
+  std::string l2_config;           // residency config applied on the GPU
   std::string l2_device = "h200";  // L2 preset the config's windows are planned for
 };
 
@@ -53,7 +53,8 @@ OutputSummary summarize(const std::string& name, const Tensor& t) {
     std::iota(idx.begin(), idx.end(), 0);
     std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
                       [&](int64_t a, int64_t b) { return d[static_cast<size_t>(a)] > d[static_cast<size_t>(b)]; });
-    for (int i = 0; i < 5; ++i) s.top5.emplace_back(idx[static_cast<size_t>(i)], d[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
+    for (int i = 0; i < 5; ++i)
+      s.top5.emplace_back(idx[static_cast<size_t>(i)], d[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
   }
   return s;
 }
@@ -62,6 +63,7 @@ void run_model(const RunFlags& f) {
   // Read (and rejected, when malformed) before the model is built.
   std::optional<l2::ResidencyConfig> l2_config;
   if (!f.l2_config.empty()) l2_config = l2::load_config(f.l2_config);
+  const l2::L2Device l2_device = l2::l2_device_by_name(f.l2_device);
   SessionOptions so;
   so.model = model_or_default(f.model);
   so.device = f.device;
@@ -84,7 +86,7 @@ void run_model(const RunFlags& f) {
   int64_t l2_granted = 0;
   if (l2_config) {
     ATOLL_CHECK(gpu, kUnsupported, "--l2 applies on the GPU (--device cuda); '{}' runs on the CPU", so.model);
-    l2_granted = apply_l2_config(inst, &*l2_config, l2::l2_device_by_name(f.l2_device));
+    l2_granted = apply_l2_config(inst, &*l2_config, l2_device);
   }
   for (int i = 0; i < warmup; ++i) inst.run();
   std::vector<double> samples;
@@ -103,15 +105,17 @@ void run_model(const RunFlags& f) {
   if (last_report != start && !f.json) fmt::print(stderr, "\n");
   const LatencyStats st = latency_stats(samples);
   // Persisting lines and the limit would otherwise outlive the timed runs.
-  if (l2_config) apply_l2_config(inst, nullptr, l2::l2_device_by_name(f.l2_device));
+  if (l2_config) apply_l2_config(inst, nullptr, l2_device);
 
   const auto outputs = session.outputs();
   std::vector<OutputSummary> summaries;
-  for (size_t i = 0; i < outputs.size(); ++i) summaries.push_back(summarize(session.program().outputs[i].name, outputs[i]));
+  for (size_t i = 0; i < outputs.size(); ++i)
+    summaries.push_back(summarize(session.program().outputs[i].name, outputs[i]));
   if (!f.output_dir.empty()) {
     std::filesystem::create_directories(f.output_dir);
     for (size_t i = 0; i < outputs.size(); ++i) {
-      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(), outputs[i]);
+      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(),
+                outputs[i]);
     }
   }
   std::vector<double> kernel_ms;
@@ -133,10 +137,12 @@ void run_model(const RunFlags& f) {
                  {"setaside_bytes", l2_config->setaside_bytes},
                  {"granted_setaside_bytes", l2_granted}};
     }
-    j["latency_ms"] = {{"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms},
-                       {"max", st.max_ms}};
-    j["memory_bytes"] = {{"weights", mem.weight_bytes}, {"arena", mem.arena_bytes},
-                         {"workspace", mem.workspace_bytes}, {"io", mem.io_bytes}};
+    j["latency_ms"] = {
+        {"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms}, {"max", st.max_ms}};
+    j["memory_bytes"] = {{"weights", mem.weight_bytes},
+                         {"arena", mem.arena_bytes},
+                         {"workspace", mem.workspace_bytes},
+                         {"io", mem.io_bytes}};
     for (const auto& s : summaries) {
       nlohmann::json o{{"name", s.name}, {"shape", s.shape}, {"sum", s.sum}, {"abs_sum", s.abs_sum}};
       for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", v}});

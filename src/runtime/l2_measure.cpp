@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/session.h"
 
 #ifdef ATOLL_HAVE_CUDA
 #include <dlfcn.h>
@@ -43,13 +44,6 @@ void to_json(nlohmann::json& j, const L2Measurement& m) {
 namespace {
 
 constexpr int kMaxEnergyIterations = 100000;
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  if (n == 0) return 0.0;
-  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Distribution-free 95% interval of the median: order statistics n/2 -+ 1.96 sqrt(n)/2.
 double median_ci_half_width(std::vector<double> v) {
@@ -239,9 +233,9 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
       m.pairs = target;
       std::vector<double> diffs(static_cast<size_t>(m.pairs));
       for (size_t i = 0; i < diffs.size(); ++i) diffs[i] = m.config_samples_ms[i] - m.baseline_samples_ms[i];
-      m.baseline_ms = median_of(m.baseline_samples_ms);
-      m.config_ms = median_of(m.config_samples_ms);
-      m.median_diff_ms = median_of(diffs);
+      m.baseline_ms = latency_stats(m.baseline_samples_ms).median_ms;
+      m.config_ms = latency_stats(m.config_samples_ms).median_ms;
+      m.median_diff_ms = latency_stats(diffs).median_ms;
       m.diff_ci_ms = median_ci_half_width(diffs);
       if (m.diff_ci_ms <= options.target_ci * m.baseline_ms || target >= options.max_pairs) break;
       target = std::min(options.max_pairs, target + options.step_pairs);
@@ -273,7 +267,8 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
 
 int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, const l2::L2Device& d) {
   auto* gpu = dynamic_cast<CudaInstance*>(&instance);
-  ATOLL_CHECK(gpu != nullptr, kUnsupported, "an L2 residency config applies on the CUDA device; program '{}' runs elsewhere",
+  ATOLL_CHECK(gpu != nullptr, kUnsupported,
+              "an L2 residency config applies on the CUDA device; program '{}' runs elsewhere",
               instance.program().model);
   if (config == nullptr) {
     gpu->set_l2_residency(nullptr);
@@ -287,7 +282,8 @@ int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, c
 #else
 
 int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* /*config*/, const l2::L2Device& /*d*/) {
-  ATOLL_THROW(kUnsupported, "an L2 residency config for '{}' needs the CUDA backend; this atoll was built with ATOLL_CUDA=OFF",
+  ATOLL_THROW(kUnsupported,
+              "an L2 residency config for '{}' needs the CUDA backend; this atoll was built with ATOLL_CUDA=OFF",
               instance.program().model);
 }
 

@@ -29,7 +29,7 @@ constexpr DeviceTime kAnchorAge = 20'000'000;  // 20 ms: drift stays around a mi
 struct StreamState {
   cuda::Stream stream;
   uint64_t launched = 0;
-  uint32_t* counter_host = nullptr;  // mapped: the GPU writes the sequence number of each ended launch
+  cuda::PinnedBuffer counter;  // mapped: the GPU writes the sequence number of each ended launch
   void* counter_device = nullptr;
   std::exception_ptr error;
   // Event pairs of timed launches, by sequence number modulo the ring.
@@ -40,20 +40,14 @@ struct StreamState {
 class CudaExecDevice final : public ExecDevice {
  public:
   explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)) {
-    ATL_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&flag_), sizeof(int)));
-    ATL_CUDA_CHECK(cudaMemset(flag_, 0, sizeof(int)));
+    ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
     control_ = cuda::make_stream();
     base_event_ = cuda::make_event(true);
     reanchor();
   }
 
-  ~CudaExecDevice() override {
-    cudaDeviceSynchronize();
-    for (auto& s : streams_) {
-      if (s.counter_host) cudaFreeHost(s.counter_host);
-    }
-    cudaFree(flag_);
-  }
+  // Kernels still queued may use the counters and the flag about to be freed.
+  ~CudaExecDevice() override { cudaDeviceSynchronize(); }
 
   std::string name() const override { return "cuda"; }
   std::string description() const override { return backend_->device_description(); }
@@ -88,11 +82,9 @@ class CudaExecDevice final : public ExecDevice {
         cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority == StreamPriority::kHigh ? greatest : least));
     StreamState st;
     st.stream = cuda::Stream(s);
-    ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&st.counter_host), sizeof(uint32_t), cudaHostAllocMapped));
-    *st.counter_host = 0;
-    void* dev = nullptr;
-    ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, st.counter_host, 0));
-    st.counter_device = dev;
+    st.counter = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
+    *static_cast<uint32_t*>(st.counter.get()) = 0;
+    st.counter_device = st.counter.device_alias();
     st.starts.resize(kTimedRing);
     st.ends.resize(kTimedRing);
     st.ring_seq.assign(kTimedRing, 0);
@@ -115,7 +107,7 @@ class CudaExecDevice final : public ExecDevice {
         ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
       }
       CudaInstance& in = inst(instance);
-      in.launch(kernel, st.stream.get(), options.preemptible ? flag_ : nullptr);
+      in.launch(kernel, st.stream.get(), options.preemptible ? flag() : nullptr);
       // A task's outputs travel to the host behind its last kernel, so that read_outputs need not
       // wait. After a preempted last kernel they are stale, and the rerun enqueues them again.
       if (kernel + 1 == static_cast<int>(in.program().kernels.size())) in.enqueue_outputs(st.stream.get());
@@ -133,7 +125,8 @@ class CudaExecDevice final : public ExecDevice {
 
   uint64_t completed(StreamId stream) override {
     StreamState& st = state(stream);
-    const uint32_t low = std::atomic_ref<uint32_t>(*st.counter_host).load(std::memory_order_acquire);
+    const uint32_t low =
+        std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(st.counter.get())).load(std::memory_order_acquire);
     // The counter holds the low 32 bits of the last ended launch; fewer than 2^32 are in flight.
     return st.launched - static_cast<uint32_t>(static_cast<uint32_t>(st.launched) - low);
   }
@@ -167,10 +160,10 @@ class CudaExecDevice final : public ExecDevice {
     return std::exchange(st.error, nullptr);
   }
 
-  void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag_, 1); }
+  void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag(), 1); }
 
   void lower_flag() override {
-    ATL_CUDA_CHECK(cudaMemsetAsync(flag_, 0, sizeof(int), control_.get()));
+    ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
   }
 
@@ -204,6 +197,7 @@ class CudaExecDevice final : public ExecDevice {
   void synchronize(StreamId stream) override { ATL_CUDA_CHECK(cudaStreamSynchronize(state(stream).stream.get())); }
 
  private:
+  int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
   CudaInstance& inst(InstanceId id) const {
     ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
     return *instances_[static_cast<size_t>(id)];
@@ -226,7 +220,7 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;
-  int* flag_ = nullptr;
+  cuda::DeviceBuffer flag_buffer_{sizeof(int)};  // after backend_: allocated on its device
   cuda::Stream control_;
   cuda::Event base_event_;
   DeviceTime base_host_ = 0;

@@ -246,38 +246,43 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
   return true;
 }
 
-void CudaInstanceImpl::enqueue_outputs(cudaStream_t stream) {
-  for (size_t i = 0; i < program_.outputs.size(); ++i) {
-    const TensorSpec& spec = program_.outputs[i];
-    const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
-    if (spec.dtype == DType::kF16) {
-      auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
-      launch_storage_to_f32(stored, raw, half_storage(spec), stream);
-      stored = reinterpret_cast<const std::byte*>(raw);
-    }
-    ATL_CUDA_CHECK(
-        cudaMemcpyAsync(output_staging_[i].get(), stored, output_staging_[i].size(), cudaMemcpyDeviceToHost, stream));
+void CudaInstanceImpl::enqueue_output_copy(size_t i, cudaStream_t stream) {
+  const TensorSpec& spec = program_.outputs[i];
+  const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
+  if (spec.dtype == DType::kF16) {
+    auto* raw = reinterpret_cast<float*>(host_io_.bytes_ptr() + output_host_offsets_[i]);
+    launch_storage_to_f32(stored, raw, half_storage(spec), stream);
+    stored = reinterpret_cast<const std::byte*>(raw);
   }
+  ATL_CUDA_CHECK(
+      cudaMemcpyAsync(output_staging_[i].get(), stored, output_staging_[i].size(), cudaMemcpyDeviceToHost, stream));
+}
+
+Tensor CudaInstanceImpl::output_from_staging(size_t i) const {
+  const TensorSpec& spec = program_.outputs[i];
+  Tensor t(host_dtype(spec), spec.shape);
+  std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
+  return t;
+}
+
+void CudaInstanceImpl::enqueue_outputs(cudaStream_t stream) {
+  for (size_t i = 0; i < program_.outputs.size(); ++i) enqueue_output_copy(i, stream);
 }
 
 std::vector<Tensor> CudaInstanceImpl::collect_outputs() {
   check_index_error();
   std::vector<Tensor> out;
-  for (size_t i = 0; i < program_.outputs.size(); ++i) {
-    const TensorSpec& spec = program_.outputs[i];
-    Tensor t(host_dtype(spec), spec.shape);
-    std::memcpy(t.raw(), output_staging_[i].get(), t.nbytes());
-    out.push_back(std::move(t));
-  }
+  for (size_t i = 0; i < program_.outputs.size(); ++i) out.push_back(output_from_staging(i));
   return out;
 }
 
 Tensor CudaInstanceImpl::get_output(int index) {
   ATOLL_CHECK(index >= 0 && index < static_cast<int>(program_.outputs.size()), kInvalidArgument,
               "output index {} out of range ({} outputs)", index, program_.outputs.size());
-  enqueue_outputs(stream_.get());
+  const auto i = static_cast<size_t>(index);
+  enqueue_output_copy(i, stream_.get());
   synchronize();
-  return std::move(collect_outputs()[static_cast<size_t>(index)]);
+  return output_from_staging(i);
 }
 
 void CudaInstanceImpl::run() {

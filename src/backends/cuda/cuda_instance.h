@@ -54,6 +54,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void check_input(int index, const Tensor& t) const;
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
   void enqueue_input_copy(size_t i, cudaStream_t stream);
+  // Output i -> f32 (when stored f16) -> output_staging_[i], on `stream`; and from there to a tensor.
+  void enqueue_output_copy(size_t i, cudaStream_t stream);
+  Tensor output_from_staging(size_t i) const;
   // Throws (and clears the word) when a Gather kernel saw an index out of range.
   void check_index_error();
   const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }

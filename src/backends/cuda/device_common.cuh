@@ -13,25 +13,45 @@ namespace atl::cuda {
 // global data across kernel boundaries, so a flag raised before a launch is seen by it (the GPU
 // tests check exactly that for every kernel of every zoo model); a flag raised while such a
 // kernel runs may be seen only by the next one, which is fine for kernels this short.
-__device__ __forceinline__ bool entry_preempted(const int* flag) { return flag != nullptr && __ldca(flag) != 0; }
+__device__ __forceinline__ bool entry_preempted(const int* flag) {
+  return flag != nullptr && __ldca(flag) != 0;
+}
 
 // Overlapped entry check of memory-bound kernels: flag_peek issues the (cacheable) flag read and
 // returns at once; after the thread's first data loads, after_loads ties the flag to one loaded
 // value, so the compiler keeps those loads ahead of the branch and both latencies overlap. The
 // branch `if (stop) return;` then comes before any store.
-__device__ __forceinline__ int flag_peek(const int* flag) { return flag != nullptr ? __ldca(flag) : 0; }
-__device__ __forceinline__ void after_loads(int& stop, float loaded) { asm volatile("" : "+r"(stop) : "f"(loaded)); }
+__device__ __forceinline__ int flag_peek(const int* flag) {
+  return flag != nullptr ? __ldca(flag) : 0;
+}
+__device__ __forceinline__ void after_loads(int& stop, float loaded) {
+  asm volatile("" : "+r"(stop) : "f"(loaded));
+}
+
+// The GPU's global nanosecond timer (coarse ticks; the same on every SM).
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
 
 // Read of long kernels while they run: bypasses L1, so a flag raised mid-kernel is seen.
-__device__ __forceinline__ int read_flag_now(const int* flag) { return *reinterpret_cast<const volatile int*>(flag); }
+__device__ __forceinline__ int read_flag_now(const int* flag) {
+  return *reinterpret_cast<const volatile int*>(flag);
+}
 
 __device__ __forceinline__ float apply_act(float v, int act) {
   switch (act) {
-    case kActRelu: return fmaxf(v, 0.0f);
-    case kActRelu6: return fminf(fmaxf(v, 0.0f), 6.0f);
-    case kActGelu: return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-    case kActTanh: return tanhf(v);
-    default: return v;
+    case kActRelu:
+      return fmaxf(v, 0.0f);
+    case kActRelu6:
+      return fminf(fmaxf(v, 0.0f), 6.0f);
+    case kActGelu:
+      return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+    case kActTanh:
+      return tanhf(v);
+    default:
+      return v;
   }
 }
 

@@ -12,21 +12,17 @@ namespace atl::cuda {
 namespace {
 
 __global__ void spin_kernel(uint64_t ns) {
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (now - start < ns);
+  const uint64_t start = global_ns();
+  while (global_ns() - start < ns) {
+  }
 }
 
 constexpr uint64_t kGateTimeoutNs = 5'000'000'000;
 
 __global__ void gate_kernel(const volatile int* word) {
-  uint64_t start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do {
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  } while (*word == 0 && now - start < kGateTimeoutNs);
+  const uint64_t start = global_ns();
+  while (*word == 0 && global_ns() - start < kGateTimeoutNs) {
+  }
 }
 
 // Uniform values in [-1, 1) from a hash of the index: the same seed gives the same bytes.
@@ -49,29 +45,24 @@ void launch_spin(cudaStream_t stream, double microseconds) {
   ATL_CUDA_CHECK_LAUNCH("spin");
 }
 
-HostGate::HostGate() {
-  ATL_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&word_), sizeof(int), cudaHostAllocMapped));
-  *reinterpret_cast<volatile int*>(word_) = 0;
-  void* dev = nullptr;
-  ATL_CUDA_CHECK(cudaHostGetDevicePointer(&dev, word_, 0));
-  word_device_ = static_cast<int*>(dev);
+HostGate::HostGate() : word_(sizeof(int), /*mapped=*/true) {
+  *static_cast<volatile int*>(word_.get()) = 0;
 }
 
+// Frees the word only once the gate kernel has seen it set.
 HostGate::~HostGate() {
-  if (word_ != nullptr) {
-    release();
-    cudaFreeHost(word_);  // no throw in a destructor; freeing waits for the device
-  }
+  release();
+  cudaDeviceSynchronize();
 }
 
 void HostGate::hold(cudaStream_t stream) {
-  *reinterpret_cast<volatile int*>(word_) = 0;
-  gate_kernel<<<1, 1, 0, stream>>>(word_device_);
+  *static_cast<volatile int*>(word_.get()) = 0;
+  gate_kernel<<<1, 1, 0, stream>>>(static_cast<const int*>(word_.device_alias()));
   ATL_CUDA_CHECK_LAUNCH("gate");
 }
 
 void HostGate::release() {
-  *reinterpret_cast<volatile int*>(word_) = 1;
+  *static_cast<volatile int*>(word_.get()) = 1;
 }
 
 void launch_fill_random(void* halves, int64_t count, uint32_t seed, cudaStream_t stream) {

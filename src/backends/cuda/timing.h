@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "backends/cuda/cuda_check.h"
+
 namespace atl::cuda {
 
 // Occupies the stream for about `microseconds` of device time.
@@ -22,8 +24,7 @@ class HostGate {
   void release();
 
  private:
-  int* word_ = nullptr;  // mapped host memory
-  int* word_device_ = nullptr;
+  PinnedBuffer word_;  // mapped: one int
 };
 
 // Fills `count` halves with uniform values in [-1, 1) derived from `seed`.

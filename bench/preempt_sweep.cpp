@@ -11,13 +11,21 @@
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
 // CUDA events on the RT stream around the request give the same interval on the device's clock.
+// `armed` is what the scheduler's CUDA device does: the flag write is enqueued beforehand on a
+// high-priority stream of its own, behind a wait (cuStreamWaitValue32) on a mapped host word, so
+// raising the flag is one host store; the probe is launched after it. `armed-all` also enqueues
+// the probe beforehand (no API call after the arrival at all): the bound for pre-enqueuing a
+// whole RT task. Its device-clock column stays empty: an event behind the wait would start the
+// clock only once the GPU noticed the store.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -33,7 +41,7 @@ namespace {
 struct Options {
   std::vector<int> counts{1, 10, 100, 1000};
   std::vector<double> durations_us{10, 100, 1000};
-  std::vector<std::string> modes{"wait", "reset"};
+  std::vector<std::string> modes{"wait", "reset", "armed", "armed-all"};
   int trials = 200;
   int threads = 256;
   uint64_t seed = 1;
@@ -61,8 +69,14 @@ double percentile(std::vector<double> v, double q) {
 }
 
 nlohmann::json dist(const std::vector<double>& v) {
+  if (v.empty()) return nullptr;
   return {{"p50", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}, {"max", percentile(v, 1.0)}, {"n", v.size()}};
 }
+
+// How the RT request reaches the GPU: the probe launched on arrival; the flag raised and the
+// probe launched on arrival; the flag write enqueued beforehand, released by a host store, and
+// the probe launched on arrival; or both enqueued beforehand.
+enum class Arrival { kLaunch, kFlagAndLaunch, kArmedFlag, kArmedAll };
 
 class Sweep {
  public:
@@ -71,6 +85,7 @@ class Sweep {
     ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     be_ = make_priority_stream(least);
     rt_ = make_priority_stream(greatest);
+    preempt_ = make_priority_stream(greatest);
     control_ = cuda::make_stream();
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -87,35 +102,38 @@ class Sweep {
     doc["be_blocks_per_kernel"] = be_blocks_;
     doc["threads_per_block"] = o_.threads;
     doc["trials"] = o_.trials;
-    std::vector<double> idle_host, idle_device;
+    std::vector<double> idle_host, idle_device, idle_armed;
     for (int i = 0; i < std::max(o_.trials, 50); ++i) {
-      const Sample x = trial_idle();
+      const Sample x = trial_idle(Arrival::kLaunch);
       idle_host.push_back(x.host_us);
-      idle_device.push_back(x.device_us);
+      idle_device.push_back(*x.device_us);
+      idle_armed.push_back(trial_idle(Arrival::kArmedAll).host_us);
     }
     doc["idle_us"] = dist(idle_host);
     doc["idle_device_us"] = dist(idle_device);
+    doc["idle_armed_all_us"] = dist(idle_armed);
     fmt::print(
-        "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us\n",
+        "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us; "
+        "armed-all host p50 {:.1f} us p99 {:.1f} us\n",
         percentile(idle_host, 0.5), percentile(idle_host, 0.99), percentile(idle_device, 0.5),
-        percentile(idle_device, 0.99));
+        percentile(idle_device, 0.99), percentile(idle_armed, 0.5), percentile(idle_armed, 0.99));
     fmt::print("{:<6} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us", "host_p50",
                "host_p99", "dev_p50", "dev_p99", "dev_max");
     for (const std::string& mode : o_.modes) {
-      ATOLL_CHECK(mode == "wait" || mode == "reset", kInvalidArgument, "--modes: '{}' (expected wait or reset)", mode);
+      const Arrival arrival = arrival_for(mode);
       for (double dur : o_.durations_us) {
         for (int count : o_.counts) {
           std::vector<double> host, device, drain;
           const int trials = trials_for(mode, dur);
           for (int t = 0; t < trials; ++t) {
-            const Sample x = trial(mode == "reset", count, dur);
+            const Sample x = trial(arrival, count, dur);
             host.push_back(x.host_us);
-            device.push_back(x.device_us);
+            if (x.device_us) device.push_back(*x.device_us);
             drain.push_back(x.drain_us);
           }
-          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9.1f} {:>9.1f} {:>9.1f}\n", mode, count, dur,
-                     percentile(host, 0.5), percentile(host, 0.99), percentile(device, 0.5), percentile(device, 0.99),
-                     percentile(device, 1.0));
+          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9}\n", mode, count, dur,
+                     percentile(host, 0.5), percentile(host, 0.99), device_column(device, 0.5),
+                     device_column(device, 0.99), device_column(device, 1.0));
           std::fflush(stdout);
           doc["results"].push_back({{"mode", mode},
                                     {"be_kernels", count},
@@ -137,9 +155,22 @@ class Sweep {
     return cuda::Stream(s);
   }
 
+  static Arrival arrival_for(const std::string& mode) {
+    if (mode == "wait") return Arrival::kLaunch;
+    if (mode == "reset") return Arrival::kFlagAndLaunch;
+    if (mode == "armed") return Arrival::kArmedFlag;
+    ATOLL_CHECK(mode == "armed-all", kInvalidArgument, "--modes: '{}' (expected wait, reset, armed or armed-all)",
+                mode);
+    return Arrival::kArmedAll;
+  }
+
+  static std::string device_column(const std::vector<double>& v, double q) {
+    return v.empty() ? "-" : fmt::format("{:.1f}", percentile(v, q));
+  }
+
   // `wait` with many long kernels would spend seconds per trial; the distribution settles sooner.
   int trials_for(const std::string& mode, double dur_us) const {
-    if (mode == "reset") return o_.trials;
+    if (mode != "wait") return o_.trials;
     const double budget_us = 2e6;
     return std::clamp(static_cast<int>(budget_us / (dur_us + 50.0)), 20, o_.trials);
   }
@@ -150,22 +181,52 @@ class Sweep {
   }
 
   // One RT arrival. host_us: host clock from the arrival to the host seeing the probe's write;
-  // device_us: CUDA events on the RT stream around the flag write and the probe, i.e. from the
-  // moment the GPU takes up the request to the RT kernel's end, without the host's API jitter.
+  // device_us: CUDA events on the RT stream around the host's API calls for the request and the
+  // probe, i.e. from the moment the GPU takes up the request to the RT kernel's end, without the
+  // host's API jitter before it.
   struct Sample {
-    double host_us = 0, device_us = 0, drain_us = 0;
+    double host_us = 0, drain_us = 0;
+    std::optional<double> device_us;
   };
 
-  // Enqueues the RT request (flag write when resetting, then the probe) and waits for the probe.
-  Sample arrive(bool reset) {
-    const int token = ++token_;
+  // Enqueues, off the timed path, what the armed arrivals release: the flag write on its own
+  // stream (kArmedFlag), or the flag write and the probe on the RT stream (kArmedAll).
+  void arm(Arrival how, bool raise_flag) {
+    armed_token_ = ++token_;
+    const auto word = static_cast<uint32_t>(armed_token_);
+    if (how == Arrival::kArmedFlag) {
+      cuda::stream_wait_value32_geq(preempt_.get(), words_device_ + 2, word);
+      cuda::stream_write_value32(preempt_.get(), flag(), 1);
+    } else if (how == Arrival::kArmedAll) {
+      cuda::stream_wait_value32_geq(rt_.get(), words_device_ + 2, word);
+      if (raise_flag) cuda::stream_write_value32(rt_.get(), flag(), 1);
+      bench::launch_rt_probe(words_device_ + 1, armed_token_, rt_.get());
+    }
+  }
+
+  void release_armed() {
+    words()[2] = armed_token_;
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the store leaves the core at once
+  }
+
+  // The RT request arrives and the host waits for the probe.
+  Sample arrive(Arrival how) {
+    Sample x;
+    if (how == Arrival::kArmedAll) {
+      const auto t0 = Clock::now();
+      release_armed();
+      spin_until(words() + 1, armed_token_);
+      x.host_us = us_since(t0);
+      return x;
+    }
     const auto t0 = Clock::now();
+    if (how == Arrival::kArmedFlag) release_armed();
+    const int token = ++token_;
     ATL_CUDA_CHECK(cudaEventRecord(arrive_.get(), rt_.get()));
-    if (reset) cuda::stream_write_value32(rt_.get(), flag(), 1);
+    if (how == Arrival::kFlagAndLaunch) cuda::stream_write_value32(rt_.get(), flag(), 1);
     bench::launch_rt_probe(words_device_ + 1, token, rt_.get());
     ATL_CUDA_CHECK(cudaEventRecord(done_.get(), rt_.get()));
     spin_until(words() + 1, token);
-    Sample x;
     x.host_us = us_since(t0);
     ATL_CUDA_CHECK(cudaEventSynchronize(done_.get()));
     float ms = 0;
@@ -174,12 +235,16 @@ class Sweep {
     return x;
   }
 
-  Sample trial_idle() {
+  Sample trial_idle(Arrival how) {
     reset_words();
-    return arrive(false);
+    arm(how, false);
+    const Sample x = arrive(how);
+    ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
+    return x;
   }
 
-  Sample trial(bool reset, int count, double dur_us) {
+  Sample trial(Arrival how, int count, double dur_us) {
+    const bool reset = how != Arrival::kLaunch;
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
     reset_words();
@@ -189,12 +254,13 @@ class Sweep {
     }
     // The first BE kernel runs; the request arrives at a random point of a kernel's life.
     spin_until_at_least(words(), 1);
+    arm(how, true);
     std::uniform_real_distribution<double> phase(0.0, dur_us);
     const auto wait_until = Clock::now() + std::chrono::nanoseconds(static_cast<int64_t>(phase(rng_) * 1e3));
     while (Clock::now() < wait_until) {
     }
     const auto t0 = Clock::now();
-    Sample x = arrive(reset);
+    Sample x = arrive(how);
     if (reset) {
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
       x.drain_us = us_since(t0);
@@ -204,6 +270,7 @@ class Sweep {
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
     }
     ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
+    ATL_CUDA_CHECK(cudaStreamSynchronize(preempt_.get()));
     return x;
   }
 
@@ -217,16 +284,18 @@ class Sweep {
 
   Options o_;
   std::mt19937_64 rng_;
-  cuda::Stream be_, rt_, control_;
+  cuda::Stream be_, rt_, preempt_, control_;
   cuda::Event arrive_ = cuda::make_event(true), done_ = cuda::make_event(true);
   std::string device_;
   int sms_ = 0;
   int be_blocks_ = 0;
   cuda::DeviceBuffer flag_buffer_{sizeof(int)};
-  cuda::PinnedBuffer words_buffer_{2 * sizeof(int), /*mapped=*/true};  // [0] last BE kernel started, [1] RT token
+  // [0] last BE kernel started, [1] RT token (the probe ran), [2] armed arrival
+  cuda::PinnedBuffer words_buffer_{3 * sizeof(int), /*mapped=*/true};
   // Looked up once: the query is an API call, and the arrival path is timed.
   int* words_device_ = static_cast<int*>(words_buffer_.device_alias());
   int token_ = 0;
+  int armed_token_ = 0;
 };
 
 }  // namespace
@@ -237,7 +306,9 @@ int main(int argc, char** argv) {
   CLI::App app{"atoll preemption-latency sweep (wait / reset against BE kernel count and duration)"};
   app.add_option("--counts", o.counts, "BE kernels handed to CUDA before the RT request arrives");
   app.add_option("--durations-us", o.durations_us, "duration of each BE kernel, microseconds");
-  app.add_option("--modes", o.modes, "wait and/or reset");
+  app.add_option("--modes", o.modes,
+                 "wait, reset, armed (reset with the flag write enqueued before arrival) and/or armed-all (the probe "
+                 "too)");
   app.add_option("--trials", o.trials, "RT arrivals per point (fewer for long `wait` points)");
   app.add_option("--threads", o.threads, "threads per BE block");
   app.add_option("--seed", o.seed, "seed of the arrival phases");

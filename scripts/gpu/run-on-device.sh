@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests sched disb preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests l2run sched disb preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 bin=$PWD/.carry/gpu
-steps=${STEPS:-tests sched disb preempt l2 bench torch}
+steps=${STEPS:-tests l2run sched disb preempt l2 bench torch}
 mkdir -p "$out"
+# Whole words only: "l2" must not match "l2run".
+has_step() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 status=0
-if [[ $steps == *tests* ]]; then
+if has_step tests; then
   # The test binary is exactly the CTest label "gpu" (ctest files hold build-machine paths).
   timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu" --gtest_filter="${TEST_FILTER:-*}" --gtest_output="json:$out/gpu_tests.json" >"$out/gpu_tests.log" 2>&1
   status=$?
   echo "test_gpu exit status $status"
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran|Failure|error" "$out/gpu_tests.log" | tail -40
 fi
-if [[ $steps == *tests* && -x $bin/test_gpu_sched ]]; then
+if has_step tests && [[ -x $bin/test_gpu_sched ]]; then
   timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu_sched" --gtest_filter="${SCHED_TEST_FILTER:-*}" \
     --gtest_output="json:$out/gpu_sched_tests.json" >"$out/gpu_sched_tests.log" 2>&1
   st=$?
@@ -26,7 +28,17 @@ if [[ $steps == *tests* && -x $bin/test_gpu_sched ]]; then
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran|Failure|error" "$out/gpu_sched_tests.log" | tail -20
   [[ $st -eq 0 ]] || status=$st
 fi
-if [[ $steps == *sched* ]]; then
+if has_step l2run && [[ -f .carry/l2/resnet50_fit.json ]]; then
+  # A residency config made here for ResNet-50 batch 8, applied by `atoll run --l2` on the GPU,
+  # next to the same run without it.
+  for l2 in "" .carry/l2/resnet50_fit.json; do
+    timeout -k 5 120 "$bin/atoll" run resnet50 --batch 8 --device cuda ${l2:+--l2 "$l2"} >"$out/run_l2${l2:+_fit}.txt" 2>&1 ||
+      echo "atoll run ${l2:+--l2 $l2} failed: $(tail -1 "$out/run_l2${l2:+_fit}.txt")"
+    echo "atoll run resnet50 --batch 8 ${l2:+--l2 $l2}:"
+    tail -4 "$out/run_l2${l2:+_fit}.txt"
+  done
+fi
+if has_step sched; then
   # The main job, then co-location on the GPU: every scheduler mode, SCHED_SECONDS per mode.
   timeout -k 5 120 "$bin/atoll" run resnet50 --device auto >"$out/run_resnet50.txt" 2>&1 ||
     echo "atoll run failed: $(tail -1 "$out/run_resnet50.txt")"
@@ -55,18 +67,20 @@ for f in sorted(glob.glob(os.path.join(sys.argv[1], "colocate_*.json"))):
               f"service {b['service_ms']['p50']:.3f} ms")
 PY
 fi
-if [[ $steps == *disb* ]]; then
-  # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode.
+if has_step disb; then
+  # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode; DISB_MODES
+  # (comma-separated) limits the modes.
   for w in ${DISB_WORKLOADS:-A}; do
     timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "$w" --device cuda \
-      --duration "${DISB_SECONDS:-3}" --out "$out/disb_$w" 2>&1 | grep -v "s left$" | tail -12
+      --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} --out "$out/disb_$w" 2>&1 |
+      grep -v "s left$" | tail -12
   done
 fi
-if [[ $steps == *preempt* ]]; then
+if has_step preempt; then
   # shellcheck disable=SC2086
   timeout -k 5 "${PREEMPT_LIMIT:-240}" "$bin/atoll_bench_preempt" --json "$out/preempt_sweep.json" ${PREEMPT_ARGS:-} 2>&1 | tail -30
 fi
-if [[ $steps == *l2* && -f .carry/l2/sim.json ]]; then
+if has_step l2 && [[ -f .carry/l2/sim.json ]]; then
   # Residency configs made and simulated on the build machine (scripts/l2/make_configs.py), each
   # measured here against no residency (one model load per model), then rank-correlated.
   for model in $(python3 -c 'import json,sys; print(" ".join(dict.fromkeys(r["model"] for r in json.load(open(sys.argv[1])))))' .carry/l2/sim.json); do
@@ -78,11 +92,11 @@ if [[ $steps == *l2* && -f .carry/l2/sim.json ]]; then
   done
   python3 scripts/l2/rank.py .carry/l2/sim.json "$out"/l2_*.json --json "$out/l2_rank.json"
 fi
-if [[ $steps == *bench* ]]; then
+if has_step bench; then
   # shellcheck disable=SC2086
   timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" --json "$out/atoll_cuda.json" ${BENCH_ARGS:-} 2>&1 | tail -30
 fi
-if [[ $steps == *torch* ]]; then
+if has_step torch; then
   # shellcheck disable=SC2086
   PYTHONUNBUFFERED=1 timeout -k 5 "${TORCH_LIMIT:-200}" python3 bench/torch_models.py --json "$out/torch_models.json" ${TORCH_ARGS:-} 2>&1 | tail -30
 fi

@@ -149,5 +149,27 @@ TEST(CudaScheduler, InterruptedStagingEnqueuesNothing) {
   EXPECT_FALSE(same_bytes(run_to_end(*device, s, inst, 0), want_a)) << "new inputs must change the outputs";
 }
 
+// Preemptible launches arm the flag write; loading another instance afterwards must release it
+// without leaving the flag up (the new instance's kernels would exit at once and leave poison).
+TEST(CudaExecDevice, LoadAfterPreemptibleWorkLeavesTheFlagLow) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel cm = compile_zoo_model("resnet18", 1, seed % 1000, *device, true);
+  const InstanceId first = device->load(cm.program, cm.weights);
+  const StreamId s = device->create_stream(StreamPriority::kLow);
+  const std::vector<Tensor> inputs = seeded_inputs(cm.program, seed);
+  device->write_inputs(first, s, inputs);
+  const std::vector<Tensor> want = run_to_end(*device, s, first, 0);
+  const InstanceId second = device->load(cm.program, cm.weights);
+  device->write_inputs(second, s, inputs);
+  EXPECT_TRUE(same_bytes(run_to_end(*device, s, second, 0), want));
+  // And once more through a raise and lower, as the scheduler does.
+  device->raise_flag(s);
+  device->lower_flag();
+  EXPECT_TRUE(same_bytes(run_to_end(*device, s, first, 0), want));
+}
+
 }  // namespace
 }  // namespace atl::sched

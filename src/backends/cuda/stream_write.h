@@ -13,4 +13,9 @@ namespace atl::cuda {
 // once the work queued on `stream` before it has ended. Throws atl::Error(kCuda).
 void stream_write_value32(cudaStream_t stream, void* device_address, uint32_t value);
 
+// Holds back the work queued on `stream` after it until the 32-bit word at `device_address`
+// (device memory or a mapped host allocation's device alias) is >= `value`: work can be enqueued
+// before the event that releases it, which is then one host store. Throws atl::Error(kCuda).
+void stream_wait_value32_geq(cudaStream_t stream, const void* device_address, uint32_t value);
+
 }  // namespace atl::cuda

@@ -11,12 +11,15 @@
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
 // CUDA events on the RT stream around the request give the same interval on the device's clock.
-// `armed` is what the scheduler's CUDA device does: the flag write is enqueued beforehand on a
-// high-priority stream of its own, behind a wait (cuStreamWaitValue32) on a mapped host word, so
-// raising the flag is one host store; the probe is launched after it. `armed-all` also enqueues
-// the probe beforehand (no API call after the arrival at all): the bound for pre-enqueuing a
-// whole RT task. Its device-clock column stays empty: an event behind the wait would start the
-// clock only once the GPU noticed the store.
+// Two candidates for a faster arrival path, measured next to `reset`: `armed` enqueues the flag
+// write beforehand on a high-priority stream of its own, behind a wait (cuStreamWaitValue32) on a
+// mapped host word, so raising the flag is one host store; the probe is launched after it.
+// `armed-all` also enqueues the probe beforehand (no API call after the arrival at all): the bound
+// for pre-enqueuing a whole RT task. Its device-clock column stays empty: an event behind the wait
+// would start the clock only once the GPU noticed the store. The scheduler does not arm yet: a
+// wait left pending stalls every stream that shares its hardware queue (CUDA_DEVICE_MAX_CONNECTIONS),
+// which hung the RT stream in DISB's `wait` mode on the H200 (docs/PERFORMANCE.md). This sweep uses
+// four streams, fewer than the eight default queues.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>

@@ -42,30 +42,18 @@ class CudaExecDevice final : public ExecDevice {
   explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)) {
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
     control_ = cuda::make_stream();
-    int least = 0, greatest = 0;
-    ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaStream_t s = nullptr;
-    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest));
-    preempt_ = cuda::Stream(s);
-    *arm_word() = 0;
     base_event_ = cuda::make_event(true);
     reanchor();
   }
 
-  // Kernels still queued may use the counters and the flag about to be freed; an armed flag
-  // write would hold the synchronization forever.
-  ~CudaExecDevice() override {
-    if (armed_) release_armed();
-    cudaDeviceSynchronize();
-  }
+  // Kernels still queued may use the counters and the flag about to be freed.
+  ~CudaExecDevice() override { cudaDeviceSynchronize(); }
 
   std::string name() const override { return "cuda"; }
   std::string description() const override { return backend_->device_description(); }
   CompileTarget target() const override { return backend_->target(); }
 
   InstanceId load(const Program& program, const WeightStore& weights) override {
-    // Loading synchronizes the whole device, which an armed flag write would block.
-    if (armed_) disarm();
     std::unique_ptr<Instance> inst = backend_->load(program, weights);
     auto* cuda_inst = dynamic_cast<CudaInstance*>(inst.get());
     ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
@@ -118,7 +106,6 @@ class CudaExecDevice final : public ExecDevice {
         st.ring_seq[slot] = seq;
         ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
       }
-      if (options.preemptible && !armed_) arm();
       CudaInstance& in = inst(instance);
       in.launch(kernel, st.stream.get(), options.preemptible ? flag() : nullptr);
       // A task's outputs travel to the host behind its last kernel, so that read_outputs need not
@@ -173,21 +160,9 @@ class CudaExecDevice final : public ExecDevice {
     return std::exchange(st.error, nullptr);
   }
 
-  // Armed (the usual case: preemptible work was launched since the last raise), raising is one
-  // host store that releases the flag write waiting on the preemption stream; no API call stands
-  // between an RT arrival and the BE blocks seeing the flag. `via` is then not ordered behind the
-  // write; its RT work ignores the flag and takes SMs as BE blocks leave.
-  void raise_flag(StreamId via) override {
-    if (armed_) {
-      release_armed();
-    } else {
-      cuda::stream_write_value32(state(via).stream.get(), flag(), 1);
-    }
-  }
+  void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag(), 1); }
 
   void lower_flag() override {
-    // The released write must have landed, or it could raise the flag again after this.
-    settle_released_write();
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
   }
@@ -223,39 +198,6 @@ class CudaExecDevice final : public ExecDevice {
 
  private:
   int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
-  uint32_t* arm_word() const { return static_cast<uint32_t*>(arm_word_buffer_.get()); }
-
-  // Enqueues the next raise on the preemption stream: a wait for the arm word to reach the next
-  // token, then the flag write (measured with atoll_bench_preempt: the store-released write cuts
-  // the preemption latency's tail, which came from the API call on the arrival path).
-  void arm() {
-    settle_released_write();  // its event is about to be recorded again
-    ++arm_token_;
-    cuda::stream_wait_value32_geq(preempt_.get(), arm_word_buffer_.device_alias(), arm_token_);
-    cuda::stream_write_value32(preempt_.get(), flag(), 1);
-    ATL_CUDA_CHECK(cudaEventRecord(armed_write_done_.get(), preempt_.get()));
-    armed_ = true;
-  }
-  void release_armed() {
-    std::atomic_ref<uint32_t>(*arm_word()).store(arm_token_, std::memory_order_release);
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // leave the core now, not when convenient
-    armed_ = false;
-    released_write_pending_ = true;
-  }
-  void settle_released_write() {
-    if (!released_write_pending_) return;
-    ATL_CUDA_CHECK(cudaEventSynchronize(armed_write_done_.get()));
-    released_write_pending_ = false;
-  }
-  // Only with no preemptible launch in flight: releasing raises the flag, which is lowered again.
-  void disarm() {
-    for (size_t s = 0; s < streams_.size(); ++s) {
-      ATOLL_CHECK(completed(static_cast<StreamId>(s)) == streams_[s].launched, kInvalidArgument,
-                  "load() while launches are in flight on stream {}", s);
-    }
-    release_armed();
-    lower_flag();
-  }
   CudaInstance& inst(InstanceId id) const {
     ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
     return *instances_[static_cast<size_t>(id)];
@@ -280,12 +222,6 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<uint64_t> seen_;
   cuda::DeviceBuffer flag_buffer_{sizeof(int)};  // after backend_: allocated on its device
   cuda::Stream control_;
-  cuda::Stream preempt_;  // highest priority; holds the armed flag write
-  cuda::PinnedBuffer arm_word_buffer_{sizeof(uint32_t), /*mapped=*/true};
-  cuda::Event armed_write_done_ = cuda::make_event(false);
-  uint32_t arm_token_ = 0;
-  bool armed_ = false;                   // a flag write waits for the next token
-  bool released_write_pending_ = false;  // released, not yet seen landed
   cuda::Event base_event_;
   DeviceTime base_host_ = 0;
 };

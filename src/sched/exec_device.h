@@ -7,10 +7,8 @@
 // Mapping onto CUDA: a stream is a cudaStream_t created with a priority; launch() calls the
 // CUDA backend's launch of kernel i with the flag pointer (preemptible) or nullptr, then records
 // an event (or cuStreamWriteValue32 of the sequence number to a host-mapped counter), so
-// completed() reads counters or queries events without synchronizing; raise_flag() is a host
-// store releasing a cuStreamWriteValue32 enqueued beforehand behind a cuStreamWaitValue32 (or,
-// when none is armed, cuStreamWriteValue32 on the given stream); lower_flag() writes the flag and
-// waits for it.
+// completed() reads counters or queries events without synchronizing; raise_flag() is
+// cuStreamWriteValue32 on the given stream; lower_flag() writes the flag and waits for it.
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -85,9 +83,8 @@ class ExecDevice {
   // The first failure of a launch on `stream` since the last call, or null.
   virtual std::exception_ptr take_error(StreamId stream) = 0;
 
-  // Raises the flag with a device write, at once; later work on `via` may start before it lands
-  // (the RT work there does not read the flag). Preemptible kernels queued anywhere then exit at
-  // block entry, running ones at a loop point.
+  // Raises the flag with a device write ordered on `via`: later work on `via` starts after it.
+  // Preemptible kernels queued anywhere then exit at block entry, running ones at a loop point.
   virtual void raise_flag(StreamId via) = 0;
   // Lowers the flag; every kernel launched after this returns sees it low.
   virtual void lower_flag() = 0;

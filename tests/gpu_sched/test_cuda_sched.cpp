@@ -149,8 +149,8 @@ TEST(CudaScheduler, InterruptedStagingEnqueuesNothing) {
   EXPECT_FALSE(same_bytes(run_to_end(*device, s, inst, 0), want_a)) << "new inputs must change the outputs";
 }
 
-// Preemptible launches arm the flag write; loading another instance afterwards must release it
-// without leaving the flag up (the new instance's kernels would exit at once and leave poison).
+// A raise and lower between runs, and a load after preemptible work, leave the flag low: were it
+// up, the kernels would exit at block entry and leave the outputs stale or poisoned.
 TEST(CudaExecDevice, LoadAfterPreemptibleWorkLeavesTheFlagLow) {
   REQUIRE_GPU();
   const uint64_t seed = test_seed();

@@ -93,6 +93,12 @@ void print_table(const bench::BenchResults& r, double duration_s) {
     if (!r.runs[i].first_failure.empty()) {
       fmt::print(stderr, "warning: mode {}: requests failed, first: {}\n", r.runs[i].mode, r.runs[i].first_failure);
     }
+    if (const auto& load = r.runs[i].host_load; load && load->busy_others > bench::kBusyOthersWarning) {
+      fmt::print(stderr,
+                 "warning: mode {}: other processes kept {:.0f}% of the host's CPU time busy; its latency may "
+                 "include host starvation\n",
+                 r.runs[i].mode, 100.0 * load->busy_others);
+    }
   }
 }
 

@@ -158,6 +158,11 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
+    if (const auto& load = r.runs[i].host_load) {
+      mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
+    } else {
+      mj["host_cpu_busy"] = nullptr;
+    }
     for (const ClientStats& c : m.clients) {
       mj["clients"].push_back({{"name", c.name},
                                {"priority", c.realtime ? "rt" : "be"},

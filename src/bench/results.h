@@ -2,11 +2,13 @@
 // What one scheduler mode did on one workload, and the statistics DISB reports about it.
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "bench/host_load.h"
 #include "bench/workload.h"
 
 namespace atl::bench {
@@ -43,6 +45,7 @@ struct ModeRun {
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
   std::string first_failure;  // the first failed request's error, empty if none failed
+  std::optional<HostLoad> host_load;  // real devices only, where the host reports it
 };
 
 struct Distribution {

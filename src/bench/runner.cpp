@@ -185,9 +185,12 @@ class Runner {
         recorder->label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
       }
     }
+    const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
     const sched::WorkloadRun wr =
         sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
-    return mode_run(mode, clients, duration_ms, wr, recorder ? &*recorder : nullptr, window_from_ms);
+    ModeRun run = mode_run(mode, clients, duration_ms, wr, recorder ? &*recorder : nullptr, window_from_ms);
+    if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
+    return run;
   }
 
   ModeRun mode_run(sched::Mode mode, const std::vector<size_t>& clients, double duration_ms,

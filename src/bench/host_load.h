@@ -1,0 +1,36 @@
+#pragma once
+// How busy the host's CPUs were while a mode ran. Latency on a real GPU is host latency too: a
+// request thread that other processes keep off its core answers late, which measured on the H200
+// as millisecond stalls and a p99 2.5x too high while a test binary used every core of the host.
+// DISB reports the share and warns, so such a run is not taken for the scheduler's behaviour.
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace atl::bench {
+
+// Cumulative CPU time over all cores, in clock ticks (/proc/stat's first line), and this
+// process's own (user + system).
+struct CpuTimes {
+  uint64_t busy = 0;   // every state but idle and iowait
+  uint64_t total = 0;  // every state
+  uint64_t self = 0;   // this process
+};
+
+// Parses the aggregate "cpu ..." line of /proc/stat; nullopt if there is none.
+std::optional<CpuTimes> parse_proc_stat(std::string_view text);
+// Now; nullopt where /proc/stat cannot be read (not Linux).
+std::optional<CpuTimes> read_cpu_times();
+
+struct HostLoad {
+  double busy = 0;         // share of all cores' time spent busy, 0..1
+  double busy_others = 0;  // the same without this process's own time
+};
+// Between two readings; nullopt if either is missing or no time passed.
+std::optional<HostLoad> host_load(const std::optional<CpuTimes>& from, const std::optional<CpuTimes>& to);
+
+// Other processes' share above which a DISB run on a real device warns that latency figures may
+// include host starvation.
+inline constexpr double kBusyOthersWarning = 0.5;
+
+}  // namespace atl::bench

@@ -16,10 +16,10 @@
 // mapped host word, so raising the flag is one host store; the probe is launched after it.
 // `armed-all` also enqueues the probe beforehand (no API call after the arrival at all): the bound
 // for pre-enqueuing a whole RT task. Its device-clock column stays empty: an event behind the wait
-// would start the clock only once the GPU noticed the store. The scheduler does not arm yet: a
-// wait left pending stalls every stream that shares its hardware queue (CUDA_DEVICE_MAX_CONNECTIONS),
-// which hung the RT stream in DISB's `wait` mode on the H200 (docs/PERFORMANCE.md). This sweep uses
-// four streams, fewer than the eight default queues.
+// would start the clock only once the GPU noticed the store. The scheduler does not arm yet: with
+// a flag write armed and never released, its RT stream hung in DISB's `wait` mode on the H200,
+// most likely because the pending wait shared a hardware queue with it (CUDA_DEVICE_MAX_CONNECTIONS,
+// docs/PERFORMANCE.md). This sweep uses four streams, fewer than the eight default queues.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>

@@ -21,11 +21,13 @@
 // most likely because the pending wait shared a hardware queue with it (CUDA_DEVICE_MAX_CONNECTIONS,
 // docs/PERFORMANCE.md). This sweep uses four streams, fewer than the eight default queues.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -301,6 +303,49 @@ class Sweep {
   int armed_token_ = 0;
 };
 
+// Whether a cuStreamWaitValue32 left pending on one stream holds back work on others: creates
+// `streams` streams (the first, high priority, gets the pending wait; the rest alternate low and
+// high), launches one probe on each of the others, and reports which did not run within 200 ms
+// before releasing the wait. Run it under different CUDA_DEVICE_MAX_CONNECTIONS values.
+nlohmann::json stall_probe(int streams) {
+  ATOLL_CHECK(streams >= 2, kInvalidArgument, "--stall-probe needs at least 2 streams (got {})", streams);
+  int least = 0, greatest = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  std::vector<cuda::Stream> s;
+  for (int i = 0; i < streams; ++i) {
+    cudaStream_t raw = nullptr;
+    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&raw, cudaStreamNonBlocking, i == 0 || i % 2 == 0 ? greatest : least));
+    s.emplace_back(raw);
+  }
+  cuda::PinnedBuffer gate(sizeof(int), /*mapped=*/true);
+  cuda::PinnedBuffer ran(static_cast<size_t>(streams) * sizeof(int), /*mapped=*/true);
+  auto* gate_word = static_cast<volatile int*>(gate.get());
+  auto* ran_words = static_cast<volatile int*>(ran.get());
+  *gate_word = 0;
+  for (int i = 0; i < streams; ++i) ran_words[i] = 0;
+  cuda::stream_wait_value32_geq(s[0].get(), gate.device_alias(), 1);
+  auto* ran_device = static_cast<volatile int*>(ran.device_alias());
+  for (int i = 1; i < streams; ++i) bench::launch_rt_probe(ran_device + i, 1, s[static_cast<size_t>(i)].get());
+  const auto deadline = Clock::now() + std::chrono::milliseconds(200);
+  while (Clock::now() < deadline) {
+  }
+  std::vector<int> blocked;
+  for (int i = 1; i < streams; ++i) {
+    if (ran_words[i] != 1) blocked.push_back(i);
+  }
+  *gate_word = 1;
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  ATL_CUDA_CHECK(cudaDeviceSynchronize());
+  const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  fmt::print("stall probe: {} streams, CUDA_DEVICE_MAX_CONNECTIONS={}: {} of {} other streams held back by the "
+             "pending wait on stream 0{}\n",
+             streams, connections ? connections : "(unset)", blocked.size(), streams - 1,
+             blocked.empty() ? "" : fmt::format(" (streams {})", fmt::join(blocked, ", ")));
+  return {{"streams", streams},
+          {"max_connections", connections ? connections : ""},
+          {"blocked", blocked}};
+}
+
 }  // namespace
 }  // namespace atl
 
@@ -316,8 +361,15 @@ int main(int argc, char** argv) {
   app.add_option("--threads", o.threads, "threads per BE block");
   app.add_option("--seed", o.seed, "seed of the arrival phases");
   app.add_option("--json", o.json_path, "output file");
+  int stall_streams = 0;
+  app.add_option("--stall-probe", stall_streams,
+                 "instead of the sweep: with this many streams, which ones a wait pending on the first holds back");
   CLI11_PARSE(app, argc, argv);
   try {
+    if (stall_streams > 0) {
+      std::ofstream(o.json_path) << atl::stall_probe(stall_streams).dump(1) << "\n";
+      return 0;
+    }
     atl::Sweep(o).run();
     return 0;
   } catch (const std::exception& e) {

@@ -17,9 +17,9 @@
 // `armed-all` also enqueues the probe beforehand (no API call after the arrival at all): the bound
 // for pre-enqueuing a whole RT task. Its device-clock column stays empty: an event behind the wait
 // would start the clock only once the GPU noticed the store. The scheduler does not arm yet: with
-// a flag write armed and never released, its RT stream hung in DISB's `wait` mode on the H200,
-// most likely because the pending wait shared a hardware queue with it (CUDA_DEVICE_MAX_CONNECTIONS,
-// docs/PERFORMANCE.md). This sweep uses four streams, fewer than the eight default queues.
+// a flag write armed and never released, it hung on the H200, most likely because CUDA's lazy
+// module loading synchronizes the context at a kernel's first launch, which a pending wait never
+// lets finish (docs/PERFORMANCE.md). Every kernel here is launched before the first wait.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
@@ -306,7 +306,9 @@ class Sweep {
 // Whether a cuStreamWaitValue32 left pending on one stream holds back work on others: creates
 // `streams` streams (the first, high priority, gets the pending wait; the rest alternate low and
 // high), launches one probe on each of the others, and reports which did not run within 200 ms
-// before releasing the wait. Run it under different CUDA_DEVICE_MAX_CONNECTIONS values.
+// before releasing the wait. Run it under different CUDA_DEVICE_MAX_CONNECTIONS values. The probe
+// kernel is launched once beforehand: with lazy module loading, the first launch of a kernel
+// while a wait is pending hung on the H200 at every stream count (loading synchronizes).
 nlohmann::json stall_probe(int streams) {
   ATOLL_CHECK(streams >= 2, kInvalidArgument, "--stall-probe needs at least 2 streams (got {})", streams);
   int least = 0, greatest = 0;
@@ -323,8 +325,10 @@ nlohmann::json stall_probe(int streams) {
   auto* ran_words = static_cast<volatile int*>(ran.get());
   *gate_word = 0;
   for (int i = 0; i < streams; ++i) ran_words[i] = 0;
-  cuda::stream_wait_value32_geq(s[0].get(), gate.device_alias(), 1);
   auto* ran_device = static_cast<volatile int*>(ran.device_alias());
+  bench::launch_rt_probe(ran_device, 1, s[0].get());  // loads the kernel's module
+  ATL_CUDA_CHECK(cudaStreamSynchronize(s[0].get()));
+  cuda::stream_wait_value32_geq(s[0].get(), gate.device_alias(), 1);
   for (int i = 1; i < streams; ++i) bench::launch_rt_probe(ran_device + i, 1, s[static_cast<size_t>(i)].get());
   const auto deadline = Clock::now() + std::chrono::milliseconds(200);
   while (Clock::now() < deadline) {
@@ -341,6 +345,7 @@ nlohmann::json stall_probe(int streams) {
              "pending wait on stream 0{}\n",
              streams, connections ? connections : "(unset)", blocked.size(), streams - 1,
              blocked.empty() ? "" : fmt::format(" (streams {})", fmt::join(blocked, ", ")));
+  std::fflush(stdout);
   return {{"streams", streams},
           {"max_connections", connections ? connections : ""},
           {"blocked", blocked}};
@@ -367,7 +372,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   try {
     if (stall_streams > 0) {
-      std::ofstream(o.json_path) << atl::stall_probe(stall_streams).dump(1) << "\n";
+      const nlohmann::json probe = atl::stall_probe(stall_streams);
+      std::ofstream(o.json_path) << probe.dump(1) << "\n";
       return 0;
     }
     atl::Sweep(o).run();

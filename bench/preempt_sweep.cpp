@@ -341,14 +341,13 @@ nlohmann::json stall_probe(int streams) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
-  fmt::print("stall probe: {} streams, CUDA_DEVICE_MAX_CONNECTIONS={}: {} of {} other streams held back by the "
-             "pending wait on stream 0{}\n",
-             streams, connections ? connections : "(unset)", blocked.size(), streams - 1,
-             blocked.empty() ? "" : fmt::format(" (streams {})", fmt::join(blocked, ", ")));
+  fmt::print(
+      "stall probe: {} streams, CUDA_DEVICE_MAX_CONNECTIONS={}: {} of {} other streams held back by the "
+      "pending wait on stream 0{}\n",
+      streams, connections ? connections : "(unset)", blocked.size(), streams - 1,
+      blocked.empty() ? "" : fmt::format(" (streams {})", fmt::join(blocked, ", ")));
   std::fflush(stdout);
-  return {{"streams", streams},
-          {"max_connections", connections ? connections : ""},
-          {"blocked", blocked}};
+  return {{"streams", streams}, {"max_connections", connections ? connections : ""}, {"blocked", blocked}};
 }
 
 }  // namespace

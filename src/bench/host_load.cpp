@@ -1,12 +1,12 @@
 #include "bench/host_load.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <sstream>
-#include <unistd.h>
 
 namespace atl::bench {
 

@@ -18,8 +18,8 @@ StreamValue32 driver_entry(const char* symbol) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
   ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &status));
-  ATOLL_CHECK(fn != nullptr && status == cudaDriverEntryPointSuccess, kCuda, "the driver has no {} (status {})",
-              symbol, static_cast<int>(status));
+  ATOLL_CHECK(fn != nullptr && status == cudaDriverEntryPointSuccess, kCuda, "the driver has no {} (status {})", symbol,
+              static_cast<int>(status));
   return reinterpret_cast<StreamValue32>(fn);
 }
 

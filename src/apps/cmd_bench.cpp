@@ -21,6 +21,7 @@ struct DisbFlags {
   std::string out = "disb-out";
   uint64_t seed = 0;
   double timeline_ms = 200;
+  double warmup_s = bench::DisbOptions{}.warmup_s;
 };
 
 // Where shipped workloads are looked for: $ATOLL_WORKLOADS_DIR, the working directory's
@@ -112,6 +113,7 @@ void run_disb_command(const DisbFlags& f) {
   o.device = f.device;
   o.seed = f.seed;
   o.timeline_ms = f.timeline_ms;
+  o.warmup_s = f.warmup_s;
   o.commit = ATOLL_GIT_COMMIT;
   const bool all = f.workload == "all";
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
@@ -149,6 +151,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights");
   cmd->add_option("--timeline-ms", f->timeline_ms, "Length of the trace.json timeline window, ms")
       ->check(CLI::Range(0.0, 10000.0));
+  cmd->add_option("--warmup", f->warmup_s,
+                  "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
+      ->check(CLI::Range(0.0, 600.0));
   cmd->callback([f] { run_disb_command(*f); });
 }
 

@@ -140,6 +140,7 @@ nlohmann::json results_json(const BenchResults& r) {
   j["settings"] = {{"seed", r.seed},
                    {"grace_s", r.grace_s},
                    {"standalone_s", r.standalone_s},
+                   {"warmup_s", r.warmup_s},
                    {"inflight_cap", r.inflight_cap}};
   for (size_t i = 0; i < r.stats.size(); ++i) {
     const ModeStats& m = r.stats[i];

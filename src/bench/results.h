@@ -104,6 +104,7 @@ struct BenchResults {
   uint64_t seed = 0;
   double grace_s = 0;       // answers awaited after the arrivals stop; later ones are dropped
   double standalone_s = 0;  // each RT client's run alone
+  double warmup_s = 0;      // every client together before the measured runs (0: none)
   int inflight_cap = 0;     // kernels a BE task may have on the device at once
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;

@@ -66,6 +66,8 @@ class Runner {
                 "duration must be positive (got {} s)", o.duration_s);
     ATOLL_CHECK(std::isfinite(o.standalone_s) && o.standalone_s > 0, kInvalidArgument,
                 "standalone duration must be positive (got {} s)", o.standalone_s);
+    ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument,
+                "warm-up must not be negative (got {} s)", o.warmup_s);
     ATOLL_CHECK(std::isfinite(o.grace_s) && o.grace_s >= 0, kInvalidArgument,
                 "grace period must not be negative (got {} s)", o.grace_s);
     ATOLL_CHECK(std::isfinite(o.timeline_ms) && o.timeline_ms >= 0, kInvalidArgument,
@@ -86,8 +88,15 @@ class Runner {
       // Fails early for a device this build cannot drive, before anything compiles.
       const std::unique_ptr<sched::ExecDevice> probe = new_device();
       r.device = fmt::format("{}: {}", probe->name(), probe->description());
+      r.warmup_s = sched::is_simulated(*probe) ? 0.0 : o_.warmup_s;
       set_phase("compile", 0);
       for (const ClientSpec& c : w_.clients) prepare(c, *probe);
+    }
+    if (r.warmup_s > 0) {
+      set_phase("warm-up", r.warmup_s);
+      std::vector<size_t> everyone(w_.clients.size());
+      for (size_t c = 0; c < everyone.size(); ++c) everyone[c] = c;
+      run_one(sched::Mode::kSeq, everyone, r.warmup_s * 1000.0, false);
     }
     std::vector<double> standalone_p50(w_.clients.size(), 0.0);
     for (size_t c = 0; c < w_.clients.size(); ++c) {

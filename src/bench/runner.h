@@ -17,7 +17,7 @@ namespace atl::bench {
 
 struct DisbProgress {
   std::string workload;
-  std::string phase;   // "compile", "standalone <client>" or a mode name
+  std::string phase;   // "compile", "warm-up", "standalone <client>" or a mode name
   int mode_index = 0;  // 1-based among the modes; 0 before the first mode
   int mode_count = 0;
   double seconds_left = 0;  // of this phase's run, in device time (simulated time on the simulator)
@@ -27,6 +27,10 @@ struct DisbOptions {
   std::vector<sched::Mode> modes = sched::all_modes();
   double duration_s = 30;      // each mode's arrivals
   double standalone_s = 2;     // each RT client alone (at most duration_s)
+  // Every client together, unmeasured, before anything is measured, on real devices only: CUDA
+  // loads a kernel's code at its first launch (lazy loading), which can synchronize the whole
+  // device; without this the first mode running each model would pay for it.
+  double warmup_s = 0.3;
   double grace_s = 0.5;        // answers awaited after the arrivals stop
   double timeline_ms = 200;    // trace.json window, centred in the traced mode's run
   uint64_t seed = 0;           // Poisson arrivals, inputs, weights

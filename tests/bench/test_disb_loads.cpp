@@ -128,8 +128,17 @@ TEST(DisbRealTime, SchedulerThreadAndSubmitterOnTheWallClock) {
   DisbOptions o = quick({sched::Mode::kRtOnly, sched::Mode::kReset}, 0.3);
   o.grace_s = 0.2;
   o.make_device = [] { return std::make_unique<testing::WallClockDevice>(kWallKernelNs); };
+  std::vector<std::string> phases;
+  o.on_progress = [&](const DisbProgress& p) {
+    if (phases.empty() || phases.back() != p.phase) phases.push_back(p.phase);
+  };
   const BenchResults r = run_disb(w, o);
   EXPECT_EQ(r.device.rfind("wall-clock", 0), 0u);
+  // A real-time device gets the unmeasured warm-up before anything is measured; the simulator
+  // does not (EveryLoadTypeConservesRequestsAndReportsProgress).
+  EXPECT_EQ(phases, (std::vector<std::string>{"compile", "warm-up", "standalone rt", "rt-only", "reset"}));
+  EXPECT_DOUBLE_EQ(r.warmup_s, o.warmup_s);
+  EXPECT_GT(o.warmup_s, 0.0);
   for (const ModeRun& run : r.runs) {
     expect_requests_conserved(w, run, o.seed);
     // tiny_vgg's 8 kernels run one after another on one stream: a floor under RT latency.

@@ -19,6 +19,7 @@ struct ColocateFlags {
   int64_t batch = 1;
   uint64_t seed = 0;
   int cap = 4;
+  double warmup_s = sched::ColocateOptions{}.warmup_s;
   bool json = false;
 };
 
@@ -50,6 +51,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["mode"] = sched::mode_name(r.mode);
     j["device"] = r.device;
     j["duration_s"] = r.duration_s;
+    j["warmup_s"] = r.warmup_s;
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
@@ -103,6 +105,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.batch = f.batch;
   o.seed = f.seed;
   o.inflight_cap = f.cap;
+  o.warmup_s = f.warmup_s;
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
   print_report(sched::run_colocate(o), f);
@@ -125,6 +128,8 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--batch", f->batch, "Batch size of every model")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)");
+  cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
+      ->check(CLI::Range(0.0, 600.0));
   cmd->add_flag("--json", f->json, "Print JSON");
   cmd->callback([f] { run_colocate_command(*f); });
 }

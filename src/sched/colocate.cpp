@@ -324,6 +324,8 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
   ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
               o.duration_s);
+  ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument,
+              "warm-up must not be negative (got {} s)", o.warmup_s);
   for (const auto& rt : o.rt) {
     ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
                 rt.model, rt.hz);
@@ -361,8 +363,19 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   if (o.mode != Mode::kRtOnly) {
     for (const std::string& be : o.be) add(be, TaskClass::kBestEffort).closed_loop = true;
   }
+  const double warmup_s = w.real_time ? o.warmup_s : 0.0;
+  if (warmup_s > 0) {
+    Workload warm = w;
+    warm.scheduler.mode = Mode::kSeq;
+    warm.duration = static_cast<DeviceTime>(std::llround(warmup_s * 1e9));
+    for (WorkloadClient& c : warm.clients) {
+      std::erase_if(c.arrivals, [&](DeviceTime at) { return at >= warm.duration; });
+    }
+    run_workload(*device, warm);
+  }
   WorkloadReport report = colocate_report(w, run_workload(*device, w), o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
+  report.warmup_s = warmup_s;
   return report;
 }
 

@@ -109,6 +109,7 @@ struct WorkloadReport {
   // Scheduled arrival -> first kernel start of the RT requests that preempted BE work.
   LatencyStats preemption_latency_us;
   int64_t relaunched_kernels = 0;
+  double warmup_s = 0;              // the unmeasured run before (0: none, as on the simulator)
   std::vector<TaskResult> results;  // every request, outputs dropped, in completion order
 };
 
@@ -126,6 +127,9 @@ struct ColocateOptions {
   int inflight_cap = 4;
   std::string device = "sim";
   sim::SimGpuConfig sim;
+  // Real devices only: every client runs unmeasured in `seq` mode for this long first, so that
+  // no measured request pays for CUDA loading a kernel's code at its first launch.
+  double warmup_s = 0.3;
 };
 
 // Builds and compiles the zoo models, loads them (RT only in rt-only mode), runs periodic RT

@@ -19,6 +19,7 @@ ColocateOptions tiny(Mode mode) {
 TEST(Colocate, ReportsRtLatencyBeThroughputAndPreemptions) {
   const WorkloadReport r = run_colocate(tiny(Mode::kReset));
   EXPECT_EQ(r.device, "sim");
+  EXPECT_EQ(r.warmup_s, 0.0) << "simulated kernels have no code to load: no warm-up";
   ASSERT_EQ(r.clients.size(), 3u);
   EXPECT_EQ(r.clients[0].completed, 20);  // 1000 Hz for 20 ms
   EXPECT_EQ(r.rt_latency_ms.samples, 20);
@@ -72,6 +73,9 @@ TEST(Colocate, CudaWithoutAGpuIsRefusedClearly) {
   ColocateOptions bad_rate = tiny(Mode::kReset);
   bad_rate.rt[0].hz = 0;
   EXPECT_THROW(run_colocate(bad_rate), Error);
+  ColocateOptions bad_warmup = tiny(Mode::kReset);
+  bad_warmup.warmup_s = -1;
+  EXPECT_THROW(run_colocate(bad_warmup), Error);
 }
 
 }  // namespace

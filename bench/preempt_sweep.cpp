@@ -64,18 +64,34 @@ void spin_until(volatile int* word, int value) {
   }
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
+// Linear interpolation between the closest ranks of sorted, non-empty samples.
+double sorted_percentile(const std::vector<double>& v, double q) {
   const double pos = q * static_cast<double>(v.size() - 1);
   const auto lo = static_cast<size_t>(pos);
   const size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-nlohmann::json dist(const std::vector<double>& v) {
-  if (v.empty()) return nullptr;
-  return {{"p50", percentile(v, 0.5)}, {"p99", percentile(v, 0.99)}, {"max", percentile(v, 1.0)}, {"n", v.size()}};
+// p50, p99 and max of one point's samples, from one sort.
+struct Summary {
+  size_t n = 0;
+  double p50 = 0, p99 = 0, max = 0;
+};
+
+Summary summarize(std::vector<double> v) {
+  Summary s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  s.p50 = sorted_percentile(v, 0.5);
+  s.p99 = sorted_percentile(v, 0.99);
+  s.max = v.back();
+  return s;
+}
+
+nlohmann::json dist(const Summary& s) {
+  if (s.n == 0) return nullptr;
+  return {{"p50", s.p50}, {"p99", s.p99}, {"max", s.max}, {"n", s.n}};
 }
 
 // How the RT request reaches the GPU: the probe launched on arrival; the flag raised and the
@@ -86,11 +102,9 @@ enum class Arrival { kLaunch, kFlagAndLaunch, kArmedFlag, kArmedAll };
 class Sweep {
  public:
   explicit Sweep(const Options& o) : o_(o), rng_(o.seed) {
-    int least = 0, greatest = 0;
-    ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    be_ = make_priority_stream(least);
-    rt_ = make_priority_stream(greatest);
-    preempt_ = make_priority_stream(greatest);
+    be_ = cuda::make_priority_stream(false);
+    rt_ = cuda::make_priority_stream(true);
+    preempt_ = cuda::make_priority_stream(true);
     control_ = cuda::make_stream();
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -114,14 +128,14 @@ class Sweep {
       idle_device.push_back(*x.device_us);
       idle_armed.push_back(trial_idle(Arrival::kArmedAll).host_us);
     }
-    doc["idle_us"] = dist(idle_host);
-    doc["idle_device_us"] = dist(idle_device);
-    doc["idle_armed_all_us"] = dist(idle_armed);
+    const Summary ih = summarize(idle_host), id = summarize(idle_device), ia = summarize(idle_armed);
+    doc["idle_us"] = dist(ih);
+    doc["idle_device_us"] = dist(id);
+    doc["idle_armed_all_us"] = dist(ia);
     fmt::print(
         "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us; "
         "armed-all host p50 {:.1f} us p99 {:.1f} us\n",
-        percentile(idle_host, 0.5), percentile(idle_host, 0.99), percentile(idle_device, 0.5),
-        percentile(idle_device, 0.99), percentile(idle_armed, 0.5), percentile(idle_armed, 0.99));
+        ih.p50, ih.p99, id.p50, id.p99, ia.p50, ia.p99);
     fmt::print("{:<6} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us", "host_p50",
                "host_p99", "dev_p50", "dev_p99", "dev_max");
     for (const std::string& mode : o_.modes) {
@@ -136,16 +150,16 @@ class Sweep {
             if (x.device_us) device.push_back(*x.device_us);
             drain.push_back(x.drain_us);
           }
-          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9}\n", mode, count, dur,
-                     percentile(host, 0.5), percentile(host, 0.99), device_column(device, 0.5),
-                     device_column(device, 0.99), device_column(device, 1.0));
+          const Summary h = summarize(host), d = summarize(device);
+          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9}\n", mode, count, dur, h.p50, h.p99,
+                     device_column(d, d.p50), device_column(d, d.p99), device_column(d, d.max));
           std::fflush(stdout);
           doc["results"].push_back({{"mode", mode},
                                     {"be_kernels", count},
                                     {"be_kernel_us", dur},
-                                    {"latency_us", dist(host)},
-                                    {"device_latency_us", dist(device)},
-                                    {"be_drain_us", dist(drain)}});
+                                    {"latency_us", dist(h)},
+                                    {"device_latency_us", dist(d)},
+                                    {"be_drain_us", dist(summarize(drain))}});
           std::ofstream(o_.json_path) << doc.dump(1) << "\n";
         }
       }
@@ -154,12 +168,6 @@ class Sweep {
   }
 
  private:
-  static cuda::Stream make_priority_stream(int priority) {
-    cudaStream_t s = nullptr;
-    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority));
-    return cuda::Stream(s);
-  }
-
   static Arrival arrival_for(const std::string& mode) {
     if (mode == "wait") return Arrival::kLaunch;
     if (mode == "reset") return Arrival::kFlagAndLaunch;
@@ -169,8 +177,9 @@ class Sweep {
     return Arrival::kArmedAll;
   }
 
-  static std::string device_column(const std::vector<double>& v, double q) {
-    return v.empty() ? "-" : fmt::format("{:.1f}", percentile(v, q));
+  // "-" where the mode has no device-clock samples.
+  static std::string device_column(const Summary& s, double value) {
+    return s.n == 0 ? "-" : fmt::format("{:.1f}", value);
   }
 
   // `wait` with many long kernels would spend seconds per trial; the distribution settles sooner.
@@ -311,14 +320,8 @@ class Sweep {
 // while a wait is pending hung on the H200 at every stream count (loading synchronizes).
 nlohmann::json stall_probe(int streams) {
   ATOLL_CHECK(streams >= 2, kInvalidArgument, "--stall-probe needs at least 2 streams (got {})", streams);
-  int least = 0, greatest = 0;
-  ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   std::vector<cuda::Stream> s;
-  for (int i = 0; i < streams; ++i) {
-    cudaStream_t raw = nullptr;
-    ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&raw, cudaStreamNonBlocking, i == 0 || i % 2 == 0 ? greatest : least));
-    s.emplace_back(raw);
-  }
+  for (int i = 0; i < streams; ++i) s.push_back(cuda::make_priority_stream(i % 2 == 0));
   cuda::PinnedBuffer gate(sizeof(int), /*mapped=*/true);
   cuda::PinnedBuffer ran(static_cast<size_t>(streams) * sizeof(int), /*mapped=*/true);
   auto* gate_word = static_cast<volatile int*>(gate.get());

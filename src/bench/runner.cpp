@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <numeric>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -95,7 +96,7 @@ class Runner {
     if (r.warmup_s > 0) {
       set_phase("warm-up", r.warmup_s);
       std::vector<size_t> everyone(w_.clients.size());
-      for (size_t c = 0; c < everyone.size(); ++c) everyone[c] = c;
+      std::iota(everyone.begin(), everyone.end(), size_t{0});
       run_one(sched::Mode::kSeq, everyone, r.warmup_s * 1000.0, false);
     }
     std::vector<double> standalone_p50(w_.clients.size(), 0.0);

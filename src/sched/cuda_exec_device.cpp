@@ -75,13 +75,8 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<Tensor> read_outputs(InstanceId instance, StreamId) override { return inst(instance).collect_outputs(); }
 
   StreamId create_stream(StreamPriority priority) override {
-    int least = 0, greatest = 0;
-    ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    cudaStream_t s = nullptr;
-    ATL_CUDA_CHECK(
-        cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority == StreamPriority::kHigh ? greatest : least));
     StreamState st;
-    st.stream = cuda::Stream(s);
+    st.stream = cuda::make_priority_stream(priority == StreamPriority::kHigh);
     st.counter = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
     *static_cast<uint32_t*>(st.counter.get()) = 0;
     st.counter_device = st.counter.device_alias();

@@ -26,6 +26,14 @@ Stream make_stream() {
   return Stream(s);
 }
 
+Stream make_priority_stream(bool highest) {
+  int least = 0, greatest = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  cudaStream_t s = nullptr;
+  ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest ? greatest : least));
+  return Stream(s);
+}
+
 Event make_event(bool timing) {
   cudaEvent_t e = nullptr;
   ATL_CUDA_CHECK(cudaEventCreateWithFlags(&e, timing ? cudaEventDefault : cudaEventDisableTiming));

@@ -66,6 +66,8 @@ using Event = Handle<cudaEvent_t, release_event>;
 using GraphExec = Handle<cudaGraphExec_t, release_graph_exec>;
 
 Stream make_stream();                  // non-blocking w.r.t. the legacy default stream
+// Non-blocking too, at the device's highest stream priority or its lowest.
+Stream make_priority_stream(bool highest);
 Event make_event(bool timing = false);  // timing events cost more to record; only timers ask for them
 
 // Device memory from cudaMalloc (never managed memory).

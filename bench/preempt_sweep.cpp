@@ -11,21 +11,19 @@
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
 // CUDA events on the RT stream around the request give the same interval on the device's clock.
-// Two candidates for a faster arrival path, measured next to `reset`: `armed` enqueues the flag
-// write beforehand on a high-priority stream of its own, behind a wait (cuStreamWaitValue32) on a
-// mapped host word, so raising the flag is one host store; the probe is launched after it.
-// `armed-all` also enqueues the probe beforehand (no API call after the arrival at all): the bound
-// for pre-enqueuing a whole RT task. Its device-clock column stays empty: an event behind the wait
-// would start the clock only once the GPU noticed the store. The scheduler does not arm yet: with
-// a flag write armed and never released, it hung on the H200, most likely because CUDA's lazy
-// module loading synchronizes the context at a kernel's first launch, which a pending wait never
-// lets finish (docs/PERFORMANCE.md). Every kernel here is launched before the first wait.
+// Two faster arrival paths, through cuda::StreamGate (a cuStreamWaitValue32 on a mapped host
+// word, opened by one host store): `armed` enqueues the flag write beforehand on a high-priority
+// stream of its own, so raising the flag is one host store; the probe is launched after it.
+// `armed-all` also enqueues the probe beforehand, so the arrival makes no API call at all: the
+// path the scheduler's reset mode takes for RT tasks (SchedulerOptions::armed_rt). Its
+// device-clock column stays empty: an event behind the hold would start the clock only once the
+// GPU noticed the store. Every kernel here is launched before the first hold: a kernel's first
+// (lazy) load synchronizes the context, which pending held work blocks.
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -36,6 +34,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 #include "bench/preempt_kernels.h"
 #include "core/error.h"
@@ -112,7 +111,10 @@ class Sweep {
     sms_ = prop.multiProcessorCount;
     be_blocks_ = sms_ * bench::be_spin_blocks_per_sm(o.threads);  // one full wave: every block runs at once
   }
-  ~Sweep() { cudaDeviceSynchronize(); }
+  ~Sweep() {
+    gate_.open_all();  // after an error mid-trial: held work would block the synchronization
+    cudaDeviceSynchronize();
+  }
 
   nlohmann::json run() {
     nlohmann::json doc;
@@ -207,21 +209,17 @@ class Sweep {
   // stream (kArmedFlag), or the flag write and the probe on the RT stream (kArmedAll).
   void arm(Arrival how, bool raise_flag) {
     armed_token_ = ++token_;
-    const auto word = static_cast<uint32_t>(armed_token_);
     if (how == Arrival::kArmedFlag) {
-      cuda::stream_wait_value32_geq(preempt_.get(), words_device_ + 2, word);
+      gate_.hold(preempt_.get());
       cuda::stream_write_value32(preempt_.get(), flag(), 1);
     } else if (how == Arrival::kArmedAll) {
-      cuda::stream_wait_value32_geq(rt_.get(), words_device_ + 2, word);
+      gate_.hold(rt_.get());
       if (raise_flag) cuda::stream_write_value32(rt_.get(), flag(), 1);
       bench::launch_rt_probe(words_device_ + 1, armed_token_, rt_.get());
     }
   }
 
-  void release_armed() {
-    words()[2] = armed_token_;
-    std::atomic_thread_fence(std::memory_order_seq_cst);  // the store leaves the core at once
-  }
+  void release_armed() { gate_.open(); }
 
   // The RT request arrives and the host waits for the probe.
   Sample arrive(Arrival how) {
@@ -304,8 +302,9 @@ class Sweep {
   int sms_ = 0;
   int be_blocks_ = 0;
   cuda::DeviceBuffer flag_buffer_{sizeof(int)};
-  // [0] last BE kernel started, [1] RT token (the probe ran), [2] armed arrival
-  cuda::PinnedBuffer words_buffer_{3 * sizeof(int), /*mapped=*/true};
+  // [0] last BE kernel started, [1] RT token (the probe ran)
+  cuda::PinnedBuffer words_buffer_{2 * sizeof(int), /*mapped=*/true};
+  cuda::StreamGate gate_;
   // Looked up once: the query is an API call, and the arrival path is timed.
   int* words_device_ = static_cast<int*>(words_buffer_.device_alias());
   int token_ = 0;
@@ -317,21 +316,20 @@ class Sweep {
 // high), launches one probe on each of the others, and reports which did not run within 200 ms
 // before releasing the wait. Run it under different CUDA_DEVICE_MAX_CONNECTIONS values. The probe
 // kernel is launched once beforehand: with lazy module loading, the first launch of a kernel
-// while a wait is pending hung on the H200 at every stream count (loading synchronizes).
+// while a wait is pending hung on the H200 at every stream count (loading synchronizes); with it
+// loaded first, no stream was held back at 4, 8, 16 or 40 streams, with 8 or 32 connections.
 nlohmann::json stall_probe(int streams) {
   ATOLL_CHECK(streams >= 2, kInvalidArgument, "--stall-probe needs at least 2 streams (got {})", streams);
   std::vector<cuda::Stream> s;
   for (int i = 0; i < streams; ++i) s.push_back(cuda::make_priority_stream(i % 2 == 0));
-  cuda::PinnedBuffer gate(sizeof(int), /*mapped=*/true);
+  cuda::StreamGate gate;
   cuda::PinnedBuffer ran(static_cast<size_t>(streams) * sizeof(int), /*mapped=*/true);
-  auto* gate_word = static_cast<volatile int*>(gate.get());
   auto* ran_words = static_cast<volatile int*>(ran.get());
-  *gate_word = 0;
   for (int i = 0; i < streams; ++i) ran_words[i] = 0;
   auto* ran_device = static_cast<volatile int*>(ran.device_alias());
   bench::launch_rt_probe(ran_device, 1, s[0].get());  // loads the kernel's module
   ATL_CUDA_CHECK(cudaStreamSynchronize(s[0].get()));
-  cuda::stream_wait_value32_geq(s[0].get(), gate.device_alias(), 1);
+  gate.hold(s[0].get());
   for (int i = 1; i < streams; ++i) bench::launch_rt_probe(ran_device + i, 1, s[static_cast<size_t>(i)].get());
   const auto deadline = Clock::now() + std::chrono::milliseconds(200);
   while (Clock::now() < deadline) {
@@ -340,8 +338,7 @@ nlohmann::json stall_probe(int streams) {
   for (int i = 1; i < streams; ++i) {
     if (ran_words[i] != 1) blocked.push_back(i);
   }
-  *gate_word = 1;
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  gate.open();
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
   const char* connections = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
   fmt::print(

@@ -22,6 +22,7 @@ struct DisbFlags {
   uint64_t seed = 0;
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
+  std::string rt_arrival = "armed";
 };
 
 // Where shipped workloads are looked for: $ATOLL_WORKLOADS_DIR, the working directory's
@@ -114,6 +115,7 @@ void run_disb_command(const DisbFlags& f) {
   o.seed = f.seed;
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
+  o.armed_rt = f.rt_arrival == "armed";
   o.commit = ATOLL_GIT_COMMIT;
   const bool all = f.workload == "all";
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
@@ -154,6 +156,10 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--rt-arrival", f->rt_arrival,
+                  "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
+                  "launch (the flag write and the RT kernels are enqueued on arrival)")
+      ->check(CLI::IsMember({"armed", "launch"}));
   cmd->callback([f] { run_disb_command(*f); });
 }
 

@@ -20,6 +20,7 @@ struct ColocateFlags {
   uint64_t seed = 0;
   int cap = 4;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
+  std::string rt_arrival = "armed";
   bool json = false;
 };
 
@@ -52,6 +53,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["device"] = r.device;
     j["duration_s"] = r.duration_s;
     j["warmup_s"] = r.warmup_s;
+    j["rt_arrival"] = r.armed_rt ? "armed" : "launch";
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
@@ -106,6 +108,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.seed = f.seed;
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
+  o.armed_rt = f.rt_arrival == "armed";
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
   print_report(sched::run_colocate(o), f);
@@ -130,6 +133,10 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)");
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--rt-arrival", f->rt_arrival,
+                  "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
+                  "launch (the flag write and the RT kernels are enqueued on arrival)")
+      ->check(CLI::IsMember({"armed", "launch"}));
   cmd->add_flag("--json", f->json, "Print JSON");
   cmd->callback([f] { run_colocate_command(*f); });
 }

@@ -141,7 +141,8 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"grace_s", r.grace_s},
                    {"standalone_s", r.standalone_s},
                    {"warmup_s", r.warmup_s},
-                   {"inflight_cap", r.inflight_cap}};
+                   {"inflight_cap", r.inflight_cap},
+                   {"armed_rt", r.armed_rt}};
   for (size_t i = 0; i < r.stats.size(); ++i) {
     const ModeStats& m = r.stats[i];
     nlohmann::json mj;

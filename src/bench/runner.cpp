@@ -83,6 +83,7 @@ class Runner {
     r.grace_s = o_.grace_s;
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
+    r.armed_rt = o_.armed_rt;
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
     {
@@ -163,6 +164,7 @@ class Runner {
     sw.real_time = !sched::is_simulated(*device);
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
+    sw.scheduler.armed_rt = o_.armed_rt;
     sw.scheduler.record_events = traced;
     for (size_t c : clients) {
       const ClientSpec& spec = w_.clients[c];

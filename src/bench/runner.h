@@ -35,6 +35,7 @@ struct DisbOptions {
   double timeline_ms = 200;    // trace.json window, centred in the traced mode's run
   uint64_t seed = 0;           // Poisson arrivals, inputs, weights
   int inflight_cap = 4;        // SchedulerOptions::inflight_cap
+  bool armed_rt = true;        // SchedulerOptions::armed_rt
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device
   sched::SimExecOptions sim;
   std::string commit;  // recorded in results.json

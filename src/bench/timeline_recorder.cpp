@@ -48,9 +48,31 @@ uint64_t TimelineRecorder::completed(sched::StreamId stream) {
   return done;
 }
 
-void TimelineRecorder::raise_flag(sched::StreamId via) {
+void TimelineRecorder::flag_went_up() {
   if (flag_changes_.size() % 2 == 0) flag_changes_.push_back(inner_.now());
+}
+
+void TimelineRecorder::raise_flag(sched::StreamId via) {
+  std::deque<bool>& holds = holds_[via];
+  if (holds.empty()) {
+    flag_went_up();
+  } else {
+    holds.back() = true;
+  }
   inner_.raise_flag(via);
+}
+
+void TimelineRecorder::hold(sched::StreamId stream) {
+  inner_.hold(stream);
+  holds_[stream].push_back(false);
+}
+
+void TimelineRecorder::release(sched::StreamId stream) {
+  inner_.release(stream);
+  std::deque<bool>& holds = holds_[stream];
+  if (holds.empty()) return;
+  if (holds.front()) flag_went_up();
+  holds.pop_front();
 }
 
 void TimelineRecorder::lower_flag() {

@@ -51,6 +51,15 @@ class TimelineRecorder final : public sched::ExecDevice {
   std::exception_ptr take_error(sched::StreamId stream) override { return inner_.take_error(stream); }
   void raise_flag(sched::StreamId via) override;
   void lower_flag() override;
+  bool can_hold() const override { return inner_.can_hold(); }
+  void hold(sched::StreamId stream) override;
+  void release(sched::StreamId stream) override;
+  void enqueue_inputs(sched::InstanceId instance, sched::StreamId stream) override {
+    inner_.enqueue_inputs(instance, stream);
+  }
+  void stage_inputs(sched::InstanceId instance, std::span<const Tensor> inputs) override {
+    inner_.stage_inputs(instance, inputs);
+  }
   sched::DeviceTime now() override { return inner_.now(); }
   void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }
   void synchronize(sched::StreamId stream) override { inner_.synchronize(stream); }
@@ -75,6 +84,7 @@ class TimelineRecorder final : public sched::ExecDevice {
   };
 
   bool flag_was_up(sched::DeviceTime t) const;
+  void flag_went_up();
 
   sched::ExecDevice& inner_;
   sched::DeviceTime from_, to_;
@@ -84,6 +94,9 @@ class TimelineRecorder final : public sched::ExecDevice {
   std::vector<Recorded> recorded_;
   // Flag raises and lowers, alternating from a raise; a trailing raise is still up.
   std::vector<sched::DeviceTime> flag_changes_;
+  // Per stream, one entry per pending hold: whether a flag raise waits right behind it (it
+  // goes up when that hold is released, not when it was enqueued).
+  std::map<sched::StreamId, std::deque<bool>> holds_;
 };
 
 }  // namespace atl::bench

@@ -339,6 +339,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.duration = static_cast<DeviceTime>(std::llround(o.duration_s * 1e9));
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
+  w.scheduler.armed_rt = o.armed_rt;
   w.real_time = !is_simulated(*device);
   auto add = [&](const std::string& model, TaskClass cls) -> WorkloadClient& {
     const CompiledModel cm = compile_zoo_model(model, o.batch, o.seed, *device, computes, o.inflight_cap);
@@ -376,6 +377,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   WorkloadReport report = colocate_report(w, run_workload(*device, w), o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
   report.warmup_s = warmup_s;
+  report.armed_rt = o.mode == Mode::kReset && o.armed_rt && device->can_hold();
   return report;
 }
 

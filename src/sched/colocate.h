@@ -110,6 +110,7 @@ struct WorkloadReport {
   LatencyStats preemption_latency_us;
   int64_t relaunched_kernels = 0;
   double warmup_s = 0;              // the unmeasured run before (0: none, as on the simulator)
+  bool armed_rt = false;            // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
   std::vector<TaskResult> results;  // every request, outputs dropped, in completion order
 };
 
@@ -130,6 +131,7 @@ struct ColocateOptions {
   // Real devices only: every client runs unmeasured in `seq` mode for this long first, so that
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
+  bool armed_rt = true;  // SchedulerOptions::armed_rt
 };
 
 // Builds and compiles the zoo models, loads them (RT only in rt-only mode), runs periodic RT

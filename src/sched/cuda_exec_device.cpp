@@ -7,11 +7,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <thread>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 
 namespace atl::sched {
@@ -35,6 +37,10 @@ struct StreamState {
   // Event pairs of timed launches, by sequence number modulo the ring.
   std::vector<cuda::Event> starts, ends;
   std::vector<uint64_t> ring_seq;
+  std::unique_ptr<cuda::StreamGate> gate;  // made at the stream's first hold
+  std::deque<uint64_t> holds;              // launches made before each pending hold
+  // Launches not held back: what wait_until may wait for.
+  uint64_t released_launches() const { return holds.empty() ? launched : holds.front(); }
 };
 
 class CudaExecDevice final : public ExecDevice {
@@ -46,19 +52,31 @@ class CudaExecDevice final : public ExecDevice {
     reanchor();
   }
 
-  // Kernels still queued may use the counters and the flag about to be freed.
-  ~CudaExecDevice() override { cudaDeviceSynchronize(); }
+  // Kernels still queued may use the counters and the flag about to be freed; held work runs
+  // first (on whatever its staging holds), or synchronizing would wait forever.
+  ~CudaExecDevice() override {
+    for (StreamState& st : streams_) {
+      if (st.gate) st.gate->open_all();
+    }
+    cudaDeviceSynchronize();
+  }
 
   std::string name() const override { return "cuda"; }
   std::string description() const override { return backend_->device_description(); }
   CompileTarget target() const override { return backend_->target(); }
 
   InstanceId load(const Program& program, const WeightStore& weights) override {
+    for (const StreamState& st : streams_) {
+      // Allocation and a kernel's first load may synchronize the context, which held work blocks.
+      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot load '{}' while work is held on a stream",
+                  program.model);
+    }
     std::unique_ptr<Instance> inst = backend_->load(program, weights);
     auto* cuda_inst = dynamic_cast<CudaInstance*>(inst.get());
     ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
     inst.release();
     instances_.emplace_back(cuda_inst);
+    preload(*cuda_inst);
     return static_cast<InstanceId>(instances_.size()) - 1;
   }
 
@@ -162,6 +180,30 @@ class CudaExecDevice final : public ExecDevice {
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
   }
 
+  bool can_hold() const override { return true; }
+
+  void hold(StreamId stream) override {
+    StreamState& st = state(stream);
+    if (!st.gate) st.gate = std::make_unique<cuda::StreamGate>();
+    st.gate->hold(st.stream.get());
+    st.holds.push_back(st.launched);
+  }
+
+  void release(StreamId stream) override {
+    StreamState& st = state(stream);
+    ATOLL_CHECK(!st.holds.empty(), kInvalidArgument, "stream {} has no hold to release", stream);
+    st.gate->open();
+    st.holds.pop_front();
+  }
+
+  void enqueue_inputs(InstanceId instance, StreamId stream) override {
+    inst(instance).enqueue_inputs(state(stream).stream.get());
+  }
+
+  void stage_inputs(InstanceId instance, std::span<const Tensor> inputs) override {
+    inst(instance).fill_staging(inputs);
+  }
+
   DeviceTime now() override { return host_now(); }
 
   void wait_until(DeviceTime deadline) override {
@@ -170,7 +212,7 @@ class CudaExecDevice final : public ExecDevice {
     bool in_flight = false;
     for (size_t s = 0; s < streams_.size(); ++s) {
       const uint64_t done = completed(static_cast<StreamId>(s));
-      in_flight |= done < streams_[s].launched;
+      in_flight |= done < streams_[s].released_launches();
       if (done > seen_[s]) {
         seen_[s] = done;
         return;  // something ended since the previous call
@@ -189,7 +231,12 @@ class CudaExecDevice final : public ExecDevice {
     }
   }
 
-  void synchronize(StreamId stream) override { ATL_CUDA_CHECK(cudaStreamSynchronize(state(stream).stream.get())); }
+  void synchronize(StreamId stream) override {
+    StreamState& st = state(stream);
+    ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "stream {} has held work: synchronizing would never return",
+                stream);
+    ATL_CUDA_CHECK(cudaStreamSynchronize(st.stream.get()));
+  }
 
  private:
   int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
@@ -202,6 +249,23 @@ class CudaExecDevice final : public ExecDevice {
     if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
     return streams_[static_cast<size_t>(id)];
   }
+  // Runs every kernel of a new instance once, on zero inputs, with its input and output
+  // conversions: CUDA loads a kernel's code at its first launch, which may synchronize the
+  // context, and must not happen while work is held. Also takes first-launch costs off requests.
+  void preload(CudaInstance& in) {
+    std::vector<Tensor> zeros;
+    for (const TensorSpec& spec : in.program().inputs) {
+      Tensor t(is_float(spec.dtype) ? DType::kF32 : DType::kI64, spec.shape);
+      std::memset(t.raw(), 0, t.nbytes());
+      zeros.push_back(std::move(t));
+    }
+    in.stage_inputs(zeros, control_.get(), {});
+    for (int k = 0; k < static_cast<int>(in.program().kernels.size()); ++k) in.launch(k, control_.get(), flag());
+    in.enqueue_outputs(control_.get());
+    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+    in.collect_outputs();
+  }
+
   // Pairs a device event with the host clock: the event lands between the two host readings
   // (on an idle control stream, microseconds apart), so their midpoint is its host time.
   void reanchor() {

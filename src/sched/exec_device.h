@@ -89,6 +89,23 @@ class ExecDevice {
   // Lowers the flag; every kernel launched after this returns sees it low.
   virtual void lower_flag() = 0;
 
+  // ---- A task enqueued before its request arrives ----
+  // The RT arrival path without API calls: the scheduler enqueues an RT client's next task
+  // (flag write, input upload, kernels) behind holds, and on arrival stages the inputs and
+  // releases the holds. Devices that cannot hold say so; the others are unsupported there.
+  virtual bool can_hold() const { return false; }
+  // Work enqueued on `stream` after hold() waits on the device until the matching release();
+  // a stream's holds are released in the order they were made. Launches behind a pending hold
+  // are not in flight: wait_until does not wait for them. Pending holds block synchronize() and
+  // load(); a device opens them all when it is destroyed.
+  virtual void hold(StreamId stream);
+  virtual void release(StreamId stream);
+  // Enqueues on `stream` the upload of the inputs that stage_inputs later writes for `instance`.
+  virtual void enqueue_inputs(InstanceId instance, StreamId stream);
+  // Checks `inputs` (throws kInvalidArgument, having changed nothing) and writes them where the
+  // enqueued upload reads them. The upload must still be held, or the instance idle.
+  virtual void stage_inputs(InstanceId instance, std::span<const Tensor> inputs);
+
   virtual DeviceTime now() = 0;
   // Blocks until a launch has ended since the previous call (or already had) or the clock
   // reaches `deadline`. May return early; never sleeps past the deadline. With kNever and

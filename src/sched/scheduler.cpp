@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include <spdlog/spdlog.h>
+
 #include "core/error.h"
 
 namespace atl::sched {
@@ -82,7 +84,8 @@ struct Scheduler::Impl {
 
   // A device stream and its virtual host queue: the unlaunched kernels of the bound task.
   struct Lane {
-    enum class Source : uint8_t { kRtQueue, kClient, kAny };
+    // kRtClient: one RT client's armed lane (SchedulerOptions::armed_rt).
+    enum class Source : uint8_t { kRtQueue, kRtClient, kClient, kAny };
     StreamId stream = -1;
     Source source = Source::kAny;
     ClientId client = -1;
@@ -95,9 +98,16 @@ struct Scheduler::Impl {
     // The completed count read just before the flag went up. Launches after it may have exited
     // early, so they count as unfinished until the lane drains and rolls back. kNoCut otherwise.
     uint64_t cut_at = kNoCut;
+    // Armed lanes: launches enqueued for the next task behind `holds` pending holds (the first
+    // raises the flag, the second uploads the inputs and runs the kernels); `parked` of them are
+    // not in flight until released, the first being launch `armed_seq`.
+    int holds = 0;
+    uint64_t parked = 0;
+    uint64_t armed_seq = 0;
   };
 
-  Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), options(o) {
+  Impl(ExecDevice& d, const SchedulerOptions& o)
+      : device(d), options(o), armed(o.mode == Mode::kReset && o.armed_rt && d.can_hold()) {
     ATOLL_CHECK(options.inflight_cap >= 1, kInvalidArgument, "in-flight cap must be at least 1 (got {})",
                 options.inflight_cap);
     ATOLL_CHECK(options.idle_poll_ns >= 1, kInvalidArgument, "idle poll must be at least 1 ns (got {})",
@@ -109,7 +119,7 @@ struct Scheduler::Impl {
       case Mode::kRtOnly:
       case Mode::kWait:
       case Mode::kReset:
-        rt_lane = add_lane(Lane::Source::kRtQueue, -1, StreamPriority::kHigh);
+        if (!armed) rt_lanes.push_back(add_lane(Lane::Source::kRtQueue, -1, StreamPriority::kHigh));
         break;
       case Mode::kStreams:
       case Mode::kStreamsPrio:
@@ -149,6 +159,10 @@ struct Scheduler::Impl {
       add_lane(Lane::Source::kClient, id, high ? StreamPriority::kHigh : StreamPriority::kLow);
     } else if (preemptive() && !rt) {
       add_lane(Lane::Source::kClient, id, StreamPriority::kLow);
+    } else if (armed && rt) {
+      rt_lane_of.resize(clients.size(), -1);
+      rt_lane_of[static_cast<size_t>(id)] = add_lane(Lane::Source::kRtClient, id, StreamPriority::kHigh);
+      rt_lanes.push_back(rt_lane_of[static_cast<size_t>(id)]);
     }
     return id;
   }
@@ -253,6 +267,8 @@ struct Scheduler::Impl {
     switch (l.source) {
       case Lane::Source::kRtQueue:
         return pop_rt();
+      case Lane::Source::kRtClient:  // started by start_armed_rt, never fed
+        return nullptr;
       case Lane::Source::kClient: {
         Client& c = clients[static_cast<size_t>(l.client)];
         return c.queue.empty() ? nullptr : pop_front(c);
@@ -446,8 +462,9 @@ struct Scheduler::Impl {
       ++l.task->preemptions;
       if (options.mode == Mode::kReset) l.cut_at = l.completed;
     }
-    if (preempted > 0 && options.mode == Mode::kReset) {
-      device.raise_flag(lanes[static_cast<size_t>(rt_lane)].stream);
+    // Armed: the RT task's own lane raises the flag when its first hold is released.
+    if (preempted > 0 && options.mode == Mode::kReset && !armed) {
+      device.raise_flag(lanes[static_cast<size_t>(rt_lanes.front())].stream);
       flag_raised = true;
     }
     stats.preemptions += preempted;
@@ -468,21 +485,118 @@ struct Scheduler::Impl {
     if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, at, 0});
   }
 
+  bool rt_running() const {
+    return std::any_of(rt_lanes.begin(), rt_lanes.end(),
+                       [&](int i) { return lanes[static_cast<size_t>(i)].task != nullptr; });
+  }
+
   void schedule_preemptive() {
-    Lane& rt = lanes[static_cast<size_t>(rt_lane)];
     for (;;) {
-      if (!rt.task && rt_queued()) {
+      if (!rt_running() && rt_queued()) {
         if (!rt_mode) enter_rt_mode();
-        start_next(rt);
+        if (armed) {
+          start_armed_rt();
+        } else {
+          start_next(lanes[static_cast<size_t>(rt_lanes.front())]);
+        }
       }
-      if (rt_mode && !rt.task && !rt_queued()) leave_rt_mode();
+      if (rt_mode && !rt_running() && !rt_queued()) leave_rt_mode();
       if (rt_mode) return;
       for (Lane& l : lanes) {
         if (l.source == Lane::Source::kClient && !rt_queued()) feed(l);
       }
+      // RT clients' next tasks are enqueued once BE work is back on the device.
+      if (armed && !rt_queued()) arm_idle_rt_lanes();
       // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
       // rather than after the next completion.
       if (!rt_queued()) return;
+    }
+  }
+
+  // ---- armed RT lanes (reset mode on devices that hold) ----
+
+  // Enqueues the client's next task behind two holds: the flag write, then the input upload and
+  // every kernel. The launches are parked: not in flight until released.
+  void arm(Lane& l) {
+    const Client& c = clients[static_cast<size_t>(l.client)];
+    device.hold(l.stream);
+    ++l.holds;
+    device.raise_flag(l.stream);
+    device.hold(l.stream);
+    ++l.holds;
+    device.enqueue_inputs(c.instance, l.stream);
+    for (int k = 0; k < c.kernels; ++k) {
+      LaunchOptions lo;
+      lo.timed = k == 0 || k == c.kernels - 1;
+      lo.report = k == c.kernels - 1;
+      const uint64_t seq = device.launch(l.stream, c.instance, k, lo);
+      ATOLL_CHECK(seq == l.launched + 1, kInternal, "stream {} returned launch {} after {}: another user shares it",
+                  l.stream, seq, l.launched);
+      l.launched = seq;
+      if (k == 0) l.armed_seq = seq;
+      ++l.parked;
+      ++stats.kernel_launches;
+    }
+  }
+
+  void arm_idle_rt_lanes() {
+    for (int i : rt_lanes) {
+      Lane& l = lanes[static_cast<size_t>(i)];
+      if (!l.task && l.holds == 0) arm(l);
+    }
+  }
+
+  void release(Lane& l) {
+    device.release(l.stream);
+    --l.holds;
+  }
+
+  // Starts the first RT task from its client's armed lane: the flag goes up at once, the inputs
+  // are staged while BE work drains, then the task runs. The device sees two host stores.
+  void start_armed_rt() {
+    TaskPtr t = pop_rt();
+    Lane& l = lanes[static_cast<size_t>(rt_lane_of[static_cast<size_t>(t->client)])];
+    if (l.holds == 0) arm(l);  // the first request, or one right behind its predecessor
+    release(l);
+    flag_raised = true;
+    const Client& c = clients[static_cast<size_t>(t->client)];
+    try {
+      device.stage_inputs(c.instance, t->request.inputs);
+    } catch (...) {
+      // The held task still runs (on the previous inputs) so the lane stays in step; its
+      // result is dropped and the request fails.
+      t->error = std::current_exception();
+    }
+    release(l);
+    t->dispatch = device.now();
+    t->preempted_tasks = pending_preempted;
+    pending_preempted = 0;
+    t->first_seq = l.armed_seq;
+    t->next_launch = c.kernels;
+    l.base_seq = l.armed_seq;
+    l.base_kernel = 0;
+    l.parked = 0;
+    l.task = std::move(t);
+    ++stats.armed_rt_tasks;
+    settle(l);
+  }
+
+  // Releases every armed lane's held work (it runs on stale inputs; nobody reads its outputs)
+  // and waits for it, so no held work outlives the scheduler: it would block the device.
+  void disarm() {
+    bool released = false;
+    for (int i : rt_lanes) {
+      Lane& l = lanes[static_cast<size_t>(i)];
+      if (l.holds == 0) continue;
+      while (l.holds > 0) release(l);
+      device.synchronize(l.stream);
+      l.completed = l.launched;
+      l.parked = 0;
+      released = true;
+    }
+    if (released || flag_raised) {
+      device.lower_flag();
+      flag_raised = false;
     }
   }
 
@@ -508,7 +622,8 @@ struct Scheduler::Impl {
   }
 
   bool in_flight() const {
-    return std::any_of(lanes.begin(), lanes.end(), [](const Lane& l) { return l.launched != l.completed; });
+    return std::any_of(lanes.begin(), lanes.end(),
+                       [](const Lane& l) { return l.launched - l.parked != l.completed; });
   }
 
   bool has_work() {
@@ -543,9 +658,11 @@ struct Scheduler::Impl {
 
   ExecDevice& device;
   SchedulerOptions options;
+  const bool armed;  // SchedulerOptions::armed_rt in effect
   std::deque<Client> clients;  // a deque: Client holds a deque, which vectors would copy on growth
   std::vector<Lane> lanes;
-  int rt_lane = -1;
+  std::vector<int> rt_lanes;    // one shared lane, or one armed lane per RT client
+  std::vector<int> rt_lane_of;  // armed: the lane of each client (-1 for BE clients)
   bool rt_mode = false;
   bool flag_raised = false;
   bool in_poll = false;
@@ -568,6 +685,11 @@ Scheduler::~Scheduler() {
   stop_requested_ = true;
   if (worker_.joinable()) worker_.join();
   impl_->fail_all(make_error(ErrorCode::kInternal, "the scheduler was destroyed before the request finished"));
+  try {
+    impl_->disarm();
+  } catch (const std::exception& e) {
+    spdlog::error("scheduler: releasing held RT work failed: {}", e.what());
+  }
 }
 
 ClientId Scheduler::add_client(TaskClass task_class, std::string name, InstanceId instance) {

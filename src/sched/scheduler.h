@@ -45,6 +45,12 @@ struct SchedulerOptions {
   // On its own thread, how long one device wait may last before new submissions are looked at.
   DeviceTime idle_poll_ns = 2000;
   bool record_events = false;  // keep every SchedulerEvent for events()
+  // reset mode on a device that can hold work (ExecDevice::can_hold): every RT client's next
+  // task waits on the device, enqueued behind two holds on its own high-priority stream, and an
+  // arrival makes no API call: releasing the first hold raises the flag, the inputs are staged
+  // while BE work drains, releasing the second starts the task. false: the flag write and the
+  // RT kernels are enqueued when the request arrives.
+  bool armed_rt = true;
 };
 
 // RT mode transitions (wait and reset modes), for timelines.
@@ -63,6 +69,7 @@ struct SchedulerStats {
   int64_t relaunched_kernels = 0;  // launches not known complete at a reset, launched again
   int64_t kernel_launches = 0;
   int64_t interrupted_stagings = 0;  // BE input copies abandoned for an RT arrival
+  int64_t armed_rt_tasks = 0;        // RT tasks started from work enqueued before they arrived
 };
 
 class Scheduler {

@@ -7,6 +7,23 @@
 
 namespace atl::sched {
 
+namespace {
+
+// Request tensors are f32 for floating-point inputs, i64 otherwise (the CPU backend's form).
+void check_request_inputs(const Program& program, std::span<const Tensor> inputs) {
+  const auto& specs = program.inputs;
+  ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}", program.model,
+              specs.size(), inputs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    const DType host = is_float(specs[i].dtype) ? DType::kF32 : DType::kI64;
+    ATOLL_CHECK(inputs[i].shape() == specs[i].shape && inputs[i].dtype() == host, kInvalidArgument,
+                "input '{}' of model '{}' expects {} {}, was given {} {}", specs[i].name, program.model,
+                dtype_name(host), specs[i].shape.str(), dtype_name(inputs[i].dtype()), inputs[i].shape().str());
+  }
+}
+
+}  // namespace
+
 SimExecDevice::SimExecDevice(SimExecOptions options) : options_(options), gpu_(options.gpu, options.record_trace) {
   if (options_.numerics) cpu_backend_ = make_cpu_backend();
 }
@@ -57,23 +74,30 @@ const Program& SimExecDevice::program(InstanceId instance) const {
 bool SimExecDevice::write_inputs(InstanceId instance, StreamId, std::span<const Tensor> inputs,
                                  const std::function<bool()>& should_yield) {
   Loaded& l = loaded(instance);
-  const auto& specs = l.program.inputs;
-  ATOLL_CHECK(inputs.size() == specs.size(), kInvalidArgument, "model '{}' takes {} inputs, given {}", l.program.model,
-              specs.size(), inputs.size());
-  for (size_t i = 0; i < specs.size(); ++i) {
-    const DType host = is_float(specs[i].dtype) ? DType::kF32 : DType::kI64;
-    ATOLL_CHECK(inputs[i].shape() == specs[i].shape && inputs[i].dtype() == host, kInvalidArgument,
-                "input '{}' of model '{}' expects {} {}, was given {} {}", specs[i].name, l.program.model,
-                dtype_name(host), specs[i].shape.str(), dtype_name(inputs[i].dtype()), inputs[i].shape().str());
-  }
+  check_request_inputs(l.program, inputs);
   // The copy takes io_call_ns of host time; an RT request that arrived meanwhile makes it give up,
   // as the CUDA device does between its staging pieces, and the time is lost.
   gpu_.advance(options_.gpu.io_call_ns);
   if (should_yield && should_yield()) return false;
   if (l.cpu) {
-    for (size_t i = 0; i < specs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
+    for (size_t i = 0; i < inputs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
   }
   return true;
+}
+
+void SimExecDevice::enqueue_inputs(InstanceId instance, StreamId) {
+  loaded(instance);
+  gpu_.advance(options_.gpu.launch_call_ns);
+}
+
+// The host still copies the inputs; only the upload's API call left the arrival path.
+void SimExecDevice::stage_inputs(InstanceId instance, std::span<const Tensor> inputs) {
+  Loaded& l = loaded(instance);
+  check_request_inputs(l.program, inputs);
+  gpu_.advance(options_.gpu.io_call_ns);
+  if (l.cpu) {
+    for (size_t i = 0; i < inputs.size(); ++i) l.cpu->set_input(static_cast<int>(i), inputs[i]);
+  }
 }
 
 std::vector<Tensor> SimExecDevice::read_outputs(InstanceId instance, StreamId) {

@@ -39,6 +39,12 @@ class SimExecDevice final : public ExecDevice {
   std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override;
   std::exception_ptr take_error(StreamId stream) override { return gpu_.take_error(stream); }
 
+  bool can_hold() const override { return true; }
+  void hold(StreamId stream) override { gpu_.hold(stream); }
+  void release(StreamId stream) override { gpu_.release(stream); }
+  void enqueue_inputs(InstanceId instance, StreamId stream) override;
+  void stage_inputs(InstanceId instance, std::span<const Tensor> inputs) override;
+
   void raise_flag(StreamId via) override { gpu_.write_flag(via, true); }
   void lower_flag() override { gpu_.write_flag_blocking(false); }
 

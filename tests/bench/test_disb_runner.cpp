@@ -82,10 +82,11 @@ TEST_P(ShippedWorkload, ResetKeepsRtLatencyNearStandalone) {
   const ModeStats& streams = stats_of(s.results, "streams");
   const ModeStats& reset = stats_of(s.results, "reset");
   // Sharing streams slows the RT model down; resetting BE work does not (within the few us a
-  // preemption costs on a request of ~0.5 ms).
+  // preemption costs on a request of ~0.5 ms). reset can even beat rt-only by the launch calls
+  // its armed RT lane makes before the arrival (a few us), but not by more.
   EXPECT_LT(reset.rt_latency_ms.p99, streams.rt_latency_ms.p99);
   EXPECT_LE(reset.rt_latency_ms.p50, rt_only.rt_latency_ms.p50 * 1.03);
-  EXPECT_GE(reset.rt_latency_ms.p50, rt_only.rt_latency_ms.p50);
+  EXPECT_GE(reset.rt_latency_ms.p50, rt_only.rt_latency_ms.p50 * 0.97);
   EXPECT_EQ(reset.rt_deadline_miss_rate, 0.0);
   // BE work actually ran beside the RT client and was preempted for it, quickly: the flag lands
   // in ~1.5 us and running blocks see it within a loop-check interval of 2 us.

@@ -107,6 +107,16 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   const StreamId ref_stream = device->create_stream(StreamPriority::kLow);
   device->write_inputs(be_inst, ref_stream, be_inputs);
   const std::vector<Tensor> want = run_to_end(*device, ref_stream, be_inst, 0);
+  // RT requests alternate between two inputs: the armed lane's held upload must carry each
+  // request's own inputs, staged at its arrival.
+  const std::vector<Tensor> rt_inputs[2] = {seeded_inputs(rt_model.program, seed + 1),
+                                            seeded_inputs(rt_model.program, seed + 2)};
+  std::vector<Tensor> rt_want[2];
+  for (int i = 0; i < 2; ++i) {
+    device->write_inputs(rt_inst, ref_stream, rt_inputs[i]);
+    rt_want[i] = run_to_end(*device, ref_stream, rt_inst, 0);
+  }
+  ASSERT_FALSE(same_bytes(rt_want[0], rt_want[1]));
 
   SchedulerOptions opts;
   opts.mode = Mode::kReset;
@@ -116,15 +126,58 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   s.start();
   std::vector<std::future<TaskResult>> be_results, rt_results;
   for (int i = 0; i < 40; ++i) be_results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
-  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
   for (int i = 0; i < 40; ++i) {
     std::this_thread::sleep_for(std::chrono::microseconds(700));
-    rt_results.push_back(s.submit(rt, Request{rt_inputs, device->now(), kNever}));
+    rt_results.push_back(s.submit(rt, Request{rt_inputs[i % 2], device->now(), kNever}));
   }
-  for (auto& f : rt_results) f.get();
+  for (size_t i = 0; i < rt_results.size(); ++i) {
+    EXPECT_TRUE(same_bytes(rt_results[i].get().outputs, rt_want[i % 2])) << "RT request " << i;
+  }
   for (auto& f : be_results) EXPECT_TRUE(same_bytes(f.get().outputs, want));
   s.stop();
   EXPECT_GT(s.stats().preemptions, 0) << "no RT request preempted BE work";
+  EXPECT_EQ(s.stats().armed_rt_tasks, 40);
+}
+
+// The hang of an earlier attempt (docs/PERFORMANCE.md): held work left on the device blocked
+// every later scheduler and load. A reset scheduler holds its RT lane's next task; once it is
+// destroyed, every other mode and a new load still run on the same device.
+TEST(CudaScheduler, EveryModeRunsAfterAnArmedScheduler) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel be_model = compile_zoo_model("resnet18", 1, 1, *device, true);
+  const CompiledModel rt_model = compile_zoo_model("mobilenet_v2", 1, 2, *device, true);
+  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
+  const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
+  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
+  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
+  for (const Mode mode : {Mode::kReset, Mode::kWait, Mode::kSeq, Mode::kStreams, Mode::kReset}) {
+    SCOPED_TRACE(mode_name(mode));
+    SchedulerOptions opts;
+    opts.mode = mode;
+    Scheduler s(*device, opts);
+    const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
+    const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+    s.start();
+    std::vector<std::future<TaskResult>> results;
+    for (int i = 0; i < 5; ++i) {
+      results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
+      results.push_back(s.submit(rt, Request{rt_inputs, device->now(), kNever}));
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
+    }
+    for (auto& f : results) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a request hung";
+      EXPECT_EQ(f.get().outputs.size(), 1u);
+    }
+    s.stop();
+    EXPECT_EQ(s.stats().armed_rt_tasks, mode == Mode::kReset ? 5 : 0);
+  }
+  const InstanceId again = device->load(rt_model.program, rt_model.weights);
+  const StreamId st = device->create_stream(StreamPriority::kHigh);
+  device->write_inputs(again, st, rt_inputs);
+  EXPECT_EQ(run_to_end(*device, st, again, 0).size(), 1u);
 }
 
 // A staging interrupted by an RT arrival enqueues nothing: the device keeps the previous inputs,

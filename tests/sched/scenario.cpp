@@ -78,6 +78,7 @@ ScenarioRun run_scenario(const Scenario& s) {
   so.mode = s.mode;
   so.inflight_cap = s.inflight_cap;
   so.record_events = true;
+  so.armed_rt = s.armed_rt;
   Scheduler scheduler(device, so);
   const ClientId rt_client = scheduler.add_client(TaskClass::kRealTime, "rt", run.rt_instance);
   std::vector<ClientId> be_clients;

@@ -31,6 +31,7 @@ struct Scenario {
   DeviceTime rt_until = 20'000'000;  // no RT arrival from here on
   DeviceTime be_until = 20'000'000;  // BE clients stop re-submitting
   uint64_t seed = 1;
+  bool armed_rt = true;  // SchedulerOptions::armed_rt
 };
 
 struct Answer {

@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/error.h"
 #include "scenario.h"
 
@@ -193,6 +195,50 @@ TEST(Scheduler, BadRequestFailsAloneAndOthersComplete) {
   }
   EXPECT_EQ(good2.get().outputs.size(), 1u);
   EXPECT_EQ(scheduler.stats().failed, 1);
+}
+
+// reset mode holds each RT client's next task on the device: a bad RT request still fails
+// alone, and the held work behind it stays in step for the next request.
+TEST(Scheduler, BadRtRequestFailsAloneWhenArmed) {
+  SimExecOptions o;
+  o.numerics = true;
+  SimExecDevice device(o);
+  const auto& m = testing::rt_model();
+  Scheduler scheduler(device);
+  ASSERT_TRUE(scheduler.options().armed_rt);
+  const ClientId rt = scheduler.add_client(TaskClass::kRealTime, "rt", device.load(m.program, m.weights));
+  const std::vector<Tensor> inputs = testing::random_inputs(m.program, 3);
+  auto good1 = scheduler.submit(rt, Request{testing::random_inputs(m.program, 1)});
+  auto bad = scheduler.submit(rt, Request{{Tensor(DType::kF32, Shape{1, 3, 8, 8})}});
+  auto good2 = scheduler.submit(rt, Request{inputs});
+  scheduler.run_until_idle();
+  EXPECT_EQ(good1.get().outputs.size(), 1u);
+  EXPECT_THROW(bad.get(), Error);
+  const std::vector<Tensor> out = good2.get().outputs;
+  auto ref = make_cpu_backend()->load(m.program, m.weights);
+  ref->set_input(0, inputs[0]);
+  ref->run();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(std::memcmp(out[0].raw(), ref->get_output(0).raw(), out[0].nbytes()), 0);
+  EXPECT_EQ(scheduler.stats().failed, 1);
+  EXPECT_EQ(scheduler.stats().armed_rt_tasks, 3);
+}
+
+// Held work must not outlive its scheduler: the device would wait on it forever.
+TEST(Scheduler, DestroyingReleasesHeldWorkAndLowersTheFlag) {
+  SimExecDevice device;
+  const auto& m = testing::rt_model();
+  const InstanceId inst = device.load(m.program, m.weights);
+  for (int round = 0; round < 2; ++round) {
+    Scheduler scheduler(device);
+    const ClientId rt = scheduler.add_client(TaskClass::kRealTime, "rt", inst);
+    auto f = scheduler.submit(rt, Request{testing::random_inputs(m.program, round)});
+    scheduler.run_until_idle();
+    EXPECT_NO_THROW(f.get());
+    EXPECT_TRUE(device.gpu().busy());  // the next task waits, held
+  }
+  EXPECT_FALSE(device.gpu().busy());
+  EXPECT_FALSE(device.gpu().flag());
 }
 
 TEST(Scheduler, RejectsBadClientsAndOptions) {

@@ -103,6 +103,30 @@ TEST(SimGpu, HigherPriorityBlocksDispatchFirst) {
   EXPECT_EQ(b.end, 9500);
 }
 
+TEST(SimGpu, HeldWorkStartsOnlyOnceReleasedInOrder) {
+  SimGpu gpu(small_gpu(), /*record_trace=*/true);
+  const int s = gpu.create_stream(1);
+  gpu.hold(s);                     // host 0..3 us
+  gpu.write_flag(s, true);         // 3..6
+  gpu.hold(s);                     // 6..9
+  gpu.launch(s, kernel(1, 1000));  // 9..12, visible at 14 us but held
+  EXPECT_EQ(gpu.launched(s), 1u);
+  gpu.run_until_completion(100'000);
+  EXPECT_EQ(gpu.completed(s), 0u);
+  EXPECT_FALSE(gpu.flag());
+  gpu.release(s);  // at 100 us: the flag lands 1.5 us later, the kernel stays held
+  gpu.run_until_completion(200'000);
+  EXPECT_TRUE(gpu.flag());
+  EXPECT_EQ(gpu.completed(s), 0u);
+  gpu.release(s);  // at 200 us
+  gpu.run_until_completion(kSimForever);
+  ASSERT_EQ(gpu.completed(s), 1u);
+  EXPECT_EQ(gpu.span(s, 1)->start, 201'500);
+  EXPECT_EQ(gpu.trace().at(0).visible, 201'500);  // could start only once released
+  EXPECT_THROW(gpu.release(s), Error);            // nothing left to release
+  EXPECT_FALSE(gpu.busy());
+}
+
 TEST(SimGpu, RaisedFlagMakesQueuedPreemptibleBlocksExitAtEntry) {
   SimGpu gpu(small_gpu(), /*record_trace=*/true);
   const int s = gpu.create_stream(0);

@@ -74,6 +74,12 @@ class CudaInstance : public Instance {
                             const std::function<bool()>& should_yield) = 0;
   virtual void enqueue_outputs(cudaStream_t stream) = 0;
   virtual std::vector<Tensor> collect_outputs() = 0;
+  // The same input path split for a task enqueued before its request exists (held behind a
+  // StreamGate): enqueue_inputs enqueues the uploads from staging memory; fill_staging later
+  // checks and copies the request's inputs there without waiting for any upload, so the caller
+  // guarantees the uploads that read staging have not started (held) or have ended.
+  virtual void enqueue_inputs(cudaStream_t stream) = 0;
+  virtual void fill_staging(std::span<const Tensor> inputs) = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -230,9 +230,7 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
 
 bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
                                     const std::function<bool()>& should_yield) {
-  ATOLL_CHECK(inputs.size() == program_.inputs.size(), kInvalidArgument, "program '{}' takes {} inputs, got {}",
-              program_.model, program_.inputs.size(), inputs.size());
-  for (size_t i = 0; i < inputs.size(); ++i) check_input(static_cast<int>(i), inputs[i]);
+  check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
     const auto* src = inputs[i].raw();
@@ -242,8 +240,23 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
       std::memcpy(dst + done, src + done, std::min(kStagingChunkBytes, inputs[i].nbytes() - done));
     }
   }
-  for (size_t i = 0; i < inputs.size(); ++i) enqueue_input_copy(i, stream);
+  enqueue_inputs(stream);
   return true;
+}
+
+void CudaInstanceImpl::check_inputs(std::span<const Tensor> inputs) const {
+  ATOLL_CHECK(inputs.size() == program_.inputs.size(), kInvalidArgument, "program '{}' takes {} inputs, got {}",
+              program_.model, program_.inputs.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) check_input(static_cast<int>(i), inputs[i]);
+}
+
+void CudaInstanceImpl::enqueue_inputs(cudaStream_t stream) {
+  for (size_t i = 0; i < program_.inputs.size(); ++i) enqueue_input_copy(i, stream);
+}
+
+void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
+  check_inputs(inputs);
+  for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
 }
 
 void CudaInstanceImpl::enqueue_output_copy(size_t i, cudaStream_t stream) {

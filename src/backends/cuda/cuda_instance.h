@@ -22,6 +22,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
                     const std::function<bool()>& should_yield) override;
   void enqueue_outputs(cudaStream_t stream) override;
   std::vector<Tensor> collect_outputs() override;
+  void enqueue_inputs(cudaStream_t stream) override;
+  void fill_staging(std::span<const Tensor> inputs) override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;
@@ -52,6 +54,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
 
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
   void check_input(int index, const Tensor& t) const;
+  void check_inputs(std::span<const Tensor> inputs) const;
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
   void enqueue_input_copy(size_t i, cudaStream_t stream);
   // Output i -> f32 (when stored f16) -> output_staging_[i], on `stream`; and from there to a tensor.

@@ -76,6 +76,25 @@ void SimGpu::write_flag(int stream, bool raised) {
   advance(config_.launch_call_ns);
 }
 
+void SimGpu::hold(int stream) {
+  Stream& s = stream_at(stream);
+  Item item;
+  item.gate = true;
+  item.issued = now_;
+  item.visible = kSimForever;
+  s.items.push_back(item);
+  advance(config_.launch_call_ns);
+}
+
+void SimGpu::release(int stream) {
+  Stream& s = stream_at(stream);
+  const auto held = std::find_if(s.items.begin(), s.items.end(),
+                                 [](const Item& i) { return i.gate && i.visible == kSimForever; });
+  ATOLL_CHECK(held != s.items.end(), kInvalidArgument, "simulated stream {} has no hold to release", stream);
+  held->visible = now_ + config_.gate_open_ns;
+  if (held == s.items.begin()) push_event(held->visible, EventKind::kStreamHead, stream);
+}
+
 void SimGpu::write_flag_blocking(bool raised) {
   advance(config_.flag_write_ns);
   set_flag(raised);
@@ -118,8 +137,18 @@ void SimGpu::activate_head(int stream) {
   while (!s.head_active && !s.items.empty()) {
     Item& head = s.items.front();
     if (head.visible > now_) {
-      push_event(head.visible, EventKind::kStreamHead, stream);
+      // A pending hold wakes the stream when it is released.
+      if (head.visible != kSimForever) push_event(head.visible, EventKind::kStreamHead, stream);
       return;
+    }
+    if (head.gate) {
+      // Held work could start only from now: the trace's `visible` says so.
+      s.items.pop_front();
+      for (Item& i : s.items) {
+        if (i.gate) break;
+        i.visible = std::max(i.visible, now_);
+      }
+      continue;
     }
     if (head.flag_write) {
       set_flag(head.flag_value);

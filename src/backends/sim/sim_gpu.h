@@ -31,6 +31,7 @@ struct SimGpuConfig {
   SimTime launch_call_ns = 3000;     // host time one launch or stream memory-op call takes
   SimTime launch_latency_ns = 5000;  // from the launch call until the kernel can start on the device
   SimTime flag_write_ns = 1500;      // a stream memory write from its call until it lands
+  SimTime gate_open_ns = 1500;       // a host store releasing held work until the stream moves
   SimTime block_exit_ns = 300;       // a block that sees the flag at entry still holds its slot this long
   SimTime loop_check_ns = 2000;      // running preemptible blocks check the flag this often; 0 = never
   SimTime io_call_ns = 4000;         // host time to copy one request's inputs or outputs
@@ -96,6 +97,10 @@ class SimGpu {
   uint64_t launch(int stream, const SimLaunch& launch);
   // Enqueues a write of the preemption flag, ordered after earlier work on `stream`.
   void write_flag(int stream, bool raised);
+  // Enqueues a hold: later work on `stream` waits until release() (a host store, no call cost).
+  void hold(int stream);
+  // Opens the stream's oldest pending hold. Throws kInvalidArgument when none is pending.
+  void release(int stream);
   // Writes the flag from the host and waits until it has landed.
   void write_flag_blocking(bool raised);
   bool flag() const { return flag_; }
@@ -124,6 +129,7 @@ class SimGpu {
   struct Item {
     bool flag_write = false;
     bool flag_value = false;
+    bool gate = false;  // a hold: visible once released
     uint64_t seq = 0;  // kernels only
     SimLaunch launch;
     SimTime issued = 0, visible = 0, ready = 0, start = -1;

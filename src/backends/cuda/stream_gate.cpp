@@ -1,0 +1,33 @@
+#include "backends/cuda/stream_gate.h"
+
+#include <atomic>
+
+#include "backends/cuda/stream_write.h"
+#include "core/error.h"
+
+namespace atl::cuda {
+
+StreamGate::StreamGate() : word_device_(word_.device_alias()) {
+  *static_cast<volatile uint32_t*>(word_.get()) = 0;
+}
+
+void StreamGate::hold(cudaStream_t stream) {
+  // Tokens only grow: a hold waits for the word to reach its own number (wraps after 2^32 holds,
+  // far beyond a process's RT requests at any rate the GPU serves).
+  stream_wait_value32_geq(stream, word_device_, held_ + 1);
+  ++held_;
+}
+
+void StreamGate::open() {
+  ATOLL_CHECK(opened_ < held_, kInvalidArgument, "stream gate opened with no hold pending ({} opened)", opened_);
+  ++opened_;
+  std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(word_.get())).store(opened_, std::memory_order_release);
+  // The store must leave the core now, not when the write buffer drains on its own.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void StreamGate::open_all() {
+  while (pending() > 0) open();
+}
+
+}  // namespace atl::cuda

@@ -392,7 +392,7 @@ struct Scheduler::Impl {
 
   // A drained lane rolls a reset task back to its first unfinished kernel, or finishes the task.
   void settle(Lane& l) {
-    if (!l.task || l.completed != l.launched) return;
+    if (!l.task || l.completed != l.launched - l.parked) return;
     Task& t = *l.task;
     if (l.cut_at != kNoCut) {
       stats.relaunched_kernels += static_cast<int64_t>(l.launched - l.cut_at);
@@ -409,7 +409,7 @@ struct Scheduler::Impl {
     DeviceTime end = device.now();
     std::vector<Tensor> outputs;
     if (!t->error) {
-      if (const auto span = device.launch_span(l.stream, l.launched)) end = span->end;
+      if (const auto span = device.launch_span(l.stream, l.launched - l.parked)) end = span->end;
       try {
         outputs = device.read_outputs(clients[static_cast<size_t>(t->client)].instance, l.stream);
       } catch (...) {
@@ -505,7 +505,8 @@ struct Scheduler::Impl {
       for (Lane& l : lanes) {
         if (l.source == Lane::Source::kClient && !rt_queued()) feed(l);
       }
-      // RT clients' next tasks are enqueued once BE work is back on the device.
+      // An RT client's first task is enqueued once BE work is on the device; later ones right
+      // behind the task before them (start_armed_rt).
       if (armed && !rt_queued()) arm_idle_rt_lanes();
       // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
       // rather than after the next completion.
@@ -578,6 +579,9 @@ struct Scheduler::Impl {
     l.parked = 0;
     l.task = std::move(t);
     ++stats.armed_rt_tasks;
+    // The client's next task goes in behind this one now, while BE work is stopped anyway and
+    // the host would only wait for the RT kernels: arming later would take host time from BE.
+    arm(l);
     settle(l);
   }
 

@@ -48,24 +48,7 @@ if has_step sched; then
     timeout -k 5 120 "$bin/atoll" colocate --rt vgg19:100 --be resnet152 --mode "$mode" --duration "$secs" \
       --device cuda --json >"$out/colocate_$mode.json" 2>"$out/colocate_$mode.log" || echo "colocate $mode failed: $(tail -1 "$out/colocate_$mode.log")"
   done
-  python3 - "$out" <<'PY'
-import json, sys, glob, os
-for f in sorted(glob.glob(os.path.join(sys.argv[1], "colocate_*.json"))):
-    try:
-        d = json.load(open(f))
-    except Exception as e:
-        print(f, "unreadable", e); continue
-    rt = [c for c in d["clients"] if c["class"] == "rt"][0]["latency_ms"]
-    pre = d.get("preemptions", {})
-    b = d.get("rt_breakdown", {})
-    print(f"{d['mode']:13} RT p50 {rt['p50']:.3f} p99 {rt['p99']:.3f} max {rt['max']:.3f} ms  "
-          f"BE {d['be_throughput_per_s']:.1f}/s  preempted {pre.get('count', 0)} "
-          f"arrival->first kernel p50 {pre.get('latency_us', {}).get('p50', 0):.1f} us")
-    if b:
-        print(f"{'':13} RT p50 breakdown: staging {b['staging_us']['p50']:.1f} us, "
-              f"queueing {b['queueing_us']['p50']:.1f} us (p99 {b['queueing_us']['p99']:.1f}), "
-              f"service {b['service_ms']['p50']:.3f} ms")
-PY
+  python3 scripts/gpu/colocate_table.py "$out"/colocate_*.json
 fi
 if has_step disb; then
   # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode; DISB_MODES

@@ -68,8 +68,7 @@ class CudaExecDevice final : public ExecDevice {
   InstanceId load(const Program& program, const WeightStore& weights) override {
     for (const StreamState& st : streams_) {
       // Allocation and a kernel's first load may synchronize the context, which held work blocks.
-      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot load '{}' while work is held on a stream",
-                  program.model);
+      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot load '{}' while work is held on a stream", program.model);
     }
     std::unique_ptr<Instance> inst = backend_->load(program, weights);
     auto* cuda_inst = dynamic_cast<CudaInstance*>(inst.get());

@@ -1,13 +1,13 @@
 #include "sched/scheduler.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
 #include <climits>
 #include <deque>
 #include <mutex>
 #include <tuple>
 #include <utility>
-
-#include <spdlog/spdlog.h>
 
 #include "core/error.h"
 
@@ -626,8 +626,7 @@ struct Scheduler::Impl {
   }
 
   bool in_flight() const {
-    return std::any_of(lanes.begin(), lanes.end(),
-                       [](const Lane& l) { return l.launched - l.parked != l.completed; });
+    return std::any_of(lanes.begin(), lanes.end(), [](const Lane& l) { return l.launched - l.parked != l.completed; });
   }
 
   bool has_work() {
@@ -662,7 +661,7 @@ struct Scheduler::Impl {
 
   ExecDevice& device;
   SchedulerOptions options;
-  const bool armed;  // SchedulerOptions::armed_rt in effect
+  const bool armed;            // SchedulerOptions::armed_rt in effect
   std::deque<Client> clients;  // a deque: Client holds a deque, which vectors would copy on growth
   std::vector<Lane> lanes;
   std::vector<int> rt_lanes;    // one shared lane, or one armed lane per RT client

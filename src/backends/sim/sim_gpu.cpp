@@ -88,8 +88,8 @@ void SimGpu::hold(int stream) {
 
 void SimGpu::release(int stream) {
   Stream& s = stream_at(stream);
-  const auto held = std::find_if(s.items.begin(), s.items.end(),
-                                 [](const Item& i) { return i.gate && i.visible == kSimForever; });
+  const auto held =
+      std::find_if(s.items.begin(), s.items.end(), [](const Item& i) { return i.gate && i.visible == kSimForever; });
   ATOLL_CHECK(held != s.items.end(), kInvalidArgument, "simulated stream {} has no hold to release", stream);
   held->visible = now_ + config_.gate_open_ns;
   if (held == s.items.begin()) push_event(held->visible, EventKind::kStreamHead, stream);

@@ -130,7 +130,7 @@ class SimGpu {
     bool flag_write = false;
     bool flag_value = false;
     bool gate = false;  // a hold: visible once released
-    uint64_t seq = 0;  // kernels only
+    uint64_t seq = 0;   // kernels only
     SimLaunch launch;
     SimTime issued = 0, visible = 0, ready = 0, start = -1;
     int64_t dispatched = 0;

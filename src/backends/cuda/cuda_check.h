@@ -92,12 +92,10 @@ class DeviceBuffer {
 };
 
 // Page-locked host memory: asynchronous copies need it, and kernels may write it when mapped.
-// Write-combined memory is for buffers the host only writes (request inputs): its stores skip
-// the cache and the read-for-ownership, so filling it is faster, but host reads crawl.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  PinnedBuffer(size_t bytes, bool mapped, bool write_combined = false);
+  PinnedBuffer(size_t bytes, bool mapped);
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   PinnedBuffer(PinnedBuffer&& o) noexcept

@@ -157,9 +157,7 @@ void CudaInstanceImpl::allocate_io() {
   io_ = DeviceBuffer(total);
   host_io_ = DeviceBuffer(host_total);
   for (const TensorSpec& s : program_.inputs) {
-    // The host only writes input staging: write-combined, so a request's copy avoids the cache.
-    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false,
-                                /*write_combined=*/true);
+    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false);
     input_copied_.push_back(make_event());
   }
   for (const TensorSpec& s : program_.outputs) {

@@ -22,10 +22,26 @@ __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index,
   }
 }
 
-// The RT request's first kernel: one block that tells the host it ran.
-__global__ void rt_probe_kernel(volatile int* ran, int token) {
+// The RT request's first kernel: one block that tells the host when it started and that it ran.
+__global__ void rt_probe_kernel(volatile int* ran, int token, volatile uint64_t* started_ns) {
   if (threadIdx.x == 0) {
+    if (started_ns != nullptr) {
+      *started_ns = cuda::global_ns();
+      __threadfence_system();
+    }
     *ran = token;
+    __threadfence_system();
+  }
+}
+
+__global__ void clock_echo_kernel(const volatile int* ask, volatile int* echo, volatile uint64_t* device_ns,
+                                  int rounds) {
+  for (int r = 1; r <= rounds; ++r) {
+    while (*ask < r) {
+    }
+    *device_ns = cuda::global_ns();
+    __threadfence_system();
+    *echo = r;
     __threadfence_system();
   }
 }
@@ -43,9 +59,15 @@ void launch_be_spin(const BeSpin& k, cudaStream_t stream) {
   ATL_CUDA_CHECK_LAUNCH("be_spin");
 }
 
-void launch_rt_probe(volatile int* ran, int token, cudaStream_t stream) {
-  rt_probe_kernel<<<1, 32, 0, stream>>>(ran, token);
+void launch_rt_probe(volatile int* ran, int token, volatile uint64_t* started_ns, cudaStream_t stream) {
+  rt_probe_kernel<<<1, 32, 0, stream>>>(ran, token, started_ns);
   ATL_CUDA_CHECK_LAUNCH("rt_probe");
+}
+
+void launch_clock_echo(const volatile int* ask, volatile int* echo, volatile uint64_t* device_ns, int rounds,
+                       cudaStream_t stream) {
+  clock_echo_kernel<<<1, 1, 0, stream>>>(ask, echo, device_ns, rounds);
+  ATL_CUDA_CHECK_LAUNCH("clock_echo");
 }
 
 }  // namespace atl::bench

@@ -16,7 +16,13 @@ struct BeSpin {
 
 int be_spin_blocks_per_sm(int threads);
 void launch_be_spin(const BeSpin& k, cudaStream_t stream);
-// One block whose first thread writes `token` to `ran` (mapped host memory).
-void launch_rt_probe(volatile int* ran, int token, cudaStream_t stream);
+// One block whose first thread stores the device clock (%globaltimer, ns) to `started_ns` when
+// not null, then `token` to `ran` (both mapped host memory).
+void launch_rt_probe(volatile int* ran, int token, volatile uint64_t* started_ns, cudaStream_t stream);
+// One thread that answers the host `rounds` times: it waits until *ask >= r, stores the device
+// clock to *device_ns, then r to *echo. The host reads the clocks' offset from the fastest round
+// trip. The host must ask every round, or the kernel never ends.
+void launch_clock_echo(const volatile int* ask, volatile int* echo, volatile uint64_t* device_ns, int rounds,
+                       cudaStream_t stream);
 
 }  // namespace atl::bench

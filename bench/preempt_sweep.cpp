@@ -11,6 +11,11 @@
 // single block writes a mapped host word; the host spins on it (T1). T1 - T0 is reported next to
 // the same measurement on an idle GPU, so the excess is what the BE work costs the RT request.
 // CUDA events on the RT stream around the request give the same interval on the device's clock.
+// The measure, arrival to the RT kernel's start, comes from the probe's own %globaltimer
+// stamp: before each trial, on an idle GPU, a one-thread kernel echoes host stores with its clock
+// (16 round trips); the fastest round trip gives the offset between the host's steady clock and
+// the device's, to within half that round trip (reported as clock_rtt_us), which places the
+// arrival on the device clock for every mode alike.
 // Two faster arrival paths, through cuda::StreamGate (a cuStreamWaitValue32 on a mapped host
 // word, opened by one host store): `armed` enqueues the flag write beforehand on a high-priority
 // stream of its own, so raising the flag is one host store; the probe is launched after it.
@@ -24,7 +29,9 @@
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -123,44 +130,58 @@ class Sweep {
     doc["be_blocks_per_kernel"] = be_blocks_;
     doc["threads_per_block"] = o_.threads;
     doc["trials"] = o_.trials;
-    std::vector<double> idle_host, idle_device, idle_armed;
+    std::vector<double> idle_host, idle_device, idle_armed, idle_start, idle_armed_start;
     for (int i = 0; i < std::max(o_.trials, 50); ++i) {
       const Sample x = trial_idle(Arrival::kLaunch);
       idle_host.push_back(x.host_us);
       idle_device.push_back(*x.device_us);
-      idle_armed.push_back(trial_idle(Arrival::kArmedAll).host_us);
+      idle_start.push_back(x.start_us);
+      const Sample a = trial_idle(Arrival::kArmedAll);
+      idle_armed.push_back(a.host_us);
+      idle_armed_start.push_back(a.start_us);
     }
     const Summary ih = summarize(idle_host), id = summarize(idle_device), ia = summarize(idle_armed);
+    const Summary is = summarize(idle_start), ias = summarize(idle_armed_start);
     doc["idle_us"] = dist(ih);
     doc["idle_device_us"] = dist(id);
     doc["idle_armed_all_us"] = dist(ia);
+    doc["idle_start_us"] = dist(is);
+    doc["idle_armed_all_start_us"] = dist(ias);
     fmt::print(
         "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us; "
         "armed-all host p50 {:.1f} us p99 {:.1f} us\n",
         ih.p50, ih.p99, id.p50, id.p99, ia.p50, ia.p99);
-    fmt::print("{:<6} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us", "host_p50",
-               "host_p99", "dev_p50", "dev_p99", "dev_max");
+    fmt::print("idle GPU: arrival -> RT kernel start (device clock), launched p50 {:.1f} us p99 {:.1f} us; armed-all "
+               "p50 {:.1f} us p99 {:.1f} us\n",
+               is.p50, is.p99, ias.p50, ias.p99);
+    fmt::print("{:<9} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us",
+               "host_p50", "host_p99", "dev_p50", "dev_p99", "dev_max", "start_p50", "start_p99", "start_max");
     for (const std::string& mode : o_.modes) {
       const Arrival arrival = arrival_for(mode);
       for (double dur : o_.durations_us) {
         for (int count : o_.counts) {
-          std::vector<double> host, device, drain;
+          std::vector<double> host, device, drain, start, rtt;
           const int trials = trials_for(mode, dur);
           for (int t = 0; t < trials; ++t) {
             const Sample x = trial(arrival, count, dur);
             host.push_back(x.host_us);
             if (x.device_us) device.push_back(*x.device_us);
             drain.push_back(x.drain_us);
+            start.push_back(x.start_us);
+            rtt.push_back(x.clock_rtt_us);
           }
-          const Summary h = summarize(host), d = summarize(device);
-          fmt::print("{:<6} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9}\n", mode, count, dur, h.p50, h.p99,
-                     device_column(d, d.p50), device_column(d, d.p99), device_column(d, d.max));
+          const Summary h = summarize(host), d = summarize(device), st = summarize(start);
+          fmt::print("{:<9} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9} | {:>9.1f} {:>9.1f} {:>9.1f}\n", mode,
+                     count, dur, h.p50, h.p99, device_column(d, d.p50), device_column(d, d.p99),
+                     device_column(d, d.max), st.p50, st.p99, st.max);
           std::fflush(stdout);
           doc["results"].push_back({{"mode", mode},
                                     {"be_kernels", count},
                                     {"be_kernel_us", dur},
                                     {"latency_us", dist(h)},
                                     {"device_latency_us", dist(d)},
+                                    {"start_latency_us", dist(st)},
+                                    {"clock_rtt_us", dist(summarize(rtt))},
                                     {"be_drain_us", dist(summarize(drain))}});
           std::ofstream(o_.json_path) << doc.dump(1) << "\n";
         }
@@ -203,7 +224,42 @@ class Sweep {
   struct Sample {
     double host_us = 0, drain_us = 0;
     std::optional<double> device_us;
+    double start_us = 0;      // arrival to the probe's first instruction, device clock
+    double clock_rtt_us = 0;  // the calibration's best round trip: the offset is good to half of it
   };
+
+  // The device clock minus the host's steady clock, from the fastest of kClockRounds round trips
+  // with a one-thread kernel. The GPU must be idle: the kernel has to start at once.
+  struct ClockOffset {
+    int64_t device_minus_host_ns = 0;
+    int64_t rtt_ns = 0;
+  };
+  static constexpr int kClockRounds = 16;
+  static int64_t host_ns(Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  }
+  ClockOffset calibrate() {
+    volatile ClockWords* w = clock_words();
+    w->ask = 0;
+    w->echo = 0;
+    bench::launch_clock_echo(&clock_device()->ask, &clock_device()->echo, &clock_device()->device_ns, kClockRounds,
+                             control_.get());
+    ClockOffset best{0, INT64_MAX};
+    for (int r = 1; r <= kClockRounds; ++r) {
+      const int64_t h0 = host_ns(Clock::now());
+      w->ask = r;
+      std::atomic_thread_fence(std::memory_order_seq_cst);  // the store leaves the core at once
+      while (w->echo != r) {
+      }
+      const int64_t h1 = host_ns(Clock::now());
+      if (h1 - h0 < best.rtt_ns) {
+        best.rtt_ns = h1 - h0;
+        best.device_minus_host_ns = static_cast<int64_t>(w->device_ns) - (h0 + (h1 - h0) / 2);
+      }
+    }
+    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+    return best;
+  }
 
   // Enqueues, off the timed path, what the armed arrivals release: the flag write on its own
   // stream (kArmedFlag), or the flag write and the probe on the RT stream (kArmedAll).
@@ -215,20 +271,26 @@ class Sweep {
     } else if (how == Arrival::kArmedAll) {
       gate_.hold(rt_.get());
       if (raise_flag) cuda::stream_write_value32(rt_.get(), flag(), 1);
-      bench::launch_rt_probe(words_device_ + 1, armed_token_, rt_.get());
+      bench::launch_rt_probe(words_device_ + 1, armed_token_, &clock_device()->probe_start_ns, rt_.get());
     }
   }
 
   void release_armed() { gate_.open(); }
 
   // The RT request arrives and the host waits for the probe.
-  Sample arrive(Arrival how) {
+  Sample arrive(Arrival how, const ClockOffset& clock) {
     Sample x;
+    x.clock_rtt_us = static_cast<double>(clock.rtt_ns) / 1e3;
+    const auto start_us = [&](Clock::time_point t0) {
+      const auto started = static_cast<int64_t>(clock_words()->probe_start_ns) - clock.device_minus_host_ns;
+      return static_cast<double>(started - host_ns(t0)) / 1e3;
+    };
     if (how == Arrival::kArmedAll) {
       const auto t0 = Clock::now();
       release_armed();
       spin_until(words() + 1, armed_token_);
       x.host_us = us_since(t0);
+      x.start_us = start_us(t0);
       return x;
     }
     const auto t0 = Clock::now();
@@ -236,10 +298,11 @@ class Sweep {
     const int token = ++token_;
     ATL_CUDA_CHECK(cudaEventRecord(arrive_.get(), rt_.get()));
     if (how == Arrival::kFlagAndLaunch) cuda::stream_write_value32(rt_.get(), flag(), 1);
-    bench::launch_rt_probe(words_device_ + 1, token, rt_.get());
+    bench::launch_rt_probe(words_device_ + 1, token, &clock_device()->probe_start_ns, rt_.get());
     ATL_CUDA_CHECK(cudaEventRecord(done_.get(), rt_.get()));
     spin_until(words() + 1, token);
     x.host_us = us_since(t0);
+    x.start_us = start_us(t0);
     ATL_CUDA_CHECK(cudaEventSynchronize(done_.get()));
     float ms = 0;
     ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, arrive_.get(), done_.get()));
@@ -248,9 +311,10 @@ class Sweep {
   }
 
   Sample trial_idle(Arrival how) {
+    const ClockOffset clock = calibrate();
     reset_words();
     arm(how, false);
-    const Sample x = arrive(how);
+    const Sample x = arrive(how, clock);
     ATL_CUDA_CHECK(cudaStreamSynchronize(rt_.get()));
     return x;
   }
@@ -259,6 +323,7 @@ class Sweep {
     const bool reset = how != Arrival::kLaunch;
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+    const ClockOffset clock = calibrate();
     reset_words();
     const auto duration_ns = static_cast<uint64_t>(dur_us * 1e3);
     for (int k = 0; k < count; ++k) {
@@ -272,7 +337,7 @@ class Sweep {
     while (Clock::now() < wait_until) {
     }
     const auto t0 = Clock::now();
-    Sample x = arrive(how);
+    Sample x = arrive(how, clock);
     if (reset) {
       ATL_CUDA_CHECK(cudaStreamSynchronize(be_.get()));
       x.drain_us = us_since(t0);
@@ -305,6 +370,16 @@ class Sweep {
   // [0] last BE kernel started, [1] RT token (the probe ran)
   cuda::PinnedBuffer words_buffer_{2 * sizeof(int), /*mapped=*/true};
   cuda::StreamGate gate_;
+  struct ClockWords {
+    int ask;
+    int echo;
+    uint64_t device_ns;       // the echo kernel's clock at its latest answer
+    uint64_t probe_start_ns;  // the RT probe's clock at its first instruction
+  };
+  cuda::PinnedBuffer clock_buffer_{sizeof(ClockWords), /*mapped=*/true};
+  volatile ClockWords* clock_words() const { return static_cast<volatile ClockWords*>(clock_buffer_.get()); }
+  volatile ClockWords* clock_device() const { return clock_device_; }
+  volatile ClockWords* clock_device_ = static_cast<volatile ClockWords*>(clock_buffer_.device_alias());
   // Looked up once: the query is an API call, and the arrival path is timed.
   int* words_device_ = static_cast<int*>(words_buffer_.device_alias());
   int token_ = 0;
@@ -327,10 +402,12 @@ nlohmann::json stall_probe(int streams) {
   auto* ran_words = static_cast<volatile int*>(ran.get());
   for (int i = 0; i < streams; ++i) ran_words[i] = 0;
   auto* ran_device = static_cast<volatile int*>(ran.device_alias());
-  bench::launch_rt_probe(ran_device, 1, s[0].get());  // loads the kernel's module
+  bench::launch_rt_probe(ran_device, 1, nullptr, s[0].get());  // loads the kernel's module
   ATL_CUDA_CHECK(cudaStreamSynchronize(s[0].get()));
   gate.hold(s[0].get());
-  for (int i = 1; i < streams; ++i) bench::launch_rt_probe(ran_device + i, 1, s[static_cast<size_t>(i)].get());
+  for (int i = 1; i < streams; ++i) {
+    bench::launch_rt_probe(ran_device + i, 1, nullptr, s[static_cast<size_t>(i)].get());
+  }
   const auto deadline = Clock::now() + std::chrono::milliseconds(200);
   while (Clock::now() < deadline) {
   }

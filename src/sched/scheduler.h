@@ -5,7 +5,9 @@
 // that hand the device at most `inflight_cap` kernels; an RT arrival switches to RT mode:
 // BE launches stop, BE work on the device is preempted (reset: the flag makes it exit), RT
 // tasks run one at a time on a high-priority stream, and BE tasks resume from their first
-// unfinished kernel once the RT queue is empty.
+// unfinished kernel once the RT queue is empty. In reset mode on a device that can hold work,
+// each RT client's next task already waits on the device (SchedulerOptions::armed_rt), so an
+// arrival costs host stores, not API calls.
 //
 // The same logic drives every device. poll() never blocks; on a real device a thread loops
 // poll + ExecDevice::wait_until (start/stop); on the simulated device run_until() loops in the

@@ -57,8 +57,10 @@ DeviceBuffer::~DeviceBuffer() {
   if (ptr_) cudaFree(ptr_);
 }
 
-PinnedBuffer::PinnedBuffer(size_t bytes, bool mapped) : bytes_(bytes) {
-  if (bytes > 0) ATL_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, mapped ? cudaHostAllocMapped : cudaHostAllocDefault));
+PinnedBuffer::PinnedBuffer(size_t bytes, bool mapped, bool write_combined) : bytes_(bytes) {
+  const unsigned flags =
+      (mapped ? cudaHostAllocMapped : cudaHostAllocDefault) | (write_combined ? cudaHostAllocWriteCombined : 0u);
+  if (bytes > 0) ATL_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes, flags));
 }
 
 PinnedBuffer& PinnedBuffer::operator=(PinnedBuffer&& o) noexcept {

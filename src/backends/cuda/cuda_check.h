@@ -92,10 +92,11 @@ class DeviceBuffer {
 };
 
 // Page-locked host memory: asynchronous copies need it, and kernels may write it when mapped.
+// Write-combined memory skips the host's caches (host reads crawl); atoll_bench_staging compares it.
 class PinnedBuffer {
  public:
   PinnedBuffer() = default;
-  PinnedBuffer(size_t bytes, bool mapped);
+  PinnedBuffer(size_t bytes, bool mapped, bool write_combined = false);
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   PinnedBuffer(PinnedBuffer&& o) noexcept

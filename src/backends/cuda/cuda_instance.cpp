@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_plan.h"
 #include "backends/cuda/host_convert.h"
+#include "backends/cuda/host_copy.h"
 #include "backends/cuda/io_convert.h"
 #include "backends/cuda/timing.h"
 #include "core/error.h"
@@ -224,7 +225,7 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   const auto i = static_cast<size_t>(index);
   // The previous copy from this staging buffer must be done before it is overwritten.
   ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  std::memcpy(input_staging_[i].get(), t.raw(), t.nbytes());
+  copy_to_staging(input_staging_[i].get(), t.raw(), t.nbytes());
   enqueue_input_copy(i, stream_.get());
 }
 
@@ -237,7 +238,7 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
     auto* dst = static_cast<std::byte*>(input_staging_[i].get());
     for (size_t done = 0; done < inputs[i].nbytes(); done += kStagingChunkBytes) {
       if (should_yield && should_yield()) return false;
-      std::memcpy(dst + done, src + done, std::min(kStagingChunkBytes, inputs[i].nbytes() - done));
+      copy_to_staging(dst + done, src + done, std::min(kStagingChunkBytes, inputs[i].nbytes() - done));
     }
   }
   enqueue_inputs(stream);
@@ -256,7 +257,9 @@ void CudaInstanceImpl::enqueue_inputs(cudaStream_t stream) {
 
 void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
   check_inputs(inputs);
-  for (size_t i = 0; i < inputs.size(); ++i) std::memcpy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    copy_to_staging(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
+  }
 }
 
 void CudaInstanceImpl::enqueue_output_copy(size_t i, cudaStream_t stream) {

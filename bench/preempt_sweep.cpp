@@ -151,9 +151,10 @@ class Sweep {
         "idle GPU: arrival -> RT kernel done, host p50 {:.1f} us p99 {:.1f} us; device p50 {:.1f} us p99 {:.1f} us; "
         "armed-all host p50 {:.1f} us p99 {:.1f} us\n",
         ih.p50, ih.p99, id.p50, id.p99, ia.p50, ia.p99);
-    fmt::print("idle GPU: arrival -> RT kernel start (device clock), launched p50 {:.1f} us p99 {:.1f} us; armed-all "
-               "p50 {:.1f} us p99 {:.1f} us\n",
-               is.p50, is.p99, ias.p50, ias.p99);
+    fmt::print(
+        "idle GPU: arrival -> RT kernel start (device clock), launched p50 {:.1f} us p99 {:.1f} us; armed-all "
+        "p50 {:.1f} us p99 {:.1f} us\n",
+        is.p50, is.p99, ias.p50, ias.p99);
     fmt::print("{:<9} {:>6} {:>7} | {:>9} {:>9} | {:>9} {:>9} {:>9} | {:>9} {:>9} {:>9}\n", "mode", "count", "dur_us",
                "host_p50", "host_p99", "dev_p50", "dev_p99", "dev_max", "start_p50", "start_p99", "start_max");
     for (const std::string& mode : o_.modes) {
@@ -171,8 +172,8 @@ class Sweep {
             rtt.push_back(x.clock_rtt_us);
           }
           const Summary h = summarize(host), d = summarize(device), st = summarize(start);
-          fmt::print("{:<9} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9} | {:>9.1f} {:>9.1f} {:>9.1f}\n", mode,
-                     count, dur, h.p50, h.p99, device_column(d, d.p50), device_column(d, d.p99),
+          fmt::print("{:<9} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9} | {:>9.1f} {:>9.1f} {:>9.1f}\n",
+                     mode, count, dur, h.p50, h.p99, device_column(d, d.p50), device_column(d, d.p99),
                      device_column(d, d.max), st.p50, st.p99, st.max);
           std::fflush(stdout);
           doc["results"].push_back({{"mode", mode},

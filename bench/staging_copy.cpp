@@ -47,8 +47,7 @@ int main(int argc, char** argv) {
     nlohmann::json doc;
     atl::cuda::Stream stream = atl::cuda::make_stream();
     fmt::print("{:>10} | {:>22} | {:>22} | {:>22} | {:>22} | {:>22} | {:>22}\n", "bytes", "memcpy -> pinned",
-               "stream -> pinned", "memcpy -> pinned WC", "stream -> pinned WC", "memcpy + upload",
-               "stream + upload");
+               "stream -> pinned", "memcpy -> pinned WC", "stream -> pinned WC", "memcpy + upload", "stream + upload");
     for (size_t bytes : sizes) {
       std::vector<std::byte> src(bytes, std::byte{1});
       atl::cuda::PinnedBuffer pinned(bytes, false), combined(bytes, false, /*write_combined=*/true);

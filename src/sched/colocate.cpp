@@ -377,7 +377,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   WorkloadReport report = colocate_report(w, run_workload(*device, w), o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
   report.warmup_s = warmup_s;
-  report.armed_rt = o.mode == Mode::kReset && o.armed_rt && device->can_hold();
+  report.armed_rt = arms_rt_tasks(w.scheduler, *device);
   return report;
 }
 

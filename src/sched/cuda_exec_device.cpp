@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstring>
 #include <deque>
 #include <thread>
 
@@ -75,7 +74,8 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
     inst.release();
     instances_.emplace_back(cuda_inst);
-    preload(*cuda_inst);
+    // No kernel may load lazily later, while RT work is held (ExecDevice::hold).
+    cuda_inst->preload(control_.get());
     return static_cast<InstanceId>(instances_.size()) - 1;
   }
 
@@ -248,23 +248,6 @@ class CudaExecDevice final : public ExecDevice {
     if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
     return streams_[static_cast<size_t>(id)];
   }
-  // Runs every kernel of a new instance once, on zero inputs, with its input and output
-  // conversions: CUDA loads a kernel's code at its first launch, which may synchronize the
-  // context, and must not happen while work is held. Also takes first-launch costs off requests.
-  void preload(CudaInstance& in) {
-    std::vector<Tensor> zeros;
-    for (const TensorSpec& spec : in.program().inputs) {
-      Tensor t(is_float(spec.dtype) ? DType::kF32 : DType::kI64, spec.shape);
-      std::memset(t.raw(), 0, t.nbytes());
-      zeros.push_back(std::move(t));
-    }
-    in.stage_inputs(zeros, control_.get(), {});
-    for (int k = 0; k < static_cast<int>(in.program().kernels.size()); ++k) in.launch(k, control_.get(), flag());
-    in.enqueue_outputs(control_.get());
-    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
-    in.collect_outputs();
-  }
-
   // Pairs a device event with the host clock: the event lands between the two host readings
   // (on an idle control stream, microseconds apart), so their midpoint is its host time.
   void reanchor() {

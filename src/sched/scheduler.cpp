@@ -50,6 +50,10 @@ Mode mode_from_name(std::string_view name) {
   ATOLL_THROW(kInvalidArgument, "unknown scheduling mode '{}' (modes: {})", name, valid);
 }
 
+bool arms_rt_tasks(const SchedulerOptions& options, const ExecDevice& device) {
+  return options.mode == Mode::kReset && options.armed_rt && device.can_hold();
+}
+
 std::vector<Mode> all_modes() {
   std::vector<Mode> modes;
   for (const auto& e : kModes) modes.push_back(e.mode);
@@ -106,8 +110,7 @@ struct Scheduler::Impl {
     uint64_t armed_seq = 0;
   };
 
-  Impl(ExecDevice& d, const SchedulerOptions& o)
-      : device(d), options(o), armed(o.mode == Mode::kReset && o.armed_rt && d.can_hold()) {
+  Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), options(o), armed(arms_rt_tasks(o, d)) {
     ATOLL_CHECK(options.inflight_cap >= 1, kInvalidArgument, "in-flight cap must be at least 1 (got {})",
                 options.inflight_cap);
     ATOLL_CHECK(options.idle_poll_ns >= 1, kInvalidArgument, "idle poll must be at least 1 ns (got {})",
@@ -340,18 +343,24 @@ struct Scheduler::Impl {
       lo.report = lo.preemptible || t.next_launch == c.kernels - 1;
       uint64_t seq;
       try {
-        seq = device.launch(l.stream, c.instance, t.next_launch, lo);
+        seq = launch(l, c.instance, t.next_launch, lo);
       } catch (...) {
         t.error = std::current_exception();
         return;
       }
-      ATOLL_CHECK(seq == l.launched + 1, kInternal, "stream {} returned launch {} after {}: another user shares it",
-                  l.stream, seq, l.launched);
-      l.launched = seq;
       if (first) t.first_seq = seq;
       ++t.next_launch;
-      ++stats.kernel_launches;
     }
+  }
+
+  // Hands the device one kernel on the lane's stream and counts it.
+  uint64_t launch(Lane& l, InstanceId instance, int kernel, const LaunchOptions& lo) {
+    const uint64_t seq = device.launch(l.stream, instance, kernel, lo);
+    ATOLL_CHECK(seq == l.launched + 1, kInternal, "stream {} returned launch {} after {}: another user shares it",
+                l.stream, seq, l.launched);
+    l.launched = seq;
+    ++stats.kernel_launches;
+    return seq;
   }
 
   // In the preemptive modes a BE launch loop stops as soon as an RT request has arrived.
@@ -530,13 +539,9 @@ struct Scheduler::Impl {
       LaunchOptions lo;
       lo.timed = k == 0 || k == c.kernels - 1;
       lo.report = k == c.kernels - 1;
-      const uint64_t seq = device.launch(l.stream, c.instance, k, lo);
-      ATOLL_CHECK(seq == l.launched + 1, kInternal, "stream {} returned launch {} after {}: another user shares it",
-                  l.stream, seq, l.launched);
-      l.launched = seq;
+      const uint64_t seq = launch(l, c.instance, k, lo);
       if (k == 0) l.armed_seq = seq;
       ++l.parked;
-      ++stats.kernel_launches;
     }
   }
 

@@ -55,6 +55,9 @@ struct SchedulerOptions {
   bool armed_rt = true;
 };
 
+// Whether a scheduler with `options` on `device` arms RT tasks (armed_rt in effect).
+bool arms_rt_tasks(const SchedulerOptions& options, const ExecDevice& device);
+
 // RT mode transitions (wait and reset modes), for timelines.
 struct SchedulerEvent {
   enum class Kind : uint8_t { kRtModeEnter, kRtModeLeave };

@@ -80,6 +80,10 @@ class CudaInstance : public Instance {
   // guarantees the uploads that read staging have not started (held) or have ended.
   virtual void enqueue_inputs(cudaStream_t stream) = 0;
   virtual void fill_staging(std::span<const Tensor> inputs) = 0;
+  // Runs every kernel once on zeroed inputs, with the input and output conversions, and waits:
+  // CUDA loads a kernel's code at its first launch, which may synchronize the context (work
+  // held behind a StreamGate would then block it). Leaves the staging memory zeroed.
+  virtual void preload(cudaStream_t stream) = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -262,6 +262,19 @@ void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
   }
 }
 
+void CudaInstanceImpl::preload(cudaStream_t stream) {
+  for (size_t i = 0; i < program_.inputs.size(); ++i) {
+    ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
+    std::memset(input_staging_[i].get(), 0, input_staging_[i].size());
+  }
+  enqueue_inputs(stream);
+  for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);
+  if (residency_) set_stream_window(stream, L2Window{});
+  enqueue_outputs(stream);
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  check_index_error();
+}
+
 void CudaInstanceImpl::enqueue_output_copy(size_t i, cudaStream_t stream) {
   const TensorSpec& spec = program_.outputs[i];
   const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];

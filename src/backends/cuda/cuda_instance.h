@@ -24,6 +24,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<Tensor> collect_outputs() override;
   void enqueue_inputs(cudaStream_t stream) override;
   void fill_staging(std::span<const Tensor> inputs) override;
+  void preload(cudaStream_t stream) override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;

@@ -324,8 +324,8 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
   ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
               o.duration_s);
-  ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument,
-              "warm-up must not be negative (got {} s)", o.warmup_s);
+  ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument, "warm-up must not be negative (got {} s)",
+              o.warmup_s);
   for (const auto& rt : o.rt) {
     ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
                 rt.model, rt.hz);

@@ -25,6 +25,9 @@ DeviceTime host_now() {
 }
 
 constexpr size_t kTimedRing = 4096;
+// Host waits on the device that the scheduler makes (lowering the flag, draining held work)
+// end in microseconds; one that takes this long is stuck behind held work, and says so.
+constexpr DeviceTime kStuckWait = 5'000'000'000;
 constexpr DeviceTime kAnchorAge = 20'000'000;  // 20 ms: drift stays around a microsecond
 
 struct StreamState {
@@ -176,10 +179,12 @@ class CudaExecDevice final : public ExecDevice {
 
   void lower_flag() override {
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
-    ATL_CUDA_CHECK(cudaStreamSynchronize(control_.get()));
+    wait_bounded(control_.get(), "lowering the preemption flag");
   }
 
-  bool can_hold() const override { return true; }
+  // Every stream atoll made, and the legacy default stream, on a hardware queue of its own: a
+  // hold then delays only the work behind it on its own stream.
+  bool can_hold() const override { return cuda::streams_created() + 1 <= cuda::hardware_queues(); }
 
   void hold(StreamId stream) override {
     StreamState& st = state(stream);
@@ -234,7 +239,7 @@ class CudaExecDevice final : public ExecDevice {
     StreamState& st = state(stream);
     ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "stream {} has held work: synchronizing would never return",
                 stream);
-    ATL_CUDA_CHECK(cudaStreamSynchronize(st.stream.get()));
+    wait_bounded(st.stream.get(), "synchronizing a scheduler stream");
   }
 
  private:
@@ -248,6 +253,24 @@ class CudaExecDevice final : public ExecDevice {
     if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
     return streams_[static_cast<size_t>(id)];
   }
+  // Waits for `stream` to drain, failing after kStuckWait instead of hanging.
+  void wait_bounded(cudaStream_t stream, const char* what) {
+    const DeviceTime deadline = host_now() + kStuckWait;
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream);
+      if (e == cudaSuccess) return;
+      if (e != cudaErrorNotReady) cuda::throw_cuda_error(e, "cudaStreamQuery", __FILE__, __LINE__);
+      if (host_now() > deadline) {
+        size_t held = 0;
+        for (const StreamState& st : streams_) held += st.holds.empty() ? 0 : 1;
+        ATOLL_THROW(kInternal,
+                    "{} did not finish in {} s: {} streams hold work, {} streams exist for {} hardware queues", what,
+                    kStuckWait / 1'000'000'000, held, cuda::streams_created(), cuda::hardware_queues());
+      }
+      std::this_thread::yield();
+    }
+  }
+
   // Pairs a device event with the host clock: the event lands between the two host readings
   // (on an idle control stream, microseconds apart), so their midpoint is its host time.
   void reanchor() {

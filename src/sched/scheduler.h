@@ -1,13 +1,14 @@
 #pragma once
 // REEF's scheduler. Real-time (RT) and best-effort (BE) clients share one device. Tasks are
-// requests with a kernel cursor; each client's requests run in arrival order. In the preemptive
-// modes BE tasks run concurrently, one low-priority stream each, through virtual host queues
-// that hand the device at most `inflight_cap` kernels; an RT arrival switches to RT mode:
-// BE launches stop, BE work on the device is preempted (reset: the flag makes it exit), RT
-// tasks run one at a time on a high-priority stream, and BE tasks resume from their first
-// unfinished kernel once the RT queue is empty. In reset mode on a device that can hold work,
-// each RT client's next task already waits on the device (SchedulerOptions::armed_rt), so an
-// arrival costs host stores, not API calls.
+// requests with a kernel cursor; each client's requests run in arrival order on the client's
+// own stream (seq: one stream for all). What a mode does is in its ModeTraits (modes.h). In
+// the preemptive modes BE tasks run through virtual host queues that hand the device at most
+// `inflight_cap` kernels; an RT arrival switches to RT mode: BE launches stop, BE work on the
+// device is preempted (reset: the flag makes it exit), RT tasks run one at a time in FIFO or
+// deadline order across RT clients, and BE tasks resume from their first unfinished kernel
+// once the RT queue is empty. On a device that can hold work each RT client's next task
+// already waits on the device (SchedulerOptions::armed_rt), so an arrival costs host stores,
+// not API calls, in every mode but seq.
 //
 // The same logic drives every device. poll() never blocks; on a real device a thread loops
 // poll + ExecDevice::wait_until (start/stop); on the simulated device run_until() loops in the
@@ -21,21 +22,10 @@
 #include <vector>
 
 #include "sched/exec_device.h"
+#include "sched/modes.h"
 #include "sched/task.h"
 
 namespace atl::sched {
-
-enum class Mode : uint8_t {
-  kRtOnly,       // RT requests only (BE requests fail): the latency baseline
-  kSeq,          // one stream, one task at a time, RT first, no preemption
-  kStreams,      // every client its own stream, equal priorities
-  kStreamsPrio,  // as kStreams with RT streams at high priority
-  kWait,         // RT mode stops BE launches; BE kernels on the device finish
-  kReset,        // RT mode stops BE launches and raises the flag: BE kernels exit
-};
-const char* mode_name(Mode m);               // "rt-only", "seq", "streams", "streams-prio", "wait", "reset"
-Mode mode_from_name(std::string_view name);  // throws kInvalidArgument listing the modes
-std::vector<Mode> all_modes();
 
 // Which RT task runs next when several wait: first arrived, or earliest deadline.
 enum class RtOrder : uint8_t { kArrival, kDeadline };
@@ -47,15 +37,19 @@ struct SchedulerOptions {
   // On its own thread, how long one device wait may last before new submissions are looked at.
   DeviceTime idle_poll_ns = 2000;
   bool record_events = false;  // keep every SchedulerEvent for events()
-  // reset mode on a device that can hold work (ExecDevice::can_hold): every RT client's next
-  // task waits on the device, enqueued behind two holds on its own high-priority stream, and an
-  // arrival makes no API call: releasing the first hold raises the flag, the inputs are staged
-  // while BE work drains, releasing the second starts the task. false: the flag write and the
-  // RT kernels are enqueued when the request arrives.
+  // Every mode but seq, on a device that can hold work (ExecDevice::can_hold): each RT client's
+  // next task waits on the device, enqueued behind holds on its own stream, and an arrival makes
+  // no API call: in reset mode releasing the first hold raises the flag and the inputs are staged
+  // while BE work drains; releasing the last starts the task. false: the flag write and the RT
+  // kernels are enqueued when the request arrives.
   bool armed_rt = true;
+  // Work waiting on the device with no launch ending and no task finishing for this long fails
+  // every request with an error naming what the scheduler waits on, instead of hanging.
+  DeviceTime stall_timeout_ns = 10'000'000'000;
 };
 
-// Whether a scheduler with `options` on `device` arms RT tasks (armed_rt in effect).
+// Whether a scheduler with `options` on `device` arms RT tasks (armed_rt in effect). Ask once
+// every client's stream exists: a device may run out of streams that can hold.
 bool arms_rt_tasks(const SchedulerOptions& options, const ExecDevice& device);
 
 // RT mode transitions (wait and reset modes), for timelines.
@@ -104,6 +98,8 @@ class Scheduler {
   void poll();
 
   const SchedulerOptions& options() const { return options_; }
+  // Whether RT tasks were enqueued before they arrived (decided at the first poll); after stop().
+  bool arms_rt() const;
   SchedulerStats stats() const;                       // not while running on a thread
   const std::vector<SchedulerEvent>& events() const;  // with record_events; not while running
 

@@ -172,12 +172,98 @@ TEST(CudaScheduler, EveryModeRunsAfterAnArmedScheduler) {
       EXPECT_EQ(f.get().outputs.size(), 1u);
     }
     s.stop();
-    EXPECT_EQ(s.stats().armed_rt_tasks, mode == Mode::kReset ? 5 : 0);
+    EXPECT_EQ(s.stats().armed_rt_tasks, mode == Mode::kSeq ? 0 : 5);
   }
   const InstanceId again = device->load(rt_model.program, rt_model.weights);
   const StreamId st = device->create_stream(StreamPriority::kHigh);
   device->write_inputs(again, st, rt_inputs);
   EXPECT_EQ(run_to_end(*device, st, again, 0).size(), 1u);
+}
+
+// DISB D's layout: five RT and five BE clients, each instance and lane a stream of its own. Work
+// held on the RT lanes must delay no launch on any other stream; on CUDA's default of 8 hardware
+// queues it did (streams sharing a queue run in submission order), and armed RT lanes stalled.
+TEST(CudaExecDevice, HeldStreamsDelayNoOtherStream) {
+  REQUIRE_GPU();
+  auto device = make_cuda_exec_device();
+  const CompiledModel cm = compile_zoo_model("tiny_cnn", 1, 1, *device, true);
+  std::vector<InstanceId> instances;
+  for (int i = 0; i < 10; ++i) instances.push_back(device->load(cm.program, cm.weights));
+  std::vector<StreamId> rt, be;
+  for (int i = 0; i < 5; ++i) {
+    rt.push_back(device->create_stream(StreamPriority::kHigh));
+    be.push_back(device->create_stream(StreamPriority::kLow));
+  }
+  ASSERT_TRUE(device->can_hold()) << "22 streams must fit the hardware queues atoll asks for";
+  for (size_t i = 0; i < rt.size(); ++i) {
+    device->hold(rt[i]);
+    device->launch(rt[i], instances[i], 0, LaunchOptions{});
+  }
+  for (size_t i = 0; i < be.size(); ++i) {
+    for (int k = 0; k < static_cast<int>(cm.program.kernels.size()); ++k) {
+      device->launch(be[i], instances[5 + i], k, LaunchOptions{true, false});
+    }
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  for (const StreamId s : be) {
+    while (device->completed(s) < cm.program.kernels.size() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    EXPECT_EQ(device->completed(s), cm.program.kernels.size()) << "stream " << s << " waited on another's hold";
+  }
+  for (const StreamId s : rt) {
+    EXPECT_EQ(device->completed(s), 0u) << "held work ran";
+    device->release(s);
+    device->synchronize(s);
+    EXPECT_EQ(device->completed(s), 1u);
+  }
+}
+
+// Several RT clients with armed lanes next to BE clients, every request of a burst arriving at
+// the same instant, in every mode: all are served (the hang of DISB D, E and REAL).
+TEST(CudaScheduler, SeveralRtClientsBurstingNeverStall) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel rt_model = compile_zoo_model("mobilenet_v2", 1, 2, *device, true);
+  const CompiledModel be_model = compile_zoo_model("resnet18", 8, 1, *device, true);
+  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed);
+  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed + 1);
+  std::vector<InstanceId> rt_inst, be_inst;
+  for (int i = 0; i < 5; ++i) {
+    rt_inst.push_back(device->load(rt_model.program, rt_model.weights));
+    be_inst.push_back(device->load(be_model.program, be_model.weights));
+  }
+  for (const Mode mode : {Mode::kReset, Mode::kWait, Mode::kStreamsPrio, Mode::kRtOnly}) {
+    SCOPED_TRACE(mode_name(mode));
+    SchedulerOptions opts;
+    opts.mode = mode;
+    opts.stall_timeout_ns = 3'000'000'000;
+    Scheduler s(*device, opts);
+    std::vector<ClientId> rt, be;
+    for (int i = 0; i < 5; ++i) {
+      rt.push_back(s.add_client(TaskClass::kRealTime, fmt::format("rt{}", i), rt_inst[static_cast<size_t>(i)]));
+      if (mode != Mode::kRtOnly) {
+        be.push_back(s.add_client(TaskClass::kBestEffort, fmt::format("be{}", i), be_inst[static_cast<size_t>(i)]));
+      }
+    }
+    s.start();
+    std::vector<std::future<TaskResult>> results;
+    for (const ClientId c : be) results.push_back(s.submit(c, Request{be_inputs, device->now(), kNever}));
+    for (int burst = 0; burst < 8; ++burst) {
+      const DeviceTime at = device->now() + 300'000;
+      for (const ClientId c : rt) results.push_back(s.submit(c, Request{rt_inputs, at, kNever}));
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    for (auto& f : results) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "a request hung";
+      EXPECT_EQ(f.get().outputs.size(), 1u);
+    }
+    s.stop();
+    EXPECT_TRUE(s.arms_rt());
+    EXPECT_EQ(s.stats().armed_rt_tasks, 40);
+  }
 }
 
 // A staging interrupted by an RT arrival enqueues nothing: the device keeps the previous inputs,

@@ -1,8 +1,38 @@
 #include "backends/cuda/cuda_check.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
 #include "core/error.h"
 
 namespace atl::cuda {
+
+namespace {
+
+// The GPU runs each stream's work in order on one of a few hardware queues; streams beyond
+// their number share queues, and work held on one stream (StreamGate) then holds up the others
+// on its queue. CUDA reads this before it creates a context, so it is set at program start,
+// before main, unless the user chose a value. 32 is CUDA's maximum.
+constexpr int kDefaultHardwareQueues = 8;
+constexpr int kMaxHardwareQueues = 32;
+const bool kQueuesSet = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0) == 0; }();
+
+std::atomic<int> g_streams_created{0};
+
+}  // namespace
+
+int hardware_queues() {
+  const char* env = std::getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+  if (env == nullptr || *env == '\0') return kQueuesSet ? kMaxHardwareQueues : kDefaultHardwareQueues;
+  const int n = std::atoi(env);
+  return n < 1 ? kDefaultHardwareQueues : std::min(n, kMaxHardwareQueues);
+}
+
+int streams_created() {
+  return g_streams_created.load();
+}
 
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
   throw Error(ErrorCode::kCuda, fmt::format("{} failed: {} ({})", call, cudaGetErrorString(err), cudaGetErrorName(err)),
@@ -10,19 +40,26 @@ void throw_cuda_error(cudaError_t err, const char* call, const char* file, int l
 }
 
 void throw_launch_error(cudaError_t err, const char* kernel, const char* file, int line) {
-  throw Error(ErrorCode::kCuda,
-              fmt::format("launch of kernel '{}' failed: {} ({})", kernel, cudaGetErrorString(err),
-                          cudaGetErrorName(err)),
-              file, line);
+  throw Error(
+      ErrorCode::kCuda,
+      fmt::format("launch of kernel '{}' failed: {} ({})", kernel, cudaGetErrorString(err), cudaGetErrorName(err)),
+      file, line);
 }
 
-void release_stream(cudaStream_t s) { cudaStreamDestroy(s); }
-void release_event(cudaEvent_t e) { cudaEventDestroy(e); }
-void release_graph_exec(cudaGraphExec_t g) { cudaGraphExecDestroy(g); }
+void release_stream(cudaStream_t s) {
+  cudaStreamDestroy(s);
+}
+void release_event(cudaEvent_t e) {
+  cudaEventDestroy(e);
+}
+void release_graph_exec(cudaGraphExec_t g) {
+  cudaGraphExecDestroy(g);
+}
 
 Stream make_stream() {
   cudaStream_t s = nullptr;
   ATL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  ++g_streams_created;
   return Stream(s);
 }
 
@@ -31,6 +68,7 @@ Stream make_priority_stream(bool highest) {
   ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   cudaStream_t s = nullptr;
   ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest ? greatest : least));
+  ++g_streams_created;
   return Stream(s);
 }
 

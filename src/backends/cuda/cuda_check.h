@@ -14,16 +14,16 @@ namespace atl::cuda {
 
 }  // namespace atl::cuda
 
-#define ATL_CUDA_CHECK(call)                                                                   \
-  do {                                                                                         \
-    const cudaError_t atl_cuda_err_ = (call);                                                  \
+#define ATL_CUDA_CHECK(call)                                                                                   \
+  do {                                                                                                         \
+    const cudaError_t atl_cuda_err_ = (call);                                                                  \
     if (atl_cuda_err_ != cudaSuccess) ::atl::cuda::throw_cuda_error(atl_cuda_err_, #call, __FILE__, __LINE__); \
   } while (0)
 
 // After every <<<>>>: a bad configuration or a missing kernel image shows up here, at once.
-#define ATL_CUDA_CHECK_LAUNCH(kernel_name)                                                                 \
-  do {                                                                                                     \
-    const cudaError_t atl_cuda_err_ = cudaGetLastError();                                                  \
+#define ATL_CUDA_CHECK_LAUNCH(kernel_name)                                                                             \
+  do {                                                                                                                 \
+    const cudaError_t atl_cuda_err_ = cudaGetLastError();                                                              \
     if (atl_cuda_err_ != cudaSuccess) ::atl::cuda::throw_launch_error(atl_cuda_err_, kernel_name, __FILE__, __LINE__); \
   } while (0)
 
@@ -65,7 +65,12 @@ using Stream = Handle<cudaStream_t, release_stream>;
 using Event = Handle<cudaEvent_t, release_event>;
 using GraphExec = Handle<cudaGraphExec_t, release_graph_exec>;
 
-Stream make_stream();                  // non-blocking w.r.t. the legacy default stream
+// Hardware queues the GPU spreads streams over (CUDA_DEVICE_MAX_CONNECTIONS; atoll asks for the
+// maximum, 32, unless the user set it), and streams atoll has created in this process: while
+// the streams fit the queues, holding work on one stream delays no other.
+int hardware_queues();
+int streams_created();
+Stream make_stream();  // non-blocking w.r.t. the legacy default stream
 // Non-blocking too, at the device's highest stream priority or its lowest.
 Stream make_priority_stream(bool highest);
 Event make_event(bool timing = false);  // timing events cost more to record; only timers ask for them
@@ -77,8 +82,7 @@ class DeviceBuffer {
   explicit DeviceBuffer(size_t bytes);
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   ~DeviceBuffer();
 
@@ -99,8 +103,7 @@ class PinnedBuffer {
   PinnedBuffer(size_t bytes, bool mapped, bool write_combined = false);
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  PinnedBuffer(PinnedBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
+  PinnedBuffer(PinnedBuffer&& o) noexcept : ptr_(std::exchange(o.ptr_, nullptr)), bytes_(std::exchange(o.bytes_, 0)) {}
   PinnedBuffer& operator=(PinnedBuffer&& o) noexcept;
   ~PinnedBuffer();
 

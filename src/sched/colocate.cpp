@@ -65,6 +65,7 @@ class Driver {
     out.start = start_;
     out.end = end_;
     out.stats = scheduler_.stats();
+    out.armed_rt = scheduler_.arms_rt();
     out.events = scheduler_.events();
     std::lock_guard lock(mutex_);
     out.requests = std::move(outcomes_);
@@ -374,10 +375,11 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     }
     run_workload(*device, warm);
   }
-  WorkloadReport report = colocate_report(w, run_workload(*device, w), o.mode, *device);
+  const WorkloadRun run = run_workload(*device, w);
+  WorkloadReport report = colocate_report(w, run, o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
   report.warmup_s = warmup_s;
-  report.armed_rt = arms_rt_tasks(w.scheduler, *device);
+  report.armed_rt = run.armed_rt;
   return report;
 }
 

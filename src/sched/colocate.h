@@ -63,6 +63,7 @@ struct WorkloadRun {
   DeviceTime end = 0;                    // start + duration
   std::vector<RequestOutcome> requests;  // every request submitted, in submission order
   SchedulerStats stats;
+  bool armed_rt = false;               // RT tasks were enqueued before arriving (Scheduler::arms_rt)
   std::vector<SchedulerEvent> events;  // with scheduler.record_events
 };
 

@@ -5,6 +5,7 @@
 #ifdef ATOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -28,6 +29,8 @@ constexpr size_t kTimedRing = 4096;
 // Host waits on the device that the scheduler makes (lowering the flag, draining held work)
 // end in microseconds; one that takes this long is stuck behind held work, and says so.
 constexpr DeviceTime kStuckWait = 5'000'000'000;
+// A stream memory write on an idle stream lands in microseconds.
+constexpr DeviceTime kProbeWait = 20'000'000;
 constexpr DeviceTime kAnchorAge = 20'000'000;  // 20 ms: drift stays around a microsecond
 
 struct StreamState {
@@ -182,9 +185,37 @@ class CudaExecDevice final : public ExecDevice {
     wait_bounded(control_.get(), "lowering the preemption flag");
   }
 
-  // Every stream atoll made, and the legacy default stream, on a hardware queue of its own: a
-  // hold then delays only the work behind it on its own stream.
-  bool can_hold() const override { return cuda::streams_created() + 1 <= cuda::hardware_queues(); }
+  bool can_hold() const override { return true; }
+
+  // Holds every stream of `held`, then has every other stream and the control stream write a
+  // mapped word: a write that does not land within kProbeWait sits behind a hold in a shared
+  // hardware queue. The holds are opened and the streams drained before it returns.
+  bool holds_isolate(std::span<const StreamId> held) override {
+    std::vector<cudaStream_t> others{control_.get()};
+    for (size_t s = 0; s < streams_.size(); ++s) {
+      if (std::find(held.begin(), held.end(), static_cast<StreamId>(s)) == held.end()) {
+        others.push_back(streams_[s].stream.get());
+      }
+    }
+    cuda::PinnedBuffer words(others.size() * sizeof(uint32_t), /*mapped=*/true);
+    auto* word = static_cast<uint32_t*>(words.get());
+    std::fill(word, word + others.size(), 0u);
+    for (const StreamId s : held) hold(s);
+    for (size_t i = 0; i < others.size(); ++i) {
+      cuda::stream_write_value32(others[i], static_cast<uint32_t*>(words.device_alias()) + i, 1);
+    }
+    auto all_landed = [&] {
+      return std::all_of(word, word + others.size(),
+                         [](uint32_t& w) { return std::atomic_ref<uint32_t>(w).load(std::memory_order_acquire) == 1; });
+    };
+    const DeviceTime deadline = host_now() + kProbeWait;
+    while (!all_landed() && host_now() < deadline) std::this_thread::yield();
+    const bool isolated = all_landed();
+    for (const StreamId s : held) release(s);
+    for (cudaStream_t s : others) wait_bounded(s, "the hold probe");
+    for (const StreamId s : held) wait_bounded(state(s).stream.get(), "the hold probe");
+    return isolated;
+  }
 
   void hold(StreamId stream) override {
     StreamState& st = state(stream);
@@ -263,9 +294,8 @@ class CudaExecDevice final : public ExecDevice {
       if (host_now() > deadline) {
         size_t held = 0;
         for (const StreamState& st : streams_) held += st.holds.empty() ? 0 : 1;
-        ATOLL_THROW(kInternal,
-                    "{} did not finish in {} s: {} streams hold work, {} streams exist for {} hardware queues", what,
-                    kStuckWait / 1'000'000'000, held, cuda::streams_created(), cuda::hardware_queues());
+        ATOLL_THROW(kInternal, "{} did not finish in {} s: {} streams hold work ({} hardware queues)", what,
+                    kStuckWait / 1'000'000'000, held, cuda::hardware_queues());
       }
       std::this_thread::yield();
     }

@@ -93,9 +93,14 @@ class ExecDevice {
   // The RT arrival path without API calls: the scheduler enqueues an RT client's next task
   // (flag write, input upload, kernels) behind holds, and on arrival stages the inputs and
   // releases the holds. Devices that cannot hold say so; the others are unsupported there.
-  // A device that can hold work on only so many streams without delaying work on the others
-  // (CUDA: streams sharing a hardware queue) answers for the streams it has now.
   virtual bool can_hold() const { return false; }
+  // Whether work held on every stream of `held` at once leaves every other stream free to run.
+  // A GPU runs streams on a few hardware queues in submission order, so a hold can delay the
+  // streams that share its queue; CUDA finds out by trying.
+  virtual bool holds_isolate(std::span<const StreamId> held) {
+    (void)held;
+    return can_hold();
+  }
   // Work enqueued on `stream` after hold() waits on the device until the matching release();
   // a stream's holds are released in the order they were made. Launches behind a pending hold
   // are not in flight: wait_until does not wait for them. Pending holds block synchronize() and

@@ -1,7 +1,6 @@
 #include "backends/cuda/cuda_check.h"
 
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include <string>
 
@@ -19,8 +18,6 @@ constexpr int kDefaultHardwareQueues = 8;
 constexpr int kMaxHardwareQueues = 32;
 const bool kQueuesSet = [] { return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", /*overwrite=*/0) == 0; }();
 
-std::atomic<int> g_streams_created{0};
-
 }  // namespace
 
 int hardware_queues() {
@@ -28,10 +25,6 @@ int hardware_queues() {
   if (env == nullptr || *env == '\0') return kQueuesSet ? kMaxHardwareQueues : kDefaultHardwareQueues;
   const int n = std::atoi(env);
   return n < 1 ? kDefaultHardwareQueues : std::min(n, kMaxHardwareQueues);
-}
-
-int streams_created() {
-  return g_streams_created.load();
 }
 
 void throw_cuda_error(cudaError_t err, const char* call, const char* file, int line) {
@@ -59,7 +52,6 @@ void release_graph_exec(cudaGraphExec_t g) {
 Stream make_stream() {
   cudaStream_t s = nullptr;
   ATL_CUDA_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  ++g_streams_created;
   return Stream(s);
 }
 
@@ -68,7 +60,6 @@ Stream make_priority_stream(bool highest) {
   ATL_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
   cudaStream_t s = nullptr;
   ATL_CUDA_CHECK(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, highest ? greatest : least));
-  ++g_streams_created;
   return Stream(s);
 }
 

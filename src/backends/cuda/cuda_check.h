@@ -66,10 +66,9 @@ using Event = Handle<cudaEvent_t, release_event>;
 using GraphExec = Handle<cudaGraphExec_t, release_graph_exec>;
 
 // Hardware queues the GPU spreads streams over (CUDA_DEVICE_MAX_CONNECTIONS; atoll asks for the
-// maximum, 32, unless the user set it), and streams atoll has created in this process: while
-// the streams fit the queues, holding work on one stream delays no other.
+// maximum, 32, unless the user set it). Streams sharing a queue run in submission order, so
+// work held on one (StreamGate) delays the others.
 int hardware_queues();
-int streams_created();
 Stream make_stream();  // non-blocking w.r.t. the legacy default stream
 // Non-blocking too, at the device's highest stream priority or its lowest.
 Stream make_priority_stream(bool highest);

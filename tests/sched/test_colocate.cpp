@@ -9,8 +9,8 @@ namespace {
 
 ColocateOptions tiny(Mode mode) {
   ColocateOptions o;
-  o.rt = {{"tiny_vgg", 1000}};
-  o.be = {"tiny_cnn", "tiny_bert"};
+  o.rt = {{.model = "tiny_vgg", .hz = 1000}};
+  o.be = {{.model = "tiny_cnn"}, {.model = "tiny_bert"}};
   o.mode = mode;
   o.duration_s = 0.02;
   return o;

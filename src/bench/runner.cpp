@@ -272,7 +272,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 std::vector<std::string> shipped_workloads() {
-  return {"A", "B", "C", "D", "E", "REAL"};
+  return {"A", "B", "C", "D", "E", "F", "G", "REAL"};
 }
 
 Workload load_disb_workload(const std::string& name_or_path, const std::vector<std::string>& search_dirs) {

@@ -46,7 +46,7 @@ struct DisbOptions {
   std::function<void(const DisbProgress&)> on_progress;
 };
 
-// The workloads shipped in bench/workloads: A B C D E REAL.
+// The workloads shipped in bench/workloads: A B C D E F G REAL.
 std::vector<std::string> shipped_workloads();
 
 // `name_or_path` is a shipped workload's name, looked up in `search_dirs` in order, or a path to

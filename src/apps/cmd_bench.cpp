@@ -23,6 +23,7 @@ struct DisbFlags {
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
   std::string rt_arrival = "armed";
+  std::string rt_order = "fifo";
 };
 
 // Where shipped workloads are looked for: $ATOLL_WORKLOADS_DIR, the working directory's
@@ -76,19 +77,23 @@ class ProgressLine {
 };
 
 void print_table(const bench::BenchResults& r, double duration_s) {
-  fmt::print("DISB {} ({}), {} s per mode on {}\n", r.workload.name, r.workload.description, duration_s, r.device);
-  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>10} {:>8}\n", "mode",
+  fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
+             r.device, r.rt_order);
+  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>10} {:>8}\n", "mode",
              "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
-             "preempt", "preempt p99", "BE wait ms", "dropped");
+             "preempt", "preempt p99", "staging p50/p99 (share)", "BE wait ms", "dropped");
   for (const bench::ModeStats& m : r.stats) {
     int dropped = 0;
     for (const bench::ClientStats& c : m.clients) dropped += c.dropped;
     const std::string change = bench::p99_change_text(m, r.stats);
+    const std::string staging =
+        fmt::format("{:.1f}/{:.1f} us ({:.0f}/{:.0f}%)", m.preemption_staging_us.p50, m.preemption_staging_us.p99,
+                    100.0 * m.staging_share_p50, 100.0 * m.staging_share_p99);
     fmt::print(
-        "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>10.2f} "
-        "{:>8}\n",
+        "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>23} "
+        "{:>10.2f} {:>8}\n",
         m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, change, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
-        m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99,
+        m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99, staging,
         m.longest_be_wait_ms, dropped);
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
@@ -116,6 +121,7 @@ void run_disb_command(const DisbFlags& f) {
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
+  o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
   const bool all = f.workload == "all";
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
@@ -142,7 +148,7 @@ void add_bench_command(CLI::App& app) {
   auto* cmd = bench->add_subcommand(
       "disb", "DISB: RT and BE clients sharing the device under every scheduling mode (docs/DISB.md)");
   auto f = std::make_shared<DisbFlags>();
-  cmd->add_option("--workload", f->workload, "A, B, C, D, E, REAL, all, or a workload JSON file")->required();
+  cmd->add_option("--workload", f->workload, "A, B, C, D, E, F, G, REAL, all, or a workload JSON file")->required();
   cmd->add_option("--modes", f->modes, "Modes to run, comma-separated (default: every mode)")
       ->delimiter(',')
       ->check(CLI::IsMember({"rt-only", "seq", "streams", "streams-prio", "wait", "reset"}));
@@ -160,6 +166,10 @@ void add_bench_command(CLI::App& app) {
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")
       ->check(CLI::IsMember({"armed", "launch"}));
+  cmd->add_option("--rt-order", f->rt_order,
+                  "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "
+                  "client's deadline_ms)")
+      ->check(CLI::IsMember({"fifo", "edf"}));
   cmd->callback([f] { run_disb_command(*f); });
 }
 

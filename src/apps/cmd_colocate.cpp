@@ -1,9 +1,13 @@
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <charconv>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "models/zoo.h"
 #include "sched/colocate.h"
 
 namespace atl::apps {
@@ -11,9 +15,10 @@ namespace atl::apps {
 namespace {
 
 struct ColocateFlags {
-  std::vector<std::string> rt;  // MODEL[:HZ], repeatable or comma-separated
-  std::vector<std::string> be;
+  std::vector<std::string> rt;  // MODEL[@BATCH][:HZ], repeatable or comma-separated
+  std::vector<std::string> be;  // MODEL[@BATCH]
   std::string mode = "reset";
+  std::string rt_order = "fifo";
   double duration_s = 1.0;
   std::string device = "sim";
   int64_t batch = 1;
@@ -24,22 +29,48 @@ struct ColocateFlags {
   bool json = false;
 };
 
-sched::ColocateOptions::Rt parse_rt(const std::string& spec) {
-  const auto colon = spec.rfind(':');
-  sched::ColocateOptions::Rt rt;
-  rt.model = spec.substr(0, colon);
-  ATOLL_CHECK(!rt.model.empty(), kInvalidArgument, "--rt '{}': expected MODEL[:HZ]", spec);
-  if (colon == std::string::npos) return rt;
-  const std::string hz = spec.substr(colon + 1);
-  size_t used = 0;
-  try {
-    rt.hz = std::stod(hz, &used);
-  } catch (const std::exception&) {
-    used = 0;
+// A positive number from the whole of `text`, or nullopt.
+template <typename T>
+std::optional<T> parse_number(const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0)) return std::nullopt;
+  return value;
+}
+
+struct ClientArg {
+  std::string model;
+  std::optional<int64_t> batch;
+  std::optional<double> hz;
+};
+
+// MODEL[@BATCH] for BE clients, MODEL[@BATCH][:HZ] for RT clients (`flag` names which).
+ClientArg parse_client(const std::string& spec, const std::string& flag, bool takes_rate) {
+  const std::string syntax = takes_rate ? "MODEL[@BATCH][:HZ]" : "MODEL[@BATCH]";
+  ClientArg c;
+  std::string rest = spec;
+  if (const auto colon = rest.rfind(':'); takes_rate && colon != std::string::npos) {
+    c.hz = parse_number<double>(rest.substr(colon + 1));
+    ATOLL_CHECK(c.hz && *c.hz <= 1e6, kInvalidArgument,
+                "{} '{}': the rate after ':' must be a number of Hz in (0, 1e6]", flag, spec);
+    rest.resize(colon);
   }
-  ATOLL_CHECK(used == hz.size() && used > 0 && rt.hz > 0 && rt.hz <= 1e6, kInvalidArgument,
-              "--rt '{}': the rate after ':' must be a number of Hz in (0, 1e6]", spec);
-  return rt;
+  if (const auto at = rest.find('@'); at != std::string::npos) {
+    c.batch = parse_number<int64_t>(rest.substr(at + 1));
+    ATOLL_CHECK(c.batch && *c.batch <= 4096, kInvalidArgument,
+                "{} '{}': the batch after '@' must be an integer in [1, 4096]", flag, spec);
+    rest.resize(at);
+  }
+  ATOLL_CHECK(!rest.empty() && rest.find_first_of(":@") == std::string::npos, kInvalidArgument, "{} '{}': expected {}",
+              flag, spec, syntax);
+  const std::vector<ModelInfo> zoo = list_models();
+  if (std::none_of(zoo.begin(), zoo.end(), [&](const ModelInfo& m) { return m.name == rest; })) {
+    std::string names;
+    for (const ModelInfo& m : zoo) names += (names.empty() ? "" : ", ") + m.name;
+    ATOLL_THROW(kNotFound, "{} '{}': unknown model '{}' (models: {})", flag, spec, rest, names);
+  }
+  c.model = rest;
+  return c;
 }
 
 nlohmann::json stats_json(const LatencyStats& s) {
@@ -54,6 +85,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["duration_s"] = r.duration_s;
     j["warmup_s"] = r.warmup_s;
     j["rt_arrival"] = r.armed_rt ? "armed" : "launch";
+    j["rt_order"] = sched::rt_order_name(r.rt_order);
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
@@ -63,10 +95,13 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["be_throughput_per_s"] = r.be_throughput_per_s;
     j["preemptions"] = {{"count", r.preemptions},
                         {"latency_us", stats_json(r.preemption_latency_us)},
+                        {"staging_us", stats_json(r.preemption_staging_us)},
+                        {"staging_share", {{"p50", r.staging_share_p50}, {"p99", r.staging_share_p99}}},
                         {"relaunched_kernels", r.relaunched_kernels}};
     for (const auto& c : r.clients) {
       nlohmann::json cj{{"model", c.name},
                         {"class", sched::task_class_name(c.task_class)},
+                        {"batch", c.batch},
                         {"completed", c.completed},
                         {"throughput_per_s", c.throughput_per_s},
                         {"latency_ms", stats_json(c.latency_ms)},
@@ -77,14 +112,15 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("colocate  mode {} on {}, {:.3f} s, batch {}, in-flight cap {}\n", sched::mode_name(r.mode), r.device,
-             r.duration_s, f.batch, f.cap);
+  fmt::print("colocate  mode {} on {}, {:.3f} s, RT order {}, in-flight cap {}\n", sched::mode_name(r.mode), r.device,
+             r.duration_s, sched::rt_order_name(r.rt_order), f.cap);
   for (const auto& c : r.clients) {
+    const std::string name = fmt::format("{}@{}", c.name, c.batch);
     if (c.task_class == sched::TaskClass::kRealTime) {
-      fmt::print("RT  {:<14} {:>7.1f} Hz  {:>6} done  latency from arrival p50 {:.3f}  p99 {:.3f}  max {:.3f} ms\n",
-                 c.name, c.hz, c.completed, c.latency_ms.median_ms, c.latency_ms.p99_ms, c.latency_ms.max_ms);
+      fmt::print("RT  {:<18} {:>7.1f} Hz  {:>6} done  latency from arrival p50 {:.3f}  p99 {:.3f}  max {:.3f} ms\n",
+                 name, c.hz, c.completed, c.latency_ms.median_ms, c.latency_ms.p99_ms, c.latency_ms.max_ms);
     } else {
-      fmt::print("BE  {:<14} {:>10}  {:>6} done  {:.1f} /s  preempted {} times\n", c.name, "closed", c.completed,
+      fmt::print("BE  {:<18} {:>10}  {:>6} done  {:.1f} /s  preempted {} times\n", name, "closed", c.completed,
                  c.throughput_per_s, c.preemptions);
     }
   }
@@ -95,13 +131,23 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   fmt::print("BE throughput {:.1f} requests/s\n", r.be_throughput_per_s);
   fmt::print("preemptions  {} BE tasks, {} kernels re-run; RT arrival -> first kernel p50 {:.1f} us  p99 {:.1f} us\n",
              r.preemptions, r.relaunched_kernels, r.preemption_latency_us.median_ms, r.preemption_latency_us.p99_ms);
+  fmt::print("  of which staging (arrival -> dispatch) p50 {:.1f} us ({:.0f}%)  p99 {:.1f} us ({:.0f}%)\n",
+             r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
+             100 * r.staging_share_p99);
 }
 
 void run_colocate_command(const ColocateFlags& f) {
   sched::ColocateOptions o;
-  for (const std::string& spec : f.rt) o.rt.push_back(parse_rt(spec));
-  o.be = f.be;
+  for (const std::string& spec : f.rt) {
+    const ClientArg c = parse_client(spec, "--rt", true);
+    o.rt.push_back({c.model, c.hz.value_or(sched::ColocateOptions::Rt{}.hz), c.batch});
+  }
+  for (const std::string& spec : f.be) {
+    const ClientArg c = parse_client(spec, "--be", false);
+    o.be.push_back({c.model, c.batch});
+  }
   o.mode = sched::mode_from_name(f.mode);
+  o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.duration_s = f.duration_s;
   o.device = f.device;
   o.batch = f.batch;
@@ -119,16 +165,22 @@ void run_colocate_command(const ColocateFlags& f) {
 void add_colocate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("colocate", "Run RT and BE models together under one scheduling mode");
   auto f = std::make_shared<ColocateFlags>();
-  cmd->add_option("--rt", f->rt, "RT model and rate, MODEL[:HZ] (default 100 Hz); repeatable")
+  cmd->add_option("--rt", f->rt,
+                  "RT models with batch and rate, MODEL[@BATCH][:HZ] (default --batch, 100 Hz); repeatable")
       ->required()
       ->delimiter(',');
-  cmd->add_option("--be", f->be, "BE models, closed loop: MODEL[,MODEL...]")->delimiter(',');
+  cmd->add_option("--be", f->be, "BE models, closed loop: MODEL[@BATCH][,MODEL[@BATCH]...]")->delimiter(',');
   cmd->add_option("--mode", f->mode, "rt-only, seq, streams, streams-prio, wait or reset")
       ->check(CLI::IsMember({"rt-only", "seq", "streams", "streams-prio", "wait", "reset"}));
+  cmd->add_option("--rt-order", f->rt_order,
+                  "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline; a request's "
+                  "deadline is its arrival plus its client's period)")
+      ->check(CLI::IsMember({"fifo", "edf"}));
   cmd->add_option("--duration", f->duration_s, "Seconds of arrivals (simulated time on sim)")
       ->check(CLI::Range(1e-6, 3600.0));
   cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
-  cmd->add_option("--batch", f->batch, "Batch size of every model")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--batch", f->batch, "Batch size of every client without @BATCH")
+      ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)");
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")

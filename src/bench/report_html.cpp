@@ -1,8 +1,8 @@
 // Self-contained HTML report: inline SVG charts, no scripts or files fetched from elsewhere.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
-
-#include <fmt/format.h>
 
 #include "bench/results.h"
 
@@ -17,11 +17,16 @@ constexpr double kW = 640, kH = 300, kLeft = 60, kRight = 150, kTop = 20, kBotto
 std::string esc(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
   }
   return o;
 }
@@ -42,12 +47,13 @@ struct Frame {
 };
 
 std::string axes(const Frame& f, const std::string& xlabel, const std::string& ylabel, bool x_ticks = true) {
-  std::string s = fmt::format(R"(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="#333"/>)", kLeft, kH - kBottom,
-                              kW - kRight);
+  std::string s =
+      fmt::format(R"(<line x1="{0}" y1="{1}" x2="{2}" y2="{1}" stroke="#333"/>)", kLeft, kH - kBottom, kW - kRight);
   s += fmt::format(R"(<line x1="{0}" y1="{1}" x2="{0}" y2="{2}" stroke="#333"/>)", kLeft, kTop, kH - kBottom);
   for (int i = 0; i <= 4; ++i) {
     const double y = f.y_max * i / 4;
-    s += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{:.3g}</text>)", kLeft - 4, f.py(y) + 4, y);
+    s +=
+        fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="end">{:.3g}</text>)", kLeft - 4, f.py(y) + 4, y);
     if (x_ticks) {
       const double x = f.x_max * i / 4;
       s += fmt::format(R"(<text x="{}" y="{}" font-size="11" text-anchor="middle">{:.3g}</text>)", f.px(x),
@@ -56,8 +62,9 @@ std::string axes(const Frame& f, const std::string& xlabel, const std::string& y
   }
   s += fmt::format(R"(<text x="{}" y="{}" font-size="12" text-anchor="middle">{}</text>)", (kLeft + kW - kRight) / 2,
                    kH - 6, esc(xlabel));
-  s += fmt::format(R"svg(<text x="14" y="{}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)svg",
-                   (kTop + kH - kBottom) / 2, (kTop + kH - kBottom) / 2, esc(ylabel));
+  s += fmt::format(
+      R"svg(<text x="14" y="{}" font-size="12" text-anchor="middle" transform="rotate(-90 14 {})">{}</text>)svg",
+      (kTop + kH - kBottom) / 2, (kTop + kH - kBottom) / 2, esc(ylabel));
   return s;
 }
 
@@ -65,7 +72,8 @@ std::string legend(const std::vector<std::string>& names) {
   std::string s;
   for (size_t i = 0; i < names.size(); ++i) {
     const double y = kTop + 16.0 * static_cast<double>(i);
-    s += fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", kW - kRight + 10, y, kPalette[i % 10]);
+    s +=
+        fmt::format(R"(<rect x="{}" y="{}" width="10" height="10" fill="{}"/>)", kW - kRight + 10, y, kPalette[i % 10]);
     s += fmt::format(R"(<text x="{}" y="{}" font-size="11">{}</text>)", kW - kRight + 24, y + 9, esc(names[i]));
   }
   return s;
@@ -102,8 +110,8 @@ std::string cdf_chart(const BenchResults& r) {
                        f.py(static_cast<double>(i + 1) / static_cast<double>(n)));
     }
     d += fmt::format("L{:.1f},{:.1f}", f.px(std::min(lat[m].back(), f.x_max)), f.py(1.0));
-    body += fmt::format(R"(<path class="series" d="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", d,
-                        kPalette[m % 10]);
+    body +=
+        fmt::format(R"(<path class="series" d="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", d, kPalette[m % 10]);
   }
   return svg("rt-latency-cdf", "RT latency CDF per mode", body + legend(names));
 }
@@ -122,9 +130,10 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
     const double x0 = kLeft + group_w * static_cast<double>(g) + group_w * 0.1;
     for (size_t s = 0; s < series.size(); ++s) {
       const double v = values[g][s];
-      body += fmt::format(R"(<rect class="series" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} {}: {:.4g}</title></rect>)",
-                          x0 + bar_w * static_cast<double>(s), f.py(v), bar_w, f.py(0) - f.py(v), kPalette[s % 10],
-                          esc(groups[g]), esc(series[s]), v);
+      body += fmt::format(
+          R"(<rect class="series" x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} {}: {:.4g}</title></rect>)",
+          x0 + bar_w * static_cast<double>(s), f.py(v), bar_w, f.py(0) - f.py(v), kPalette[s % 10], esc(groups[g]),
+          esc(series[s]), v);
     }
     body += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", x0 + group_w * 0.4,
                         kH - kBottom + 14, esc(groups[g]));
@@ -159,7 +168,8 @@ std::string histogram_chart(const BenchResults& r) {
                        f.py(counts[m][static_cast<size_t>(b)]));
     }
     d += fmt::format(" L{:.1f},{:.1f}", f.px(x_max), f.py(0));
-    body += fmt::format(R"(<path class="series" d="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", d, kPalette[m % 10]);
+    body +=
+        fmt::format(R"(<path class="series" d="{}" fill="none" stroke="{}" stroke-width="1.5"/>)", d, kPalette[m % 10]);
   }
   return svg("preemption-latency", "Preemption latency histogram", body + legend(names));
 }
@@ -168,14 +178,17 @@ std::string stats_table(const BenchResults& r) {
   std::string s =
       "<table><tr><th>mode</th><th>RT p50 ms</th><th>RT p99 ms</th><th>RT p99 vs rt-only [95%]</th>"
       "<th>RT max ms</th><th>RT miss rate</th>"
-      "<th>RT/s</th><th>BE/s</th><th>overall/s</th><th>preemptions</th><th>preempt p99 us</th><th>longest BE wait ms</th></tr>";
+      "<th>RT/s</th><th>BE/s</th><th>overall/s</th><th>preemptions</th><th>preempt p50 us</th><th>preempt p99 us</th>"
+      "<th>staging p50 us (share)</th><th>staging p99 us (share)</th><th>longest BE wait ms</th></tr>";
   for (const ModeStats& m : r.stats) {
     s += fmt::format(
         "<tr><td>{}</td><td>{:.3f}</td><td>{:.3f}</td><td>{}</td><td>{:.3f}</td><td>{:.2f}%</td><td>{:.1f}</td>"
-        "<td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{:.1f}</td><td>{:.2f}</td></tr>",
-        esc(m.mode), m.rt_latency_ms.p50, m.rt_latency_ms.p99, esc(p99_change_text(m, r.stats)), m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
-        m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99,
-        m.longest_be_wait_ms);
+        "<td>{:.1f}</td><td>{:.1f}</td><td>{}</td><td>{:.1f}</td><td>{:.1f}</td><td>{:.1f} ({:.0f}%)</td>"
+        "<td>{:.1f} ({:.0f}%)</td><td>{:.2f}</td></tr>",
+        esc(m.mode), m.rt_latency_ms.p50, m.rt_latency_ms.p99, esc(p99_change_text(m, r.stats)), m.rt_latency_ms.max,
+        100.0 * m.rt_deadline_miss_rate, m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions,
+        m.preemption_latency_us.p50, m.preemption_latency_us.p99, m.preemption_staging_us.p50,
+        100.0 * m.staging_share_p50, m.preemption_staging_us.p99, 100.0 * m.staging_share_p99, m.longest_be_wait_ms);
   }
   return s + "</table>";
 }
@@ -190,8 +203,9 @@ std::string report_html(const BenchResults& r) {
     throughput.push_back({m.rt_throughput, m.be_throughput});
     misses.push_back({m.rt_deadline_miss_rate * 100.0});
   }
-  std::string body = fmt::format("<h1>DISB workload {}: {}</h1><p>device: {} &middot; commit: {}</p>",
-                                 esc(r.workload.name), esc(r.workload.description), esc(r.device), esc(r.commit));
+  std::string body =
+      fmt::format("<h1>DISB workload {}: {}</h1><p>device: {} &middot; commit: {} &middot; RT order: {}</p>",
+                  esc(r.workload.name), esc(r.workload.description), esc(r.device), esc(r.commit), esc(r.rt_order));
   body += stats_table(r);
   body += cdf_chart(r);
   body += bar_chart("throughput", "Throughput per mode", "inferences / s", modes, {"RT", "BE"}, throughput);

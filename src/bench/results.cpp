@@ -1,11 +1,11 @@
 #include "bench/results.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numeric>
-
-#include <fmt/format.h>
 
 #include "core/error.h"
 
@@ -17,7 +17,9 @@ Distribution distribution(std::vector<double> s) {
   std::sort(s.begin(), s.end());
   const size_t n = s.size();
   // Nearest-rank percentiles: the value at or above which (1-q) of samples lie.
-  auto pct = [&](double q) { return s[std::min(n - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(n))) - 1)]; };
+  auto pct = [&](double q) {
+    return s[std::min(n - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(n))) - 1)];
+  };
   d.count = static_cast<int>(n);
   d.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(n);
   d.p50 = pct(0.5);
@@ -112,13 +114,17 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.overall_throughput = m.rt_throughput + m.be_throughput;
   m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / rt_total : 0.0;
   m.preemption_latency_us = distribution(run.preemption_latency_us);
+  m.preemption_staging_us = distribution(run.preemption_staging_us);
+  const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  m.staging_share_p50 = share(m.preemption_staging_us.p50, m.preemption_latency_us.p50);
+  m.staging_share_p99 = share(m.preemption_staging_us.p99, m.preemption_latency_us.p99);
   return m;
 }
 
 namespace {
 nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean},   {"p50", d.p50},    {"p90", d.p90},
-          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max},    {"p99_ci", {d.p99_low, d.p99_high}}};
+  return {{"count", d.count}, {"mean", d.mean},  {"p50", d.p50}, {"p90", d.p90},
+          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}, {"p99_ci", {d.p99_low, d.p99_high}}};
 }
 }  // namespace
 
@@ -127,8 +133,11 @@ nlohmann::json results_json(const BenchResults& r) {
   j["schema"] = "atoll.disb/1";
   j["workload"] = {{"name", r.workload.name}, {"description", r.workload.description}};
   for (const auto& c : r.workload.clients) {
-    nlohmann::json cj{{"name", c.name},   {"model", c.model},
-                      {"batch", c.batch}, {"priority", c.realtime ? "rt" : "be"},
+    nlohmann::json cj{{"name", c.name},
+                      {"model", c.model},
+                      {"batch", c.batch},
+                      {"seq", c.seq_len},
+                      {"priority", c.realtime ? "rt" : "be"},
                       {"load", load_type_name(c.load)}};
     if (c.rate_hz > 0) cj["rate_hz"] = c.rate_hz;
     if (c.load == LoadType::kClosedLoop) cj["concurrency"] = c.concurrency;
@@ -137,12 +146,9 @@ nlohmann::json results_json(const BenchResults& r) {
   }
   j["device"] = r.device;
   j["commit"] = r.commit;
-  j["settings"] = {{"seed", r.seed},
-                   {"grace_s", r.grace_s},
-                   {"standalone_s", r.standalone_s},
-                   {"warmup_s", r.warmup_s},
-                   {"inflight_cap", r.inflight_cap},
-                   {"armed_rt", r.armed_rt}};
+  j["settings"] = {{"seed", r.seed},         {"grace_s", r.grace_s},           {"standalone_s", r.standalone_s},
+                   {"warmup_s", r.warmup_s}, {"inflight_cap", r.inflight_cap}, {"armed_rt", r.armed_rt},
+                   {"rt_order", r.rt_order}};
   for (size_t i = 0; i < r.stats.size(); ++i) {
     const ModeStats& m = r.stats[i];
     nlohmann::json mj;
@@ -158,6 +164,8 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
     mj["preemptions"] = m.preemptions;
     mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
+    mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
+    mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
     if (const auto& load = r.runs[i].host_load) {
@@ -187,14 +195,22 @@ nlohmann::json results_json(const BenchResults& r) {
 std::string results_csv(const BenchResults& r) {
   std::string out =
       "workload,mode,client,priority,served,dropped,failed,mean_ms,p50_ms,p90_ms,p99_ms,p99_9_ms,max_ms,"
-      "standalone_p50_ms,p50_increase,deadline_miss_rate,throughput_per_s,longest_wait_ms,preemptions\n";
+      "standalone_p50_ms,p50_increase,deadline_miss_rate,throughput_per_s,longest_wait_ms,preemptions,"
+      "rt_order,mode_preemption_p50_us,mode_preemption_p99_us,mode_staging_p50_us,mode_staging_p99_us,"
+      "mode_staging_share_p50,mode_staging_share_p99\n";
   for (const ModeStats& m : r.stats) {
+    const Distribution& pre = m.preemption_latency_us;
+    const Distribution& staging = m.preemption_staging_us;
+    const std::string mode_columns =
+        fmt::format("{},{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f}", r.rt_order, pre.p50, pre.p99, staging.p50,
+                    staging.p99, m.staging_share_p50, m.staging_share_p99);
     for (const ClientStats& c : m.clients) {
       const Distribution& d = c.latency_ms;
-      out += fmt::format("{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{}\n",
-                         r.workload.name, m.mode, c.name, c.realtime ? "rt" : "be", c.served, c.dropped, c.failed,
-                         d.mean, d.p50, d.p90, d.p99, d.p999, d.max, c.standalone_p50_ms, c.p50_increase,
-                         c.deadline_miss_rate, c.throughput_per_s, c.longest_wait_ms, c.preemptions);
+      out += fmt::format(
+          "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{}\n",
+          r.workload.name, m.mode, c.name, c.realtime ? "rt" : "be", c.served, c.dropped, c.failed, d.mean, d.p50,
+          d.p90, d.p99, d.p999, d.max, c.standalone_p50_ms, c.p50_increase, c.deadline_miss_rate, c.throughput_per_s,
+          c.longest_wait_ms, c.preemptions, mode_columns);
     }
   }
   return out;
@@ -206,7 +222,8 @@ std::string perfetto_trace_json(const ModeRun& run) {
   auto tid = [&](const std::string& track) {
     auto [it, fresh] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
     if (fresh) {
-      events.push_back({{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", it->second}, {"args", {{"name", track}}}});
+      events.push_back(
+          {{"ph", "M"}, {"name", "thread_name"}, {"pid", 1}, {"tid", it->second}, {"args", {{"name", track}}}});
     }
     return it->second;
   };
@@ -222,8 +239,8 @@ std::string perfetto_trace_json(const ModeRun& run) {
                       {"args", {{"preempted", k.preempted}}}});
   }
   for (const InstantEvent& e : run.events) {
-    events.push_back({{"ph", "i"}, {"s", "g"}, {"name", e.name}, {"pid", 1}, {"tid", tid(e.track)},
-                      {"ts", e.at_ms * 1000.0}});
+    events.push_back(
+        {{"ph", "i"}, {"s", "g"}, {"name", e.name}, {"pid", 1}, {"tid", tid(e.track)}, {"ts", e.at_ms * 1000.0}});
   }
   return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
 }

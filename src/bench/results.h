@@ -2,11 +2,10 @@
 // What one scheduler mode did on one workload, and the statistics DISB reports about it.
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "bench/host_load.h"
 #include "bench/workload.h"
@@ -19,11 +18,11 @@ struct RequestRecord {
   double start_ms = 0;    // first kernel start
   double finish_ms = 0;
   int preemptions = 0;
-  bool dropped = false;   // never served within the run
+  bool dropped = false;  // never served within the run
   bool failed = false;
 };
 
-struct KernelSpan {  // one kernel execution, for the timeline
+struct KernelSpan {   // one kernel execution, for the timeline
   std::string track;  // stream name
   std::string name;
   double start_ms = 0, end_ms = 0;
@@ -42,9 +41,10 @@ struct ModeRun {
   double duration_ms = 0;
   std::vector<RequestRecord> requests;
   std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
+  std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
-  std::string first_failure;  // the first failed request's error, empty if none failed
+  std::string first_failure;          // the first failed request's error, empty if none failed
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
 };
 
@@ -85,6 +85,10 @@ struct ModeStats {
   double rt_deadline_miss_rate = 0;
   int preemptions = 0;
   Distribution preemption_latency_us;
+  // The preempting requests' staging, and its share of their preemption latency: p50 staging /
+  // p50 preemption latency, p99 / p99 (0 without preemptions).
+  Distribution preemption_staging_us;
+  double staging_share_p50 = 0, staging_share_p99 = 0;
   double longest_be_wait_ms = 0;
 };
 
@@ -107,6 +111,7 @@ struct BenchResults {
   double warmup_s = 0;      // every client together before the measured runs (0: none)
   int inflight_cap = 0;     // kernels a BE task may have on the device at once
   bool armed_rt = false;    // reset mode enqueues RT tasks before they arrive (SchedulerOptions::armed_rt)
+  std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;
 };

@@ -7,14 +7,16 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include "bench/timeline_recorder.h"
 #include "core/error.h"
 #include "models/zoo.h"
+#include "runtime/model_source.h"
 
 namespace atl::bench {
 
@@ -84,6 +86,7 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.armed_rt = o_.armed_rt;
+    r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
     {
@@ -137,15 +140,16 @@ class Runner {
     return o_.make_device ? o_.make_device() : sched::make_exec_device(o_.device, o_.sim);
   }
 
-  // One compilation per model and batch, reused by every run's fresh device.
+  // One compilation per model, batch and sequence length, reused by every run's fresh device.
   const Prepared& prepare(const ClientSpec& c, const sched::ExecDevice& device) {
-    const auto key = std::make_pair(c.model, c.batch);
+    const auto key = std::make_tuple(c.model, c.batch, c.seq_len);
     auto it = models_.find(key);
     if (it != models_.end()) return it->second;
     Prepared p;
     const bool computes = !sched::is_simulated(device);
-    p.compiled = sched::compile_zoo_model(c.model, c.batch, o_.seed, device, computes, o_.inflight_cap);
-    p.inputs = sched::seeded_inputs(p.compiled.program, o_.seed);
+    const ZooModel model{.name = c.model, .batch = c.batch, .seed = o_.seed, .seq_len = c.seq_len};
+    p.compiled = compile_zoo_model(model, device.target(), computes, o_.inflight_cap);
+    p.inputs = seeded_inputs(p.compiled.program, o_.seed);
     return models_.emplace(key, std::move(p)).first->second;
   }
 
@@ -165,6 +169,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.armed_rt = o_.armed_rt;
+    sw.scheduler.rt_order = o_.rt_order;
     sw.scheduler.record_events = traced;
     for (size_t c : clients) {
       const ClientSpec& spec = w_.clients[c];
@@ -225,6 +230,7 @@ class Runner {
         q.preemptions = t.preemptions;
         if (t.task_class == sched::TaskClass::kRealTime && t.preempted_tasks > 0) {
           run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
+          run.preemption_staging_us.push_back(static_cast<double>(t.dispatch - t.arrival) / 1e3);
         }
       }
       run.requests.push_back(q);
@@ -252,7 +258,7 @@ class Runner {
 
   const Workload& w_;
   const DisbOptions& o_;
-  std::map<std::pair<std::string, int64_t>, Prepared> models_;
+  std::map<std::tuple<std::string, int64_t, int64_t>, Prepared> models_;
   DisbProgress progress_;
 };
 
@@ -266,7 +272,7 @@ void write_file(const std::filesystem::path& path, const std::string& text) {
 }  // namespace
 
 std::vector<std::string> shipped_workloads() {
-  return {"A", "B", "C", "D", "E", "REAL"};
+  return {"A", "B", "C", "D", "E", "F", "G", "REAL"};
 }
 
 Workload load_disb_workload(const std::string& name_or_path, const std::vector<std::string>& search_dirs) {

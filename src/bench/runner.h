@@ -25,17 +25,19 @@ struct DisbProgress {
 
 struct DisbOptions {
   std::vector<sched::Mode> modes = sched::all_modes();
-  double duration_s = 30;      // each mode's arrivals
-  double standalone_s = 2;     // each RT client alone (at most duration_s)
+  double duration_s = 30;   // each mode's arrivals
+  double standalone_s = 2;  // each RT client alone (at most duration_s)
   // Every client together, unmeasured, before anything is measured, on real devices only: CUDA
   // loads a kernel's code at its first launch (lazy loading), which can synchronize the whole
   // device; without this the first mode running each model would pay for it.
   double warmup_s = 0.3;
-  double grace_s = 0.5;        // answers awaited after the arrivals stop
-  double timeline_ms = 200;    // trace.json window, centred in the traced mode's run
-  uint64_t seed = 0;           // Poisson arrivals, inputs, weights
-  int inflight_cap = 4;        // SchedulerOptions::inflight_cap
-  bool armed_rt = true;        // SchedulerOptions::armed_rt
+  double grace_s = 0.5;      // answers awaited after the arrivals stop
+  double timeline_ms = 200;  // trace.json window, centred in the traced mode's run
+  uint64_t seed = 0;         // Poisson arrivals, inputs, weights
+  int inflight_cap = 4;      // SchedulerOptions::inflight_cap
+  bool armed_rt = true;      // SchedulerOptions::armed_rt
+  // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
+  sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device
   sched::SimExecOptions sim;
   std::string commit;  // recorded in results.json
@@ -44,7 +46,7 @@ struct DisbOptions {
   std::function<void(const DisbProgress&)> on_progress;
 };
 
-// The workloads shipped in bench/workloads: A B C D E REAL.
+// The workloads shipped in bench/workloads: A B C D E F G REAL.
 std::vector<std::string> shipped_workloads();
 
 // `name_or_path` is a shipped workload's name, looked up in `search_dirs` in order, or a path to

@@ -52,6 +52,7 @@ class TimelineRecorder final : public sched::ExecDevice {
   void raise_flag(sched::StreamId via) override;
   void lower_flag() override;
   bool can_hold() const override { return inner_.can_hold(); }
+  bool holds_isolate(std::span<const sched::StreamId> held) override { return inner_.holds_isolate(held); }
   void hold(sched::StreamId stream) override;
   void release(sched::StreamId stream) override;
   void enqueue_inputs(sched::InstanceId instance, sched::StreamId stream) override {

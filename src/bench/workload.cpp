@@ -13,10 +13,14 @@ namespace atl::bench {
 
 const char* load_type_name(LoadType t) {
   switch (t) {
-    case LoadType::kPeriodic: return "periodic";
-    case LoadType::kPoisson: return "poisson";
-    case LoadType::kClosedLoop: return "closed";
-    case LoadType::kTrace: return "trace";
+    case LoadType::kPeriodic:
+      return "periodic";
+    case LoadType::kPoisson:
+      return "poisson";
+    case LoadType::kClosedLoop:
+      return "closed";
+    case LoadType::kTrace:
+      return "trace";
   }
   return "?";
 }
@@ -63,7 +67,8 @@ std::vector<double> read_trace_file(const Reader& r, const std::string& path, co
     if (line.empty() || line[0] == '#') continue;
     std::istringstream in(line);
     double t;
-    if (!(in >> t) || t < 0) r.fail(field, fmt::format("'{}' line {}: expected a non-negative time in ms", path, line_no));
+    if (!(in >> t) || t < 0)
+      r.fail(field, fmt::format("'{}' line {}: expected a non-negative time in ms", path, line_no));
     if (!out.empty() && t < out.back()) {
       r.fail(field, fmt::format("'{}' line {}: arrival times must not decrease", path, line_no));
     }
@@ -96,6 +101,8 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
     c.name = cj.contains("name") ? r.string(cj.at("name"), at + ".name") : fmt::format("{}-{}", c.model, i);
     if (cj.contains("batch")) c.batch = r.integer(cj.at("batch"), at + ".batch");
     if (c.batch < 1 || c.batch > 4096) r.fail(at + ".batch", "must be between 1 and 4096");
+    if (cj.contains("seq")) c.seq_len = r.integer(cj.at("seq"), at + ".seq");
+    if (c.seq_len < 1 || c.seq_len > 512) r.fail(at + ".seq", "must be between 1 and 512");
     const std::string prio = r.string(r.need(cj, "priority", at + ".priority"), at + ".priority");
     if (prio != "rt" && prio != "be") r.fail(at + ".priority", fmt::format("'{}' is neither \"rt\" nor \"be\"", prio));
     c.realtime = prio == "rt";
@@ -107,13 +114,15 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
       if (!(c.rate_hz > 0 && c.rate_hz <= 100000)) r.fail(at + ".load.rate", "must be in (0, 100000] requests/s");
     } else if (type == "closed") {
       c.load = LoadType::kClosedLoop;
-      if (load.contains("concurrency")) c.concurrency = static_cast<int>(r.integer(load.at("concurrency"), at + ".load.concurrency"));
+      if (load.contains("concurrency"))
+        c.concurrency = static_cast<int>(r.integer(load.at("concurrency"), at + ".load.concurrency"));
       if (c.concurrency < 1 || c.concurrency > 64) r.fail(at + ".load.concurrency", "must be between 1 and 64");
     } else if (type == "trace") {
       c.load = LoadType::kTrace;
       const std::string file = r.string(r.need(load, "file", at + ".load.file"), at + ".load.file");
-      const std::filesystem::path p = std::filesystem::path(file).is_absolute() ? std::filesystem::path(file)
-                                                                                : std::filesystem::path(base_dir) / file;
+      const std::filesystem::path p = std::filesystem::path(file).is_absolute()
+                                          ? std::filesystem::path(file)
+                                          : std::filesystem::path(base_dir) / file;
       c.trace_ms = read_trace_file(r, p.string(), at + ".load.file");
     } else {
       r.fail(at + ".load.type", fmt::format("'{}' is not one of periodic, poisson, closed, trace", type));
@@ -125,7 +134,8 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
     } else if (c.realtime && c.load == LoadType::kPeriodic) {
       c.deadline_ms = 1000.0 / c.rate_hz;
     }
-    if (c.realtime && c.load == LoadType::kClosedLoop) r.fail(at + ".load.type", "an RT client needs an open-loop load");
+    if (c.realtime && c.load == LoadType::kClosedLoop)
+      r.fail(at + ".load.type", "an RT client needs an open-loop load");
     w.clients.push_back(std::move(c));
   }
   return w;
@@ -163,7 +173,9 @@ std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, 
     }
     case LoadType::kTrace: {
       // A trace shorter than the run repeats, shifted by its span plus one mean gap.
-      const double span = c.trace_ms.back() + (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
+      const double span =
+          c.trace_ms.back() +
+          (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
       for (double base = 0; base < duration_ms; base += span) {
         for (double t : c.trace_ms) {
           if (base + t >= duration_ms) break;
@@ -172,7 +184,8 @@ std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, 
       }
       break;
     }
-    case LoadType::kClosedLoop: break;
+    case LoadType::kClosedLoop:
+      break;
   }
   return out;
 }

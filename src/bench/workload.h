@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "models/zoo.h"
+
 namespace atl::bench {
 
 enum class LoadType { kPeriodic, kPoisson, kClosedLoop, kTrace };
@@ -14,12 +16,13 @@ struct ClientSpec {
   std::string name;
   std::string model;
   int64_t batch = 1;
+  int64_t seq_len = ModelOptions{}.seq_len;  // BERT models only ("seq")
   bool realtime = false;
   LoadType load = LoadType::kClosedLoop;
-  double rate_hz = 0;                  // periodic / poisson
-  int concurrency = 1;                 // closed loop: requests kept outstanding
-  std::vector<double> trace_ms;        // trace: arrival offsets, ms from start, ascending
-  std::optional<double> deadline_ms;   // default for periodic RT clients: the period
+  double rate_hz = 0;                 // periodic / poisson
+  int concurrency = 1;                // closed loop: requests kept outstanding
+  std::vector<double> trace_ms;       // trace: arrival offsets, ms from start, ascending
+  std::optional<double> deadline_ms;  // default for periodic RT clients: the period
 };
 
 struct Workload {

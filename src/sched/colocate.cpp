@@ -9,8 +9,7 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/rng.h"
-#include "models/zoo.h"
+#include "runtime/model_source.h"
 #include "sched/cuda_exec_device.h"
 
 namespace atl::sched {
@@ -236,38 +235,14 @@ std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimE
   ATOLL_THROW(kInvalidArgument, "unknown scheduler device '{}' (devices: sim, cuda)", name);
 }
 
-CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
-                                bool computes, int inflight_cap) {
-  ModelOptions mo;
-  mo.batch = batch;
-  mo.seed = seed;
-  mo.init_weights = false;
-  Graph g = build_model(model, mo);
-  if (computes) {
-    g.init_weights(seed);
-  } else {
-    for (const Value& v : g.values()) {
-      if (v.kind == ValueKind::kWeight) g.weights()[v.name] = Tensor(v.dtype, v.shape);
-    }
-  }
-  CompileOptions options;
-  options.inflight_window = std::max(4, inflight_cap);
-  return compile_graph(g, device.target(), options);
+const char* rt_order_name(RtOrder order) {
+  return order == RtOrder::kDeadline ? "edf" : "fifo";
 }
 
-std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
-  std::vector<Tensor> inputs;
-  for (const TensorSpec& s : p.inputs) {
-    if (!is_float(s.dtype)) {
-      inputs.emplace_back(DType::kI64, s.shape);
-      continue;
-    }
-    Tensor t(DType::kF32, s.shape);
-    Rng rng(seed, s.name);
-    for (float& x : t.as<float>()) x = rng.uniform(-1.0f, 1.0f);
-    inputs.push_back(std::move(t));
-  }
-  return inputs;
+RtOrder rt_order_from_name(std::string_view name) {
+  if (name == "fifo") return RtOrder::kArrival;
+  if (name == "edf") return RtOrder::kDeadline;
+  ATOLL_THROW(kInvalidArgument, "unknown RT order '{}' (orders: fifo, edf)", name);
 }
 
 namespace {
@@ -286,7 +261,7 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
   std::stable_sort(report.results.begin(), report.results.end(),
                    [](const TaskResult& a, const TaskResult& b) { return a.finish < b.finish; });
   std::vector<std::vector<double>> latency(w.clients.size());
-  std::vector<double> rt_latency, preemption_us, staging_us, queueing_us, service_ms;
+  std::vector<double> rt_latency, preemption_us, preemption_staging_us, staging_us, queueing_us, service_ms;
   report.clients.resize(w.clients.size());
   for (const TaskResult& r : report.results) {
     ClientSummary& s = report.clients[static_cast<size_t>(r.client)];
@@ -297,10 +272,14 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
     if (r.finish <= run.end) s.throughput_per_s += 1.0 / report.duration_s;
     if (r.task_class == TaskClass::kRealTime) {
       rt_latency.push_back(ms);
-      staging_us.push_back(static_cast<double>(r.dispatch - r.arrival) / 1e3);
+      const double staging = static_cast<double>(r.dispatch - r.arrival) / 1e3;
+      staging_us.push_back(staging);
       queueing_us.push_back(static_cast<double>(r.start - r.dispatch) / 1e3);
       service_ms.push_back(static_cast<double>(r.finish - r.start) / 1e6);
-      if (r.preempted_tasks > 0) preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
+      if (r.preempted_tasks > 0) {
+        preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
+        preemption_staging_us.push_back(staging);
+      }
     } else if (r.finish <= run.end) {
       report.be_throughput_per_s += 1.0 / report.duration_s;
     }
@@ -316,6 +295,10 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
   report.rt_queueing_us = latency_stats(queueing_us);
   report.rt_service_ms = latency_stats(service_ms);
   report.preemption_latency_us = latency_stats(preemption_us);
+  report.preemption_staging_us = latency_stats(preemption_staging_us);
+  const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
+  report.staging_share_p50 = share(report.preemption_staging_us.median_ms, report.preemption_latency_us.median_ms);
+  report.staging_share_p99 = share(report.preemption_staging_us.p99_ms, report.preemption_latency_us.p99_ms);
   return report;
 }
 
@@ -331,6 +314,11 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
                 rt.model, rt.hz);
   }
+  const auto batch_of = [&](const std::string& model, const std::optional<int64_t>& batch) {
+    const int64_t b = batch.value_or(o.batch);
+    ATOLL_CHECK(b >= 1, kInvalidArgument, "client '{}' needs a batch of at least 1 (got {})", model, b);
+    return b;
+  };
   SimExecOptions sim;
   sim.gpu = o.sim;
   std::unique_ptr<ExecDevice> device = make_exec_device(o.device, sim);
@@ -341,9 +329,13 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
+  w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
-  auto add = [&](const std::string& model, TaskClass cls) -> WorkloadClient& {
-    const CompiledModel cm = compile_zoo_model(model, o.batch, o.seed, *device, computes, o.inflight_cap);
+  std::vector<int64_t> batches;
+  auto add = [&](const std::string& model, const std::optional<int64_t>& batch, TaskClass cls) -> WorkloadClient& {
+    batches.push_back(batch_of(model, batch));
+    const CompiledModel cm = compile_zoo_model({.name = model, .batch = batches.back(), .seed = o.seed},
+                                               device->target(), computes, o.inflight_cap);
     WorkloadClient c;
     c.name = model;
     c.task_class = cls;
@@ -353,7 +345,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     return w.clients.back();
   };
   for (const auto& rt : o.rt) {
-    WorkloadClient& c = add(rt.model, TaskClass::kRealTime);
+    WorkloadClient& c = add(rt.model, rt.batch, TaskClass::kRealTime);
     const double period_ns = 1e9 / rt.hz;
     c.relative_deadline = static_cast<DeviceTime>(period_ns);
     for (int64_t k = 0;; ++k) {
@@ -363,7 +355,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     }
   }
   if (o.mode != Mode::kRtOnly) {
-    for (const std::string& be : o.be) add(be, TaskClass::kBestEffort).closed_loop = true;
+    for (const auto& be : o.be) add(be.model, be.batch, TaskClass::kBestEffort).closed_loop = true;
   }
   const double warmup_s = w.real_time ? o.warmup_s : 0.0;
   if (warmup_s > 0) {
@@ -378,8 +370,10 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   const WorkloadRun run = run_workload(*device, w);
   WorkloadReport report = colocate_report(w, run, o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
+  for (size_t i = 0; i < batches.size(); ++i) report.clients[i].batch = batches[i];
   report.warmup_s = warmup_s;
   report.armed_rt = run.armed_rt;
+  report.rt_order = o.rt_order;
   return report;
 }
 

@@ -6,10 +6,11 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "compile/compiler.h"
 #include "runtime/session.h"
 #include "sched/exec_device.h"
 #include "sched/scheduler.h"
@@ -77,18 +78,16 @@ bool is_simulated(const ExecDevice& device);
 // "sim" or "cuda" (kUnsupported until the CUDA ExecDevice exists).
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim = {});
 
-// Builds a zoo model and compiles it for `device`. A device that computes gets the zoo's seeded
-// weights; a timing-only one gets zeros, which are cheap for the big models. `inflight_cap` is
-// the scheduler's: the plan keeps buffers apart for that many kernels in flight.
-CompiledModel compile_zoo_model(const std::string& model, int64_t batch, uint64_t seed, const ExecDevice& device,
-                                bool computes, int inflight_cap = 4);
-// Inputs for every request of a model: floats uniform in [-1, 1); indices 0, valid for every table.
-std::vector<Tensor> seeded_inputs(const Program& program, uint64_t seed);
+// "fifo" (RtOrder::kArrival) or "edf" (RtOrder::kDeadline); the parser throws kInvalidArgument
+// naming both.
+const char* rt_order_name(RtOrder order);
+RtOrder rt_order_from_name(std::string_view name);
 
 struct ClientSummary {
   std::string name;
   TaskClass task_class = TaskClass::kBestEffort;
   double hz = 0;
+  int64_t batch = 1;
   int64_t completed = 0;
   LatencyStats latency_ms;      // from scheduled arrival
   double throughput_per_s = 0;  // requests finished within the run's duration
@@ -109,22 +108,33 @@ struct WorkloadReport {
   int64_t preemptions = 0;  // BE tasks preempted with kernels in flight
   // Scheduled arrival -> first kernel start of the RT requests that preempted BE work.
   LatencyStats preemption_latency_us;
+  // The same requests' arrival -> dispatch (host staging), and what share of their preemption
+  // latency it is: p50 staging / p50 preemption latency, p99 / p99 (0 without preemptions).
+  LatencyStats preemption_staging_us;
+  double staging_share_p50 = 0, staging_share_p99 = 0;
   int64_t relaunched_kernels = 0;
-  double warmup_s = 0;              // the unmeasured run before (0: none, as on the simulator)
-  bool armed_rt = false;            // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
+  double warmup_s = 0;    // the unmeasured run before (0: none, as on the simulator)
+  bool armed_rt = false;  // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
+  RtOrder rt_order = RtOrder::kArrival;
   std::vector<TaskResult> results;  // every request, outputs dropped, in completion order
 };
 
 struct ColocateOptions {
   struct Rt {
     std::string model;
-    double hz = 100;
+    double hz = 100;                              // periodic arrivals; each request's relative deadline is the period
+    std::optional<int64_t> batch = std::nullopt;  // unset: `batch`
+  };
+  struct Be {
+    std::string model;
+    std::optional<int64_t> batch = std::nullopt;  // unset: `batch`
   };
   std::vector<Rt> rt;
-  std::vector<std::string> be;
+  std::vector<Be> be;
   Mode mode = Mode::kReset;
+  RtOrder rt_order = RtOrder::kArrival;
   double duration_s = 1.0;
-  int64_t batch = 1;
+  int64_t batch = 1;  // every client without a batch of its own
   uint64_t seed = 0;
   int inflight_cap = 4;
   std::string device = "sim";

@@ -20,10 +20,6 @@ std::exception_ptr make_scheduler_error(ErrorCode code, std::string message) {
   return std::make_exception_ptr(Error(code, std::move(message), __FILE__, __LINE__));
 }
 
-bool arms_rt_tasks(const SchedulerOptions& options, const ExecDevice& device) {
-  return mode_traits(options.mode).arms_rt && options.armed_rt && device.can_hold();
-}
-
 Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), options(o), traits(mode_traits(o.mode)) {
   ATOLL_CHECK(options.inflight_cap >= 1, kInvalidArgument, "in-flight cap must be at least 1 (got {})",
               options.inflight_cap);

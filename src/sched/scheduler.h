@@ -48,10 +48,6 @@ struct SchedulerOptions {
   DeviceTime stall_timeout_ns = 10'000'000'000;
 };
 
-// Whether a scheduler with `options` on `device` would arm RT tasks (armed_rt in effect); the
-// scheduler checks at its first poll that holds on its RT streams delay no other stream
-// (ExecDevice::holds_isolate) and says whether it armed in Scheduler::arms_rt.
-bool arms_rt_tasks(const SchedulerOptions& options, const ExecDevice& device);
 
 // RT mode transitions (wait and reset modes), for timelines.
 struct SchedulerEvent {

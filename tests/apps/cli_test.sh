@@ -13,7 +13,7 @@ fail() { echo "FAIL $1"; failures=$((failures + 1)); }
 expect_ok() {
   local name=$1 regex=$2; shift 2
   local out
-  if out=$("$@" 2>&1) && grep -qE "$regex" <<<"$out"; then pass "$name"; else fail "$name: $out"; fi
+  if out=$("$@" 2>&1) && grep -qE -e "$regex" <<<"$out"; then pass "$name"; else fail "$name: $out"; fi
 }
 # expect_error NAME REGEX CMD...: exits non-zero with one line on stderr matching REGEX
 expect_error() {
@@ -21,7 +21,7 @@ expect_error() {
   local err
   if "$@" >/dev/null 2>"$work/err"; then fail "$name: exited 0"; return; fi
   err=$(cat "$work/err")
-  if grep -qE "$regex" <<<"$err" && [ "$(wc -l <"$work/err")" -le 3 ]; then pass "$name"; else fail "$name: $err"; fi
+  if grep -qE -e "$regex" <<<"$err" && [ "$(wc -l <"$work/err")" -le 3 ]; then pass "$name"; else fail "$name: $err"; fi
 }
 
 expect_ok "models lists the zoo" "inception_v3" "$atoll" models
@@ -68,5 +68,31 @@ if /usr/bin/python3 -c "import numpy as np,sys; a,b,c=[np.load('$work/'+d+'/logi
 else
   fail "outputs depend on the given input only"
 fi
+
+# colocate: each client its own batch, the RT order, one-line errors for bad client specs.
+expect_ok "colocate per-client batch" '"batch": 4' \
+  "$atoll" colocate --rt tiny_vgg@2:500 --be tiny_cnn@4,tiny_bert --duration 0.01 --rt-order edf --json
+expect_ok "colocate records the RT order" '"rt_order": "edf"' \
+  "$atoll" colocate --rt tiny_vgg:500 --be tiny_cnn --duration 0.01 --rt-order edf --json
+expect_ok "colocate text shows the staging share" "of which staging" \
+  "$atoll" colocate --rt tiny_vgg@1:500 --be tiny_cnn@8 --duration 0.01
+expect_error "colocate batch 0" "--be 'tiny_cnn@0': the batch after '@' must be an integer" \
+  "$atoll" colocate --rt tiny_vgg --be tiny_cnn@0
+expect_error "colocate batch not a number" "--rt 'tiny_vgg@x:100': the batch after '@'" \
+  "$atoll" colocate --rt tiny_vgg@x:100 --be tiny_cnn
+expect_error "colocate rate not a number" "--rt 'tiny_vgg:fast': the rate after ':'" \
+  "$atoll" colocate --rt tiny_vgg:fast --be tiny_cnn
+expect_error "colocate rate on a BE client" "--be 'tiny_cnn:100': expected MODEL\[@BATCH\]" \
+  "$atoll" colocate --rt tiny_vgg --be tiny_cnn:100
+expect_error "colocate unknown model" "--be 'resnet51@8': unknown model 'resnet51'" \
+  "$atoll" colocate --rt tiny_vgg --be resnet51@8
+expect_error "colocate bad RT order" "rt-order" "$atoll" colocate --rt tiny_vgg --be tiny_cnn --rt-order lifo
+cat >"$work/w.json" <<'JSON'
+{"name": "cli", "clients": [
+  {"name": "rt", "model": "tiny_vgg", "priority": "rt", "load": {"type": "periodic", "rate": 200}},
+  {"name": "be", "model": "tiny_bert", "batch": 4, "seq": 16, "priority": "be", "load": {"type": "closed"}}]}
+JSON
+expect_ok "disb records the RT order" '"rt_order": "edf"' sh -c \
+  "'$atoll' bench disb --workload '$work/w.json' --modes rt-only,reset --duration 0.05 --rt-order edf --out '$work/disb' >/dev/null && cat '$work/disb/results.json'"
 
 [ "$failures" -eq 0 ]

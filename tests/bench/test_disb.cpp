@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -5,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/results.h"
+#include "bench/runner.h"
 #include "bench/workload.h"
 #include "core/error.h"
 
@@ -23,8 +25,9 @@ std::string error_of(const std::string& text) {
 
 TEST(Workload, ShippedWorkloadsParse) {
   const std::filesystem::path dir = std::filesystem::path(ATOLL_SOURCE_DIR) / "bench" / "workloads";
-  for (const char* name : {"A", "B", "C", "D", "E", "REAL"}) {
-    const Workload w = load_workload((dir / (std::string(name) + ".json")).string());
+  ASSERT_EQ(shipped_workloads(), (std::vector<std::string>{"A", "B", "C", "D", "E", "F", "G", "REAL"}));
+  for (const std::string& name : shipped_workloads()) {
+    const Workload w = load_workload((dir / (name + ".json")).string());
     EXPECT_EQ(w.name, name);
     int rt = 0;
     for (const auto& c : w.clients) rt += c.realtime;
@@ -37,11 +40,68 @@ TEST(Workload, ShippedWorkloadsParse) {
   }
 }
 
+TEST(Workload, LargeBatchWorkloadsRunBeClientsAtBatch16To64) {
+  const std::filesystem::path dir = std::filesystem::path(ATOLL_SOURCE_DIR) / "bench" / "workloads";
+  const Workload d = load_workload((dir / "D.json").string());
+  for (const char* name : {"F", "G"}) {
+    const Workload w = load_workload((dir / (std::string(name) + ".json")).string());
+    std::vector<std::string> be_models;
+    for (const ClientSpec& c : w.clients) {
+      if (c.realtime) {
+        EXPECT_EQ(c.batch, 1) << name << " " << c.name;
+        continue;
+      }
+      EXPECT_EQ(c.load, LoadType::kClosedLoop) << name << " " << c.name;
+      EXPECT_GE(c.batch, 16) << name << " " << c.name;
+      EXPECT_LE(c.batch, 64) << name << " " << c.name;
+      be_models.push_back(c.model + "@" + std::to_string(c.batch));
+    }
+    EXPECT_EQ(be_models, (std::vector<std::string>{"vgg19@32", "resnet152@32", "bert_base@16"})) << name;
+  }
+  const Workload f = load_workload((dir / "F.json").string());
+  EXPECT_EQ(f.clients[0].model, "resnet50");
+  EXPECT_EQ(f.clients[0].load, LoadType::kPoisson);
+  EXPECT_EQ(f.clients[0].rate_hz, 200);
+  // G's RT clients are D's.
+  const Workload g = load_workload((dir / "G.json").string());
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(g.clients[i].model, d.clients[i].model);
+    EXPECT_EQ(g.clients[i].rate_hz, d.clients[i].rate_hz);
+    EXPECT_EQ(g.clients[i].load, d.clients[i].load);
+    EXPECT_TRUE(g.clients[i].realtime);
+  }
+}
+
+TEST(Workload, BatchAndSequenceLength) {
+  const Workload w = parse_workload(
+      R"({"name": "x", "clients": [{"model": "bert_base", "batch": 16, "seq": 64, "priority": "be", "load": {"type": "closed"}},
+                                    {"model": "vgg19", "priority": "be", "load": {"type": "closed"}}]})",
+      "w.json", ".");
+  EXPECT_EQ(w.clients[0].batch, 16);
+  EXPECT_EQ(w.clients[0].seq_len, 64);
+  EXPECT_EQ(w.clients[1].batch, 1);
+  EXPECT_EQ(w.clients[1].seq_len, ModelOptions{}.seq_len);
+  for (const char* bad : {R"("batch": 0)", R"("batch": 2.5)", R"("batch": 5000)"}) {
+    EXPECT_NE(error_of(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
+                       R"(, "priority": "be", "load": {"type": "closed"}}]})")
+                  .find("clients[0].batch"),
+              std::string::npos)
+        << bad;
+  }
+  for (const char* bad : {R"("seq": 0)", R"("seq": "long")", R"("seq": 513)"}) {
+    EXPECT_NE(error_of(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
+                       R"(, "priority": "be", "load": {"type": "closed"}}]})")
+                  .find("clients[0].seq"),
+              std::string::npos)
+        << bad;
+  }
+}
+
 TEST(Workload, ErrorsNameFileFieldAndProblem) {
   EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
   EXPECT_NE(error_of(R"({"clients": []})").find("'name'"), std::string::npos);
-  const std::string bad_rate =
-      error_of(R"({"name": "x", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": -1}}]})");
+  const std::string bad_rate = error_of(
+      R"({"name": "x", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": -1}}]})");
   EXPECT_NE(bad_rate.find("w.json"), std::string::npos);
   EXPECT_NE(bad_rate.find("clients[0].load.rate"), std::string::npos);
   EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "urgent", "load": {"type": "closed"}}]})")
@@ -53,9 +113,11 @@ TEST(Workload, ErrorsNameFileFieldAndProblem) {
   EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "closed"}}]})")
                 .find("open-loop"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "trace", "file": "nope.trace"}}]})")
-                .find("nope.trace"),
-            std::string::npos);
+  EXPECT_NE(
+      error_of(
+          R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "trace", "file": "nope.trace"}}]})")
+          .find("nope.trace"),
+      std::string::npos);
 }
 
 TEST(Workload, ArrivalsFollowTheLoad) {
@@ -86,6 +148,7 @@ TEST(Workload, ArrivalsFollowTheLoad) {
 
 BenchResults synthetic_results() {
   BenchResults r;
+  r.rt_order = "edf";
   r.workload = parse_workload(
       R"({"name": "T", "clients": [{"name": "rt", "model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 100}},
                                     {"name": "be", "model": "m", "priority": "be", "load": {"type": "closed"}}]})",
@@ -101,7 +164,10 @@ BenchResults synthetic_results() {
     if (std::string(mode) == "reset") {
       for (int i = 0; i < 50; ++i) run.requests.push_back({1, i * 20.0, i * 20.0 + 1, i * 20.0 + 15, 1, false, false});
       run.requests.push_back({1, 990, 0, 0, 0, true, false});
-      for (int i = 0; i < 100; ++i) run.preemption_latency_us.push_back(10 + i * 0.1);
+      for (int i = 0; i < 100; ++i) {
+        run.preemption_latency_us.push_back(10 + i * 0.1);
+        run.preemption_staging_us.push_back(4 + i * 0.01);
+      }
       run.timeline.push_back({"rt", "conv1", 0.1, 0.2, true, false});
       run.timeline.push_back({"be0", "conv1", 0.0, 0.15, false, true});
       run.events.push_back({"be0", "preempt", 0.1});
@@ -125,6 +191,11 @@ TEST(Results, StatisticsFromScheduledArrival) {
   EXPECT_EQ(reset.preemptions, 50);
   EXPECT_DOUBLE_EQ(reset.longest_be_wait_ms, 1.0);
   EXPECT_NEAR(reset.preemption_latency_us.p99, 10 + 98 * 0.1, 1e-9);
+  // Staging's share: nearest-rank p50s (the 50th samples) and p99s (the 99th) divided.
+  EXPECT_NEAR(reset.preemption_staging_us.p50, 4 + 49 * 0.01, 1e-9);
+  EXPECT_NEAR(reset.staging_share_p50, (4 + 49 * 0.01) / (10 + 49 * 0.1), 1e-9);
+  EXPECT_NEAR(reset.staging_share_p99, (4 + 98 * 0.01) / (10 + 98 * 0.1), 1e-9);
+  EXPECT_EQ(r.stats[0].staging_share_p50, 0.0) << "no preemption: no share";
 }
 
 // 1..1000: the p99 is 990 and its 95% interval the samples at ranks floor(990 - 6.17) and
@@ -167,13 +238,29 @@ TEST(Results, JsonCsvTraceAndReport) {
   EXPECT_EQ(j["schema"], "atoll.disb/1");
   EXPECT_EQ(j["modes"].size(), 2u);
   EXPECT_EQ(j["modes"][1]["clients"][1]["dropped"], 1);
+  EXPECT_EQ(j["settings"]["rt_order"], "edf");
+  EXPECT_DOUBLE_EQ(j["modes"][1]["staging_share"]["p50"].get<double>(), r.stats[1].staging_share_p50);
+  EXPECT_EQ(j["modes"][1]["preemption_staging_us"]["count"], 100);
   const std::string csv = results_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2);
+  // Every row has the header's columns; the mode's staging share closes the reset rows.
+  const size_t header_columns = std::count(csv.begin(), csv.begin() + csv.find('\n'), ',');
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), ','), 5 * header_columns);
+  EXPECT_NE(csv.find(fmt::format("edf,{:.3f},{:.3f},{:.3f},{:.3f},{:.4f},{:.4f}\n",
+                                 r.stats[1].preemption_latency_us.p50, r.stats[1].preemption_latency_us.p99,
+                                 r.stats[1].preemption_staging_us.p50, r.stats[1].preemption_staging_us.p99,
+                                 r.stats[1].staging_share_p50, r.stats[1].staging_share_p99)),
+            std::string::npos)
+      << csv;
   const nlohmann::json trace = nlohmann::json::parse(perfetto_trace_json(r.runs[1]));
   int spans = 0;
   for (const auto& e : trace["traceEvents"]) spans += e["ph"] == "X";
   EXPECT_EQ(spans, 2);
   const std::string html = report_html(r);
+  EXPECT_NE(html.find("RT order: edf"), std::string::npos);
+  EXPECT_NE(html.find(fmt::format("{:.1f} ({:.0f}%)", r.stats[1].preemption_staging_us.p50,
+                                  100 * r.stats[1].staging_share_p50)),
+            std::string::npos);
   for (const char* id : {"rt-latency-cdf", "throughput", "preemption-latency", "deadline-misses"}) {
     EXPECT_NE(html.find(std::string("id=\"") + id + "\""), std::string::npos) << id;
   }
@@ -195,8 +282,8 @@ TEST(Report, RendersInHeadlessChromium) {
     std::ofstream f(html);
     f << report_html(synthetic_results());
   }
-  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" + html.string() +
-                          "' 2>/dev/null";
+  const std::string cmd =
+      "chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" + html.string() + "' 2>/dev/null";
   FILE* pipe = popen(cmd.c_str(), "r");
   ASSERT_NE(pipe, nullptr);
   std::string dom;

@@ -32,7 +32,7 @@ Workload mixed_workload(const std::string& dir) {
        "deadline_ms": 5},
       {"name": "rt-trace", "model": "tiny_vgg", "priority": "rt", "load": {"type": "trace", "file": "cam.trace"}},
       {"name": "be-closed", "model": "tiny_cnn", "priority": "be", "load": {"type": "closed", "concurrency": 3}},
-      {"name": "be-periodic", "model": "tiny_bert", "batch": 2, "priority": "be",
+      {"name": "be-periodic", "model": "tiny_bert", "batch": 2, "seq": 24, "priority": "be",
        "load": {"type": "periodic", "rate": 200}}]})";
   }
   return load_disb_workload(path, {});

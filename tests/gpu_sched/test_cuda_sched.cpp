@@ -9,6 +9,7 @@
 #include "compile/compiler.h"
 #include "core/rng.h"
 #include "models/zoo.h"
+#include "runtime/model_source.h"
 #include "sched/colocate.h"
 #include "sched/cuda_exec_device.h"
 #include "sched/scheduler.h"
@@ -53,7 +54,7 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model(GetParam(), 1, seed % 1000, *device, true, kCap);
+  const CompiledModel cm = compile_zoo_model({.name = GetParam(), .seed = seed % 1000}, device->target(), true, kCap);
   const InstanceId inst = device->load(cm.program, cm.weights);
   const StreamId be = device->create_stream(StreamPriority::kLow);
   const StreamId rt = device->create_stream(StreamPriority::kHigh);
@@ -98,8 +99,8 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel be_model = compile_zoo_model("resnet50", 1, 1, *device, true);
-  const CompiledModel rt_model = compile_zoo_model("resnet18", 1, 2, *device, true);
+  const CompiledModel be_model = compile_zoo_model({.name = "resnet50", .seed = 1}, device->target(), true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "resnet18", .seed = 2}, device->target(), true);
   const InstanceId be_inst = device->load(be_model.program, be_model.weights);
   const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
   const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
@@ -147,8 +148,8 @@ TEST(CudaScheduler, EveryModeRunsAfterAnArmedScheduler) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel be_model = compile_zoo_model("resnet18", 1, 1, *device, true);
-  const CompiledModel rt_model = compile_zoo_model("mobilenet_v2", 1, 2, *device, true);
+  const CompiledModel be_model = compile_zoo_model({.name = "resnet18", .seed = 1}, device->target(), true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "mobilenet_v2", .seed = 2}, device->target(), true);
   const InstanceId be_inst = device->load(be_model.program, be_model.weights);
   const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
   const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
@@ -186,7 +187,7 @@ TEST(CudaScheduler, EveryModeRunsAfterAnArmedScheduler) {
 TEST(CudaExecDevice, HeldStreamsDelayNoOtherStream) {
   REQUIRE_GPU();
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model("tiny_cnn", 1, 1, *device, true);
+  const CompiledModel cm = compile_zoo_model({.name = "tiny_cnn", .seed = 1}, device->target(), true);
   std::vector<InstanceId> instances;
   for (int i = 0; i < 10; ++i) instances.push_back(device->load(cm.program, cm.weights));
   std::vector<StreamId> rt, be;
@@ -226,8 +227,8 @@ TEST(CudaScheduler, SeveralRtClientsBurstingNeverStall) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel rt_model = compile_zoo_model("mobilenet_v2", 1, 2, *device, true);
-  const CompiledModel be_model = compile_zoo_model("resnet18", 8, 1, *device, true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "mobilenet_v2", .seed = 2}, device->target(), true);
+  const CompiledModel be_model = compile_zoo_model({.name = "resnet18", .batch = 8, .seed = 1}, device->target(), true);
   const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed);
   const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed + 1);
   std::vector<InstanceId> rt_inst, be_inst;
@@ -273,7 +274,7 @@ TEST(CudaScheduler, InterruptedStagingEnqueuesNothing) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model("resnet18", 1, seed % 1000, *device, true);
+  const CompiledModel cm = compile_zoo_model({.name = "resnet18", .seed = seed % 1000}, device->target(), true);
   const InstanceId inst = device->load(cm.program, cm.weights);
   const StreamId s = device->create_stream(StreamPriority::kLow);
   const std::vector<Tensor> a = seeded_inputs(cm.program, seed);
@@ -295,7 +296,7 @@ TEST(CudaExecDevice, LoadAfterPreemptibleWorkLeavesTheFlagLow) {
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model("resnet18", 1, seed % 1000, *device, true);
+  const CompiledModel cm = compile_zoo_model({.name = "resnet18", .seed = seed % 1000}, device->target(), true);
   const InstanceId first = device->load(cm.program, cm.weights);
   const StreamId s = device->create_stream(StreamPriority::kLow);
   const std::vector<Tensor> inputs = seeded_inputs(cm.program, seed);

@@ -9,8 +9,8 @@ namespace {
 
 ColocateOptions tiny(Mode mode) {
   ColocateOptions o;
-  o.rt = {{"tiny_vgg", 1000}};
-  o.be = {"tiny_cnn", "tiny_bert"};
+  o.rt = {{.model = "tiny_vgg", .hz = 1000}};
+  o.be = {{.model = "tiny_cnn"}, {.model = "tiny_bert"}};
   o.mode = mode;
   o.duration_s = 0.02;
   return o;
@@ -47,6 +47,47 @@ TEST(Colocate, ReportsRtLatencyBeThroughputAndPreemptions) {
   int64_t total = 0;
   for (const auto& c : r.clients) total += c.completed;
   EXPECT_EQ(static_cast<int64_t>(r.results.size()), total);
+}
+
+TEST(Colocate, ClientsTakeTheirOwnBatchOrTheDefault) {
+  ColocateOptions o = tiny(Mode::kReset);
+  o.batch = 2;
+  o.be[0].batch = 8;
+  const WorkloadReport r = run_colocate(o);
+  ASSERT_EQ(r.clients.size(), 3u);
+  EXPECT_EQ(r.clients[0].batch, 2);
+  EXPECT_EQ(r.clients[1].batch, 8);
+  EXPECT_EQ(r.clients[2].batch, 2);
+  // A bigger batch is more work per request: fewer of them in the same time. (tiny_cnn's
+  // kernels are too small for the batch to show on the simulated GPU; resnet18's are not.)
+  ColocateOptions big = tiny(Mode::kReset);
+  big.be = {{.model = "resnet18", .batch = 16}};
+  ColocateOptions small = big;
+  small.be[0].batch = 1;
+  EXPECT_LT(run_colocate(big).clients[1].completed, run_colocate(small).clients[1].completed);
+  ColocateOptions zero = tiny(Mode::kReset);
+  zero.rt[0].batch = 0;
+  EXPECT_THROW(run_colocate(zero), Error);
+}
+
+TEST(Colocate, RecordsTheRtOrderAndTheStagingShareOfPreemptionLatency) {
+  for (const RtOrder order : {RtOrder::kArrival, RtOrder::kDeadline}) {
+    ColocateOptions o = tiny(Mode::kReset);
+    o.rt_order = order;
+    const WorkloadReport r = run_colocate(o);
+    EXPECT_EQ(r.rt_order, order);
+    ASSERT_GT(r.preemption_latency_us.samples, 0);
+    EXPECT_EQ(r.preemption_staging_us.samples, r.preemption_latency_us.samples);
+    EXPECT_GT(r.preemption_staging_us.median_ms, 0);
+    EXPECT_NEAR(r.staging_share_p50, r.preemption_staging_us.median_ms / r.preemption_latency_us.median_ms, 1e-12);
+    EXPECT_NEAR(r.staging_share_p99, r.preemption_staging_us.p99_ms / r.preemption_latency_us.p99_ms, 1e-12);
+    EXPECT_LE(r.staging_share_p50, 1.0);
+  }
+  EXPECT_STREQ(rt_order_name(RtOrder::kArrival), "fifo");
+  EXPECT_STREQ(rt_order_name(RtOrder::kDeadline), "edf");
+  EXPECT_EQ(rt_order_from_name("edf"), RtOrder::kDeadline);
+  EXPECT_EQ(rt_order_from_name("fifo"), RtOrder::kArrival);
+  EXPECT_THROW(rt_order_from_name("lifo"), Error);
 }
 
 TEST(Colocate, RtOnlyLoadsNoBeModel) {

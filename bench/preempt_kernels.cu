@@ -18,7 +18,7 @@ __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index,
   }
   const uint64_t t0 = cuda::global_ns();
   while (cuda::global_ns() - t0 < duration_ns) {
-    if (cuda::read_flag_now(flag) != 0) return;
+    if (cuda::load_flag(flag) != 0) return;
   }
 }
 

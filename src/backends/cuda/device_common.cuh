@@ -8,24 +8,43 @@
 
 namespace atl::cuda {
 
-// Entry check of short, memory-bound kernels: a cacheable read, so the first warp on each SM
-// misses and every later block hits L1 instead of queueing on one L2 line. L1 does not carry
-// global data across kernel boundaries, so a flag raised before a launch is seen by it (the GPU
-// tests check exactly that for every kernel of every zoo model); a flag raised while such a
-// kernel runs may be seen only by the next one, which is fine for kernels this short.
-__device__ __forceinline__ bool entry_preempted(const int* flag) {
-  return flag != nullptr && __ldca(flag) != 0;
+// Every flag read goes to L2 (ld.relaxed.gpu): an L1-cached read (ld.ca) keeps the line an SM
+// fetched first for the rest of the kernel, so blocks started after a mid-kernel raise would run
+// on unstopped. The asm is volatile so that reads inside loops are never hoisted or merged.
+__device__ __forceinline__ int load_flag(const int* flag) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
 }
 
-// Overlapped entry check of memory-bound kernels: flag_peek issues the (cacheable) flag read and
-// returns at once; after the thread's first data loads, after_loads ties the flag to one loaded
-// value, so the compiler keeps those loads ahead of the branch and both latencies overlap. The
-// branch `if (stop) return;` then comes before any store.
+// Per-item check of grid-stride loops (blocks are sized for one item per thread, so this is
+// also the block-entry check).
+__device__ __forceinline__ bool entry_preempted(const int* flag) {
+  return flag != nullptr && load_flag(flag) != 0;
+}
+
+// Overlapped per-item check of memory-bound loops: flag_peek issues the flag read and returns at
+// once; after the thread's first data loads, after_loads ties the flag to one loaded value, so
+// the compiler keeps those loads ahead of the branch and both latencies overlap. The branch
+// `if (stop) return;` then comes before any store.
 __device__ __forceinline__ int flag_peek(const int* flag) {
-  return flag != nullptr ? __ldca(flag) : 0;
+  return flag != nullptr ? load_flag(flag) : 0;
 }
 __device__ __forceinline__ void after_loads(int& stop, float loaded) {
   asm volatile("" : "+r"(stop) : "f"(loaded));
+}
+
+// In-loop check of long threads that share no barrier: thread 0 forwards the value it read at
+// the previous poll to a shared word and issues the next read, so no thread ever waits on L2
+// and each block costs one flag read per poll. `pending` is thread 0's register (start it at
+// flag_peek), `word` a shared int the block zeroes before its first barrier.
+__device__ __forceinline__ bool block_poll(const int* flag, int& pending, volatile int* word) {
+  if (flag == nullptr) return false;
+  if (threadIdx.x == 0) {
+    if (pending != 0) *word = 1;
+    pending = load_flag(flag);
+  }
+  return *word != 0;
 }
 
 // The GPU's global nanosecond timer (coarse ticks; the same on every SM).
@@ -33,11 +52,6 @@ __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-// Read of long kernels while they run: bypasses L1, so a flag raised mid-kernel is seen.
-__device__ __forceinline__ int read_flag_now(const int* flag) {
-  return *reinterpret_cast<const volatile int*>(flag);
 }
 
 __device__ __forceinline__ float apply_act(float v, int act) {

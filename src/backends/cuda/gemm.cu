@@ -121,23 +121,21 @@ struct GemmTileShape {
   static_assert(kAVecLoads >= 1 && kBVecLoads >= 1, "tile too small for the thread count");
 };
 
+// One output tile of the uncapped grid: (bx, by) in M and N, bz = batch * splits + split.
+// Returns true when the block saw the flag and stopped (the tile's outputs are then partial).
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
-__global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
+__device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, int& flag_seen, int bx, int by, int bz,
+                                          unsigned char* smem_raw) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* sA = reinterpret_cast<__half*>(smem_raw);
   __half* sB = sA + kStages * S::kAStage;
 
   const int tid = threadIdx.x;
-  // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
-  // (the first at tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
-  // the prologue and the tiles in between instead of stalling the block.
-  int flag_seen = (flag != nullptr && tid == 0) ? load_flag(flag) : 0;
   const int lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const int split = blockIdx.z % p.splits;
-  const int bidx = blockIdx.z / p.splits;
+  const int m0 = bx * BM, n0 = by * BN;
+  const int split = bz % p.splits;
+  const int bidx = bz / p.splits;
   const int k_tiles = (p.K + BK - 1) / BK;
   const int kt_begin = split * p.k_tiles_per_split;
   const int kt_end = min(k_tiles, kt_begin + p.k_tiles_per_split);
@@ -239,7 +237,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
     if (flag != nullptr && t % kPreemptCheckTiles == 0) {
       if (__syncthreads_or(flag_seen)) {
         cp_async_wait<0>();
-        return;
+        return true;
       }
       if (tid == 0) flag_seen = load_flag(flag);
     } else {
@@ -293,7 +291,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
   }
   cp_async_wait<0>();
   // An empty K range skipped the loop and its checks.
-  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return;
+  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return true;
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
   const bool split_mode = p.splits > 1;
@@ -350,6 +348,34 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
       }
     }
   }
+  return false;
+}
+
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+__global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
+  // (the first at K tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
+  // the prologue and the tiles in between instead of stalling the block.
+  int flag_seen = (flag != nullptr && threadIdx.x == 0) ? load_flag(flag) : 0;
+  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+  const int per_batch = tiles_m * tiles_n;
+  const int tiles = per_batch * p.batch * p.splits;
+  // The grid holds only resident blocks (launch_tile), which walk the tiles in the order an
+  // uncapped grid would launch them: a raised flag then stops every block within a check, with
+  // no queue of unlaunched blocks left to start and retire.
+  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    if (tile != static_cast<int>(blockIdx.x)) {
+      // The last tile's MMAs read the shared memory this tile's prologue refills.
+      if (__syncthreads_or(flag_seen)) return;
+      if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
+    }
+    const int mn = tile % per_batch;
+    if (gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch,
+                                            smem_raw)) {
+      return;
+    }
+  }
 }
 
 // Sums the split-K partials in split order and applies the epilogue.
@@ -358,7 +384,7 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag);
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int bidx = i / mn;
     const int rem = i - bidx * mn;
     const int row = rem / p.N;
@@ -378,7 +404,15 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, p.batch * p.splits);
+  // Read at the first launch, after prepare_tile raised the shared-memory limit.
+  static const int per_sm = [] {
+    int n = 0;
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BM, BN, WM, WN, VEC, BKN>, S::kThreads,
+                                                                 S::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  const int64_t tiles = int64_t{(p.M + BM - 1) / BM} * ((p.N + BN - 1) / BN) * p.batch * p.splits;
+  const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{per_sm} * device_sm_count()));
   gemm_kernel<BM, BN, WM, WN, VEC, BKN><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
   ATL_CUDA_CHECK_LAUNCH(name);
 }

@@ -13,9 +13,10 @@ namespace {
 constexpr int BK = kGemmTileK;
 constexpr int kStages = 4;
 constexpr int kSmemPad = 8;  // halves; keeps ldmatrix rows on distinct banks
-// Blocks re-check the preemption flag every this many K tiles (a tile is ~0.1-0.7 us of work);
-// with the read one check ahead, a block stops within two intervals of a raise.
-constexpr int kPreemptCheckTiles = 4;
+// Blocks re-check the preemption flag every this many K tiles. A tile is 0.1-3 us of work (the
+// long ones: 128x128 tiles at one or two blocks per SM); with the read one check ahead, a block
+// stops within two intervals of a raise, and two tiles still hide the read's L2 latency.
+constexpr int kPreemptCheckTiles = 2;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -351,40 +352,46 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   return false;
 }
 
-template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
+// PERSISTENT: the grid holds only resident blocks, which walk the tiles in the order an uncapped
+// grid would launch them, so a raised flag stops every block within a check, with no queue of
+// unlaunched blocks left to start and retire. Otherwise one block per tile (dim3 grid).
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN, bool PERSISTENT>
 __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
   // (the first at K tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
   // the prologue and the tiles in between instead of stalling the block.
   int flag_seen = (flag != nullptr && threadIdx.x == 0) ? load_flag(flag) : 0;
-  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
-  const int per_batch = tiles_m * tiles_n;
-  const int tiles = per_batch * p.batch * p.splits;
-  // The grid holds only resident blocks (launch_tile), which walk the tiles in the order an
-  // uncapped grid would launch them: a raised flag then stops every block within a check, with
-  // no queue of unlaunched blocks left to start and retire.
-  for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-    if (tile != static_cast<int>(blockIdx.x)) {
-      // The last tile's MMAs read the shared memory this tile's prologue refills.
-      if (__syncthreads_or(flag_seen)) return;
-      if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
-    }
-    const int mn = tile % per_batch;
-    if (gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch,
-                                            smem_raw)) {
-      return;
+  if constexpr (!PERSISTENT) {
+    gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw);
+  } else {
+    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+    const int per_batch = tiles_m * tiles_n;
+    const int tiles = per_batch * p.batch * p.splits;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      if (tile != static_cast<int>(blockIdx.x)) {
+        // The last tile's MMAs read the shared memory this tile's prologue refills.
+        if (__syncthreads_or(flag_seen)) return;
+        if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
+      }
+      const int mn = tile % per_batch;
+      if (gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch,
+                                              smem_raw)) {
+        return;
+      }
     }
   }
 }
 
 // Sums the split-K partials in split order and applies the epilogue.
 __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
+  __shared__ int flag_word;
+  ItemFlag f(flag, &flag_word);
   // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    int stop = f.peek(i < gridDim.x * blockDim.x);
     const int bidx = i / mn;
     const int rem = i - bidx * mn;
     const int row = rem / p.N;
@@ -401,26 +408,40 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
   }
 }
 
+// Grids up to this many waves of resident blocks launch one block per tile: after a raise, the
+// queued blocks each stop at their first check (a few microseconds for the whole queue), and the
+// plain kernel keeps fewer registers. Larger grids run persistent.
+constexpr int64_t kPersistentAfterWaves = 4;
+
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
   // Read at the first launch, after prepare_tile raised the shared-memory limit.
   static const int per_sm = [] {
     int n = 0;
-    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BM, BN, WM, WN, VEC, BKN>, S::kThreads,
-                                                                 S::kSmemBytes));
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>,
+                                                                 S::kThreads, S::kSmemBytes));
     return std::max(n, 1);
   }();
-  const int64_t tiles = int64_t{(p.M + BM - 1) / BM} * ((p.N + BN - 1) / BN) * p.batch * p.splits;
-  const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, int64_t{per_sm} * device_sm_count()));
-  gemm_kernel<BM, BN, WM, WN, VEC, BKN><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+  const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
+  const int64_t resident = int64_t{per_sm} * device_sm_count();
+  if (tiles > kPersistentAfterWaves * resident) {
+    gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>
+        <<<static_cast<unsigned>(resident), S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  } else {
+    const dim3 grid(tiles_m, tiles_n, p.batch * p.splits);
+    gemm_kernel<BM, BN, WM, WN, VEC, BKN, false><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  }
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void prepare_tile() {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN>,
+  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN, false>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
 }
 

@@ -13,14 +13,6 @@ enum Slot { kStart = 0, kRaise = 1, kEnd = 2 };
 // A raiser whose victim never started gives up after this long rather than hang the device.
 constexpr uint64_t kRaiserGiveUpNs = 2'000'000'000;
 
-// Holds the victim's stream until the host has enqueued the whole trial, so that the stamps
-// time the device rather than the host's launch calls.
-__global__ void gate_kernel(const volatile int* open) {
-  const uint64_t give_up = cuda::global_ns() + kRaiserGiveUpNs;
-  while (*open == 0 && cuda::global_ns() < give_up) {
-  }
-}
-
 __global__ void stamp_kernel(uint64_t* slot) {
   if (threadIdx.x == 0) {
     *reinterpret_cast<volatile uint64_t*>(slot) = cuda::global_ns();
@@ -55,8 +47,7 @@ double median(std::vector<double> v) {
 ExitProbe::ExitProbe()
     : victim_(cuda::make_priority_stream(false)),
       raiser_(cuda::make_priority_stream(true)),
-      slots_(3 * sizeof(uint64_t)),
-      gate_(sizeof(int), true) {}
+      slots_(3 * sizeof(uint64_t)) {}
 
 void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3]) {
   auto* slots = static_cast<uint64_t*>(slots_.get());
@@ -68,16 +59,14 @@ void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us,
     raiser_kernel<<<1, 32, 0, raiser_.get()>>>(slots, static_cast<uint64_t>(raise_after_us * 1e3), flag);
     ATL_CUDA_CHECK_LAUNCH("exit_probe_raiser");
   }
-  auto* open = static_cast<volatile int*>(gate_.get());
-  *open = 0;
-  gate_kernel<<<1, 1, 0, victim_.get()>>>(static_cast<const volatile int*>(gate_.device_alias()));
-  ATL_CUDA_CHECK_LAUNCH("exit_probe_gate");
+  // The stamps time the device, not the host's launch calls.
+  gate_.hold(victim_.get());
   stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kStart);
   ATL_CUDA_CHECK_LAUNCH("exit_probe_start");
   if (victim) victim(victim_.get(), flag);
   stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kEnd);
   ATL_CUDA_CHECK_LAUNCH("exit_probe_end");
-  *open = 1;
+  gate_.release();
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
   ATL_CUDA_CHECK(cudaMemcpy(t, slots, sizeof(t), cudaMemcpyDeviceToHost));
 }

@@ -2,8 +2,8 @@
 // Exit latency of one kernel on the device clock: a one-block "raiser" kernel on a high-priority
 // stream raises the preemption flag at a chosen moment of the victim's run and stamps
 // %globaltimer once the store is visible; a one-block stamp kernel behind the victim on the
-// victim's stream records when the stream moved on. A gate kernel holds the stream until the
-// whole trial is enqueued, so kernels run back to back. Exit = end stamp - raise - the gap
+// victim's stream records when the stream moved on. A cuda::HostGate holds the stream until the
+// whole trial is enqueued, so its kernels run back to back. Exit = end stamp - raise - the gap
 // between two back-to-back kernels (calibrated). Shared by atoll_bench_kernel_exit and the GPU
 // test of mid-kernel preemption.
 #include <cuda_runtime_api.h>
@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/timing.h"
 
 namespace atl::bench {
 
@@ -43,7 +44,7 @@ class ExitProbe {
 
   cuda::Stream victim_, raiser_;
   cuda::DeviceBuffer slots_;  // start, raise, end (uint64 ns)
-  cuda::PinnedBuffer gate_;   // mapped: the host opens the victim's stream once a trial is enqueued
+  cuda::HostGate gate_;       // holds the victim's stream until a trial is enqueued
   double gap_us_ = 0;
 };
 

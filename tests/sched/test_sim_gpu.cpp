@@ -275,13 +275,13 @@ TEST(SimShapes, RooflineGivesEachBlockOneSlotsShareOfThePeaks) {
   p.kernels.push_back(kernel_with(1, 4, 1));
   const auto shapes = roofline_shapes(p, c);
   ASSERT_EQ(shapes.size(), 3u);
-  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000, 8000}));
+  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000, 4000}));
   EXPECT_EQ(shapes[1], (SimKernelShape{264, 100000, 100000}));
   EXPECT_EQ(shapes[2], (SimKernelShape{1, c.block_floor_ns, c.block_floor_ns}));
 
   // A profile keeps the grids and sets block times so each kernel alone takes its time.
   const auto profiled = profiled_shapes(p, {0.016, 0.5, 0.004}, c);
-  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 16000}));
+  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 8000}));
   EXPECT_EQ(profiled[1], (SimKernelShape{264, 500000, 500000}));
   EXPECT_EQ(profiled[2], (SimKernelShape{1, 4000, 4000}));
   EXPECT_THROW(profiled_shapes(p, {0.1}, c), Error);
@@ -307,8 +307,8 @@ TEST(SimShapes, EachKernelChecksAsItsCudaKernelDoes) {
   stem.inputs = {x, w};
   p.kernels.push_back(stem);
   const auto shapes = roofline_shapes(p, c);
-  // 2 x 64 of 2^20 K columns between two reads that can stop the block.
-  EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 128.0 / (1 << 20), 1.0);
+  // 2 x 128 of 2^20 K columns between two reads that can stop the block.
+  EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 256.0 / (1 << 20), 1.0);
   EXPECT_EQ(shapes[1].check_ns, shapes[1].block_ns);
   // The stem polls once per filter row, read one row ahead: 2 of 7 rows.
   EXPECT_NEAR(static_cast<double>(shapes[2].check_ns), shapes[2].block_ns * 2.0 / 7.0, 1.0);

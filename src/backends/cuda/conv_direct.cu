@@ -11,12 +11,10 @@ namespace {
 
 template <int V>
 __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
-  __shared__ int flag_word;
-  ItemFlag f(flag, &flag_word);
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = f.peek(i < gridDim.x * blockDim.x);
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int c = static_cast<int>(i % cv) * V;
     int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
@@ -74,7 +72,7 @@ __global__ void small_channel_conv_kernel(const DirectConvParams p, const int* f
   __half* s_w = reinterpret_cast<__half*>(smem_raw);
   __shared__ int s_stop;
   // The flag read overlaps the filter copy; the copy's barrier doubles as the entry check.
-  int pending = threadIdx.x == 0 ? entry_flag(flag) : 0;
+  int pending = threadIdx.x == 0 ? item_flag(flag, true) : 0;
   if (threadIdx.x == 0) s_stop = 0;
   const int filter = p.kh * p.kw * p.c * p.o;  // a multiple of 8 (o % 8 == 0)
   for (int i = threadIdx.x * 8; i < filter; i += blockDim.x * 8) {

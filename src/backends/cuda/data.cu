@@ -25,12 +25,10 @@ __device__ __forceinline__ float first_word(uint4 v) {
 
 template <typename T>
 __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
-  __shared__ int flag_word;
-  ItemFlag f(flag, &flag_word);
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
-    int stop = f.peek(i < gridDim.x * blockDim.x);
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     int rem = i, src = p.offset;
     for (int d = p.rank - 1; d >= 0; --d) {
       src += (rem % p.out_dims[d]) * p.in_strides[d];
@@ -45,14 +43,12 @@ __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
 
 template <typename T>
 __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
-  __shared__ int flag_word;
-  ItemFlag f(flag, &flag_word);
   const ConcatArgs::Part& part = p.parts[blockIdx.y];
   const int n = p.rows * part.row;
   const T* x = static_cast<const T*>(part.x);
   T* y = static_cast<T*>(p.y);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    int stop = f.peek(i < gridDim.x * blockDim.x);
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int r = i / part.row;
     const T v = x[i];
     after_loads(stop, first_word(v));
@@ -63,12 +59,10 @@ __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
 
 template <int V>
 __global__ void gather_kernel(const GatherArgs p, const int* flag) {
-  __shared__ int flag_word;
-  ItemFlag f(flag, &flag_word);
   const int dv = p.d / V;
   const int total = p.rows * dv;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    if (f.peek(i < gridDim.x * blockDim.x)) return;
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     const int row = i / dv;
     const int col = static_cast<int>(i - row * dv) * V;
     int64_t idx = p.idx[row];

@@ -19,46 +19,29 @@ __device__ __forceinline__ int load_flag(const int* flag) {
   return v;
 }
 
-// Entry read of the flag through L1 (ld.ca): L1 keeps no global data across kernel boundaries,
-// so a flag raised before the launch is seen, at the cost of an L1 hit for all but the first
-// warp on each SM.
-__device__ __forceinline__ int entry_flag(const int* flag) {
-  return flag != nullptr ? __ldca(flag) : 0;
+// A thread's first item reads the flag through L1 (ld.ca): L1 keeps no global data across kernel
+// boundaries, so a flag raised before the launch is seen, at the cost of an L1 hit for all but
+// the first warp on each SM. Later items read L2, where a raise during the kernel shows at once;
+// grids are capped at the resident blocks (blocks_for), so every block starts with the kernel
+// and a stale first read costs at most one item. `entry`: this is the thread's first item
+// (i < the loop stride).
+__device__ __forceinline__ int item_flag(const int* flag, bool entry) {
+  if (flag == nullptr) return 0;
+  return entry ? __ldca(flag) : load_flag(flag);
 }
 
-// The flag in grid-stride loops, checked once per item. A thread's first item reads it through
-// L1 (entry_flag), so a flag raised before the launch stops every warp before it stores. Later
-// items read a shared word that thread 0 refreshes from L2 once per item, one read ahead so that
-// no thread waits on L2: one read per block and item, not one per warp, keeps the single flag
-// line from turning into a hot spot while thousands of warps loop over a large batch. Grids are
-// capped at the resident blocks (blocks_for), so every block starts with the kernel and a raise
-// stops it within two items. Construct it at the top of the kernel: it holds a barrier.
-class ItemFlag {
- public:
-  __device__ ItemFlag(const int* flag, int* word) : flag_(flag), word_(word) {
-    if (threadIdx.x == 0) *word_ = 0;
-    __syncthreads();
-  }
-  // Nonzero: stop. `first`: this is the thread's first item (i < the loop stride).
-  __device__ __forceinline__ int peek(bool first) {
-    if (flag_ == nullptr) return 0;
-    if (threadIdx.x == 0) {
-      if (pending_ != 0) *word_ = 1;
-      pending_ = load_flag(flag_);
-    }
-    return first ? __ldca(flag_) : *word_;
-  }
+// Per-item check of grid-stride loops, before the item's loads.
+__device__ __forceinline__ bool entry_preempted(const int* flag, bool entry) {
+  return item_flag(flag, entry) != 0;
+}
 
- private:
-  const int* flag_;
-  volatile int* word_;
-  int pending_ = 0;
-};
-
-// Overlapped per-item check of memory-bound loops: peek issues the flag read and returns at
+// Overlapped per-item check of memory-bound loops: flag_peek issues the flag read and returns at
 // once; after the thread's first data loads, after_loads ties the flag to one loaded value, so
 // the compiler keeps those loads ahead of the branch and both latencies overlap. The branch
 // `if (stop) return;` then comes before any store.
+__device__ __forceinline__ int flag_peek(const int* flag, bool entry) {
+  return item_flag(flag, entry);
+}
 __device__ __forceinline__ void after_loads(int& stop, float loaded) {
   asm volatile("" : "+r"(stop) : "f"(loaded));
 }
@@ -66,7 +49,7 @@ __device__ __forceinline__ void after_loads(int& stop, float loaded) {
 // In-loop check of long threads that share no barrier: thread 0 forwards the value it read at
 // the previous poll to a shared word and issues the next read, so no thread ever waits on L2
 // and each block costs one flag read per poll. `pending` is thread 0's register (start it at
-// entry_flag(flag)), `word` a shared int the block zeroes before its first barrier.
+// item_flag(flag, true)), `word` a shared int the block zeroes before its first barrier.
 __device__ __forceinline__ bool block_poll(const int* flag, int& pending, volatile int* word) {
   if (flag == nullptr) return false;
   if (threadIdx.x == 0) {

@@ -15,8 +15,9 @@ constexpr int kStages = 4;
 constexpr int kSmemPad = 8;  // halves; keeps ldmatrix rows on distinct banks
 // Blocks re-check the preemption flag every this many K tiles. A tile is 0.1-3 us of work (the
 // long ones: 128x128 tiles at one or two blocks per SM); with the read one check ahead, a block
-// stops within two intervals of a raise, and two tiles still hide the read's L2 latency.
-constexpr int kPreemptCheckTiles = 2;
+// stops within two intervals of a raise. Every 2 tiles cost BERT ~1.7% more with the flag and
+// left GEMM exit p99 where it was (session 5 in docs/PERFORMANCE.md).
+constexpr int kPreemptCheckTiles = 4;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -385,13 +386,11 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
 
 // Sums the split-K partials in split order and applies the epilogue.
 __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
-  __shared__ int flag_word;
-  ItemFlag f(flag, &flag_word);
   // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = f.peek(i < gridDim.x * blockDim.x);
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int bidx = i / mn;
     const int rem = i - bidx * mn;
     const int row = rem / p.N;

@@ -35,9 +35,9 @@ struct SimGpuConfig {
   SimTime block_exit_ns = 300;       // a block that sees the flag at entry still holds its slot this long
   SimTime loop_check_ns = 2000;      // check interval of kernels whose shape gives none; 0 = never
   // How the CUDA kernels check, from which each kernel's own interval is derived (check_ns_of):
-  int64_t gemm_check_k = 64;  // K a GEMM block covers between flag reads (2 tiles of 32, read one ahead)
-  int64_t item_elems = 2048;  // outputs of one CUDA block of a per-item kernel (256 threads x 8)
-  SimTime io_call_ns = 4000;  // host time to copy one request's inputs or outputs
+  int64_t gemm_check_k = 128;  // K a GEMM block covers between flag reads (4 tiles of 32)
+  int64_t item_elems = 2048;   // outputs of one CUDA block of a per-item kernel (256 threads x 8)
+  SimTime io_call_ns = 4000;   // host time to copy one request's inputs or outputs
 };
 
 // One kernel's launch shape in the model: `blocks` equal blocks of `block_ns` each, whose
@@ -54,9 +54,9 @@ struct SimKernelShape {
 // roofline, as batch-1 kernels do.
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config);
 // How often a running block of `k` (shape `s`) reads the flag, the way the CUDA kernel does:
-// GEMM-backed kernels every gemm_check_k of K, direct stems once per filter row, every other
-// kernel once per item (a CUDA block of item_elems outputs). Each read is tested one check
-// later, so the intervals count twice. Never above block_ns: every block checks when it starts.
+// GEMM-backed kernels every gemm_check_k of K and direct stems once per filter row, each read
+// tested one check later (so those intervals count twice); every other kernel once per item (a
+// CUDA block of item_elems outputs). Never above block_ns: every block checks when it starts.
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config);
 // The roofline grids with block times scaled so each kernel takes its profiled time (ms, one per kernel).
 std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,

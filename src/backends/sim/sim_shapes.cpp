@@ -41,7 +41,7 @@ double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConf
     if (!depthwise) return gemm();
   }
   const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);
-  return 2.0 * static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
+  return static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
 }
 
 }  // namespace

@@ -11,14 +11,14 @@ namespace {
 // A BE kernel of fixed duration: every block spins `duration_ns`, polling the flag like atoll's
 // GEMM main loop does. Block 0 reports the kernel's start through a mapped word.
 __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index, volatile int* started) {
-  if (cuda::entry_preempted(flag)) return;
+  if (cuda::entry_preempted(flag, true)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     *started = index;
     __threadfence_system();
   }
   const uint64_t t0 = cuda::global_ns();
   while (cuda::global_ns() - t0 < duration_ns) {
-    if (cuda::read_flag_now(flag) != 0) return;
+    if (cuda::load_flag(flag) != 0) return;
   }
 }
 

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
 out=${OUT:-$PWD/out}
 bin=$PWD/.carry/gpu
-steps=${STEPS:-tests l2run sched disb preempt l2 bench torch}
+steps=${STEPS:-tests l2run sched disb preempt kexit l2 bench torch}
 mkdir -p "$out"
 # Whole words only: "l2" must not match "l2run".
 has_step() { [[ " $steps " == *" $1 "* ]]; }
@@ -62,6 +62,11 @@ fi
 if has_step preempt; then
   # shellcheck disable=SC2086
   timeout -k 5 "${PREEMPT_LIMIT:-240}" "$bin/atoll_bench_preempt" --json "$out/preempt_sweep.json" ${PREEMPT_ARGS:-} 2>&1 | tail -30
+fi
+if has_step kexit; then
+  # Mid-kernel flag raises on every model kernel (KEXIT_ARGS narrows: --models, --batches, --trials).
+  # shellcheck disable=SC2086
+  timeout -k 5 "${KEXIT_LIMIT:-300}" "$bin/atoll_bench_kernel_exit" --json "$out/kernel_exit.json" ${KEXIT_ARGS:-} 2>&1 | tail -60
 fi
 if has_step l2 && [[ -f .carry/l2/sim.json ]]; then
   # Residency configs made and simulated on the build machine (scripts/l2/make_configs.py), each

@@ -3,6 +3,9 @@
 
 #include "backends/sim/sim_gpu.h"
 #include "core/error.h"
+#include "models/zoo.h"
+#include "sched/colocate.h"
+#include "sched/sim_exec_device.h"
 
 namespace atl::sim {
 namespace {
@@ -272,17 +275,77 @@ TEST(SimShapes, RooflineGivesEachBlockOneSlotsShareOfThePeaks) {
   p.kernels.push_back(kernel_with(1, 4, 1));
   const auto shapes = roofline_shapes(p, c);
   ASSERT_EQ(shapes.size(), 3u);
-  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000}));
-  EXPECT_EQ(shapes[1], (SimKernelShape{264, 100000}));
-  EXPECT_EQ(shapes[2], (SimKernelShape{1, c.block_floor_ns}));
+  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000, 4000}));
+  EXPECT_EQ(shapes[1], (SimKernelShape{264, 100000, 100000}));
+  EXPECT_EQ(shapes[2], (SimKernelShape{1, c.block_floor_ns, c.block_floor_ns}));
 
   // A profile keeps the grids and sets block times so each kernel alone takes its time.
   const auto profiled = profiled_shapes(p, {0.016, 0.5, 0.004}, c);
-  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000}));
-  EXPECT_EQ(profiled[1], (SimKernelShape{264, 500000}));
-  EXPECT_EQ(profiled[2], (SimKernelShape{1, 4000}));
+  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 8000}));
+  EXPECT_EQ(profiled[1], (SimKernelShape{264, 500000, 500000}));
+  EXPECT_EQ(profiled[2], (SimKernelShape{1, 4000, 4000}));
   EXPECT_THROW(profiled_shapes(p, {0.1}, c), Error);
   EXPECT_THROW(profiled_shapes(p, {0.1, -1.0, 0.1}, c), Error);
+}
+
+Kernel gemm_kernel(int64_t mn, int64_t k) {
+  Kernel g = kernel_with(2.0 * static_cast<double>(mn) * static_cast<double>(k), 0, mn);
+  g.op = OpKind::kGemm;
+  return g;
+}
+
+TEST(SimShapes, EachKernelChecksAsItsCudaKernelDoes) {
+  const SimGpuConfig c;
+  Program p;
+  p.kernels.push_back(gemm_kernel(4096, 1 << 20));  // one block, 2^20 deep: many K tiles per block
+  p.kernels.push_back(gemm_kernel(4096, 16));       // shallower than one check: checks at entry only
+  Kernel stem = kernel_with(1e9, 0, 1 << 20);
+  stem.op = OpKind::kConv2d;
+  Binding x, w;
+  x.shape = Shape{32, 3, 224, 224};
+  w.shape = Shape{64, 3, 7, 7};
+  stem.inputs = {x, w};
+  p.kernels.push_back(stem);
+  const auto shapes = roofline_shapes(p, c);
+  // 2 x 128 of 2^20 K columns between two reads that can stop the block.
+  EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 256.0 / (1 << 20), 1.0);
+  EXPECT_EQ(shapes[1].check_ns, shapes[1].block_ns);
+  // The stem polls once per filter row, read one row ahead: 2 of 7 rows.
+  EXPECT_NEAR(static_cast<double>(shapes[2].check_ns), shapes[2].block_ns * 2.0 / 7.0, 1.0);
+}
+
+// Every kernel of every zoo model at its largest benchmarked batch checks within 25 us on the
+// simulated H200 (the 20 us target plus the roofline's slack: Gather is charged its whole
+// embedding table): a kernel kind that stopped checking in its main loop would show up here as
+// a block-long (or unbounded) interval.
+TEST(SimShapes, EveryZooKernelChecksWithinTwentyFiveMicroseconds) {
+  const sched::SimExecDevice device;
+  const SimGpuConfig c;
+  for (const ModelInfo& m : list_models()) {
+    const int64_t batch = m.name.find("bert") != std::string::npos ? 16 : 32;
+    const CompiledModel cm = sched::compile_zoo_model(m.name, batch, 1, device, false, 4);
+    const auto shapes = roofline_shapes(cm.program, c);
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      EXPECT_GT(shapes[i].check_ns, 0) << m.name << " " << cm.program.kernels[i].name;
+      EXPECT_LE(shapes[i].check_ns, 25000)
+          << m.name << " " << cm.program.kernels[i].name << " (" << op_name(cm.program.kernels[i].op) << ", block "
+          << shapes[i].block_ns << " ns)";
+    }
+  }
+}
+
+TEST(SimGpu, RunningBlocksExitAtTheirKernelsOwnCheckInterval) {
+  SimGpu gpu(small_gpu(), true);
+  const int s = gpu.create_stream(0);
+  CountingInstance work;
+  SimLaunch l = kernel(4, 10000, true, &work);  // runs 5..15 us
+  l.shape.check_ns = 3000;                      // loop points at 8, 11, 14 us
+  gpu.launch(s, l);
+  gpu.advance(5000);
+  gpu.write_flag_blocking(true);  // lands at 9.5 us
+  gpu.synchronize(s);
+  EXPECT_EQ(gpu.span(s, 1)->end, 11000);
+  EXPECT_TRUE(gpu.trace()[0].cut);
 }
 
 }  // namespace

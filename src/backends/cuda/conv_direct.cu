@@ -11,11 +11,10 @@ namespace {
 
 template <int V>
 __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
-  int stop = flag_peek(flag);
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int c = static_cast<int>(i % cv) * V;
     int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
@@ -71,13 +70,15 @@ __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
 __global__ void small_channel_conv_kernel(const DirectConvParams p, const int* flag) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* s_w = reinterpret_cast<__half*>(smem_raw);
+  __shared__ int s_stop;
   // The flag read overlaps the filter copy; the copy's barrier doubles as the entry check.
-  const int seen = (flag != nullptr && threadIdx.x == 0) ? __ldca(flag) : 0;
+  int pending = threadIdx.x == 0 ? item_flag(flag, true) : 0;
+  if (threadIdx.x == 0) s_stop = 0;
   const int filter = p.kh * p.kw * p.c * p.o;  // a multiple of 8 (o % 8 == 0)
   for (int i = threadIdx.x * 8; i < filter; i += blockDim.x * 8) {
     *reinterpret_cast<uint4*>(s_w + i) = *reinterpret_cast<const uint4*>(p.w + i);
   }
-  if (__syncthreads_or(seen)) return;
+  if (__syncthreads_or(pending)) return;
   const int groups = p.o / 8;
   const int total = p.n * p.out_h * p.out_w * groups;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
@@ -92,6 +93,8 @@ __global__ void small_channel_conv_kernel(const DirectConvParams p, const int* f
     for (int v = 0; v < 8; ++v) acc[v] = p.bias ? p.bias[oc + v] : 0.0f;
     const __half* xb = p.x + static_cast<int64_t>(img) * p.h * p.w_in * p.c;
     for (int r = 0; r < p.kh; ++r) {
+      // A stem thread runs tens of microseconds at large batch: poll once per filter row.
+      if (block_poll(flag, pending, &s_stop)) return;
       const int ih = oh * p.stride_h - p.pad_t + r * p.dil_h;
       if (ih < 0 || ih >= p.h) continue;
       for (int s = 0; s < p.kw; ++s) {

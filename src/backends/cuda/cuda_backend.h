@@ -131,6 +131,8 @@ class CudaInstance : public Instance {
   // and filling the arena and the outputs with one byte value (0xFF makes every f16 a NaN).
   virtual std::vector<std::byte> read_binding(const Binding& b) = 0;
   virtual void poison(uint8_t byte) = 0;
+  // One arena or output binding filled with `byte` (waits for the stream).
+  virtual void poison_binding(const Binding& b, uint8_t byte) = 0;
 };
 
 }  // namespace atl

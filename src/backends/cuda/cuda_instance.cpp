@@ -600,6 +600,13 @@ std::vector<std::byte> CudaInstanceImpl::read_binding(const Binding& b) {
   return out;
 }
 
+void CudaInstanceImpl::poison_binding(const Binding& b, uint8_t byte) {
+  ATOLL_CHECK(b.kind == Binding::Kind::kArena || b.kind == Binding::Kind::kOutput, kInvalidArgument,
+              "poison_binding fills arena and output bindings, not {}", binding_kind_name(b.kind));
+  ATL_CUDA_CHECK(cudaMemsetAsync(address(b), byte, static_cast<size_t>(b.bytes), stream_.get()));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+}
+
 void CudaInstanceImpl::poison(uint8_t byte) {
   ATL_CUDA_CHECK(cudaMemsetAsync(arena_.get(), byte, arena_.size(), stream_.get()));
   const size_t first_output = output_offsets_.empty() ? io_.size() : output_offsets_.front();

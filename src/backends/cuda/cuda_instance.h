@@ -45,6 +45,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int64_t persisting_l2_limit() const override;
   std::vector<std::byte> read_binding(const Binding& b) override;
   void poison(uint8_t byte) override;
+  void poison_binding(const Binding& b, uint8_t byte) override;
 
  private:
   // LoadContext, for the entry points while kernels are prepared.

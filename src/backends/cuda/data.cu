@@ -10,18 +10,25 @@ namespace {
 constexpr int kThreads = 256;
 
 // Copies move integers of the element's width; the flag check ties to one 32-bit word of them.
-__device__ __forceinline__ float first_word(uint16_t v) { return __uint_as_float(v); }
-__device__ __forceinline__ float first_word(uint32_t v) { return __uint_as_float(v); }
-__device__ __forceinline__ float first_word(unsigned long v) { return __uint_as_float(static_cast<uint32_t>(v)); }
-__device__ __forceinline__ float first_word(uint4 v) { return __uint_as_float(v.x); }
+__device__ __forceinline__ float first_word(uint16_t v) {
+  return __uint_as_float(v);
+}
+__device__ __forceinline__ float first_word(uint32_t v) {
+  return __uint_as_float(v);
+}
+__device__ __forceinline__ float first_word(unsigned long v) {
+  return __uint_as_float(static_cast<uint32_t>(v));
+}
+__device__ __forceinline__ float first_word(uint4 v) {
+  return __uint_as_float(v.x);
+}
 
 template <typename T>
 __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
-  int stop = flag_peek(flag);
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     int rem = i, src = p.offset;
     for (int d = p.rank - 1; d >= 0; --d) {
       src += (rem % p.out_dims[d]) * p.in_strides[d];
@@ -36,13 +43,12 @@ __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
 
 template <typename T>
 __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
-  int stop = flag_peek(flag);
   const ConcatArgs::Part& part = p.parts[blockIdx.y];
   const int n = p.rows * part.row;
   const T* x = static_cast<const T*>(part.x);
   T* y = static_cast<T*>(p.y);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int r = i / part.row;
     const T v = x[i];
     after_loads(stop, first_word(v));
@@ -53,11 +59,10 @@ __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
 
 template <int V>
 __global__ void gather_kernel(const GatherArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
   const int dv = p.d / V;
   const int total = p.rows * dv;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     const int row = i / dv;
     const int col = static_cast<int>(i - row * dv) * V;
     int64_t idx = p.idx[row];
@@ -75,7 +80,9 @@ __global__ void gather_kernel(const GatherArgs p, const int* flag) {
   }
 }
 
-bool aligned(const void* p, int bytes) { return (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes)) == 0; }
+bool aligned(const void* p, int bytes) {
+  return (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(bytes)) == 0;
+}
 
 template <typename T>
 void launch_strided_as(const StridedCopyArgs& p, cudaStream_t s, const int* flag, const char* name) {
@@ -101,9 +108,12 @@ void launch_strided_copy(const StridedCopyArgs& p, cudaStream_t s, const int* fl
     return launch_strided_as<uint4>(w, s, flag, name);
   }
   switch (p.elem_size) {
-    case 2: return launch_strided_as<uint16_t>(p, s, flag, name);
-    case 4: return launch_strided_as<uint32_t>(p, s, flag, name);
-    default: return launch_strided_as<uint64_t>(p, s, flag, name);
+    case 2:
+      return launch_strided_as<uint16_t>(p, s, flag, name);
+    case 4:
+      return launch_strided_as<uint32_t>(p, s, flag, name);
+    default:
+      return launch_strided_as<uint64_t>(p, s, flag, name);
   }
 }
 
@@ -121,13 +131,17 @@ void launch_concat(const ConcatArgs& p, cudaStream_t s, const int* flag, const c
       w.parts[i].row /= per16;
       w.parts[i].offset /= per16;
     }
-    concat_kernel<uint4><<<dim3(blocks_for(w.max_part_elems, kThreads), p.count), kThreads, 0, s>>>(w, flag);
+    concat_kernel<uint4>
+        <<<dim3(blocks_for(w.max_part_elems, kThreads, kThreads, p.count), p.count), kThreads, 0, s>>>(w, flag);
   } else if (p.elem_size == 2) {
-    concat_kernel<uint16_t><<<dim3(blocks_for(p.max_part_elems, kThreads), p.count), kThreads, 0, s>>>(p, flag);
+    concat_kernel<uint16_t>
+        <<<dim3(blocks_for(p.max_part_elems, kThreads, kThreads, p.count), p.count), kThreads, 0, s>>>(p, flag);
   } else if (p.elem_size == 4) {
-    concat_kernel<uint32_t><<<dim3(blocks_for(p.max_part_elems, kThreads), p.count), kThreads, 0, s>>>(p, flag);
+    concat_kernel<uint32_t>
+        <<<dim3(blocks_for(p.max_part_elems, kThreads, kThreads, p.count), p.count), kThreads, 0, s>>>(p, flag);
   } else {
-    concat_kernel<uint64_t><<<dim3(blocks_for(p.max_part_elems, kThreads), p.count), kThreads, 0, s>>>(p, flag);
+    concat_kernel<uint64_t>
+        <<<dim3(blocks_for(p.max_part_elems, kThreads, kThreads, p.count), p.count), kThreads, 0, s>>>(p, flag);
   }
   ATL_CUDA_CHECK_LAUNCH(name);
 }

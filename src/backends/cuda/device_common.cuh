@@ -2,30 +2,61 @@
 // Device helpers shared by every kernel: the preemption checks, fused activations, fp16 vectors.
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cstdint>
 
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/kernel_params.h"
 
 namespace atl::cuda {
 
-// Entry check of short, memory-bound kernels: a cacheable read, so the first warp on each SM
-// misses and every later block hits L1 instead of queueing on one L2 line. L1 does not carry
-// global data across kernel boundaries, so a flag raised before a launch is seen by it (the GPU
-// tests check exactly that for every kernel of every zoo model); a flag raised while such a
-// kernel runs may be seen only by the next one, which is fine for kernels this short.
-__device__ __forceinline__ bool entry_preempted(const int* flag) {
-  return flag != nullptr && __ldca(flag) != 0;
+// Every flag read goes to L2 (ld.relaxed.gpu): an L1-cached read (ld.ca) keeps the line an SM
+// fetched first for the rest of the kernel, so blocks started after a mid-kernel raise would run
+// on unstopped. The asm is volatile so that reads inside loops are never hoisted or merged.
+__device__ __forceinline__ int load_flag(const int* flag) {
+  int v;
+  asm volatile("ld.relaxed.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(flag) : "memory");
+  return v;
 }
 
-// Overlapped entry check of memory-bound kernels: flag_peek issues the (cacheable) flag read and
-// returns at once; after the thread's first data loads, after_loads ties the flag to one loaded
-// value, so the compiler keeps those loads ahead of the branch and both latencies overlap. The
-// branch `if (stop) return;` then comes before any store.
-__device__ __forceinline__ int flag_peek(const int* flag) {
-  return flag != nullptr ? __ldca(flag) : 0;
+// A thread's first item reads the flag through L1 (ld.ca): L1 keeps no global data across kernel
+// boundaries, so a flag raised before the launch is seen, at the cost of an L1 hit for all but
+// the first warp on each SM. Later items read L2, where a raise during the kernel shows at once;
+// grids are capped at the resident blocks (blocks_for), so every block starts with the kernel
+// and a stale first read costs at most one item. `entry`: this is the thread's first item
+// (i < the loop stride).
+__device__ __forceinline__ int item_flag(const int* flag, bool entry) {
+  if (flag == nullptr) return 0;
+  return entry ? __ldca(flag) : load_flag(flag);
+}
+
+// Per-item check of grid-stride loops, before the item's loads.
+__device__ __forceinline__ bool entry_preempted(const int* flag, bool entry) {
+  return item_flag(flag, entry) != 0;
+}
+
+// Overlapped per-item check of memory-bound loops: flag_peek issues the flag read and returns at
+// once; after the thread's first data loads, after_loads ties the flag to one loaded value, so
+// the compiler keeps those loads ahead of the branch and both latencies overlap. The branch
+// `if (stop) return;` then comes before any store.
+__device__ __forceinline__ int flag_peek(const int* flag, bool entry) {
+  return item_flag(flag, entry);
 }
 __device__ __forceinline__ void after_loads(int& stop, float loaded) {
   asm volatile("" : "+r"(stop) : "f"(loaded));
+}
+
+// In-loop check of long threads that share no barrier: thread 0 forwards the value it read at
+// the previous poll to a shared word and issues the next read, so no thread ever waits on L2
+// and each block costs one flag read per poll. `pending` is thread 0's register (start it at
+// item_flag(flag, true)), `word` a shared int the block zeroes before its first barrier.
+__device__ __forceinline__ bool block_poll(const int* flag, int& pending, volatile int* word) {
+  if (flag == nullptr) return false;
+  if (threadIdx.x == 0) {
+    if (pending != 0) *word = 1;
+    pending = load_flag(flag);
+  }
+  return *word != 0;
 }
 
 // The GPU's global nanosecond timer (coarse ticks; the same on every SM).
@@ -33,11 +64,6 @@ __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
-}
-
-// Read of long kernels while they run: bypasses L1, so a flag raised mid-kernel is seen.
-__device__ __forceinline__ int read_flag_now(const int* flag) {
-  return *reinterpret_cast<const volatile int*>(flag);
 }
 
 __device__ __forceinline__ float apply_act(float v, int act) {
@@ -77,10 +103,30 @@ __device__ __forceinline__ void store8(__half* p, const float (&v)[8]) {
   *reinterpret_cast<Half8*>(p) = x;
 }
 
-// Grid sized for `n` work items of `per_block` each, capped so huge tensors loop instead.
-inline unsigned blocks_for(int64_t n, int per_block) {
+// The current device's SM count, read once (atoll drives one device per process).
+inline int device_sm_count() {
+  static const int count = [] {
+    int device = 0, n = 0;
+    ATL_CUDA_CHECK(cudaGetDevice(&device));
+    ATL_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device));
+    return n;
+  }();
+  return count;
+}
+
+constexpr int kThreadsPerSm = 2048;
+
+// Grid for `n` work items of `per_block` each, capped at what the device holds resident: blocks
+// beyond it would wait to launch, and a preempted kernel still has to start and retire every one
+// of them (milliseconds for a large batch). The kernels loop (grid-stride) and check the flag
+// per item instead. `parts` shares the cap among the grid's y extent.
+inline unsigned blocks_for(int64_t n, int per_block, int threads, int parts = 1) {
   const int64_t b = (n + per_block - 1) / per_block;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > (1 << 20) ? (1 << 20) : b));
+  const int64_t cap = std::max<int64_t>(1, int64_t{device_sm_count()} * (kThreadsPerSm / threads) / parts);
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, cap));
+}
+inline unsigned blocks_for(int64_t n, int threads) {
+  return blocks_for(n, threads, threads);
 }
 
 }  // namespace atl::cuda

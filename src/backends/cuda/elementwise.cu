@@ -10,9 +10,8 @@ namespace {
 constexpr int kThreads = 256;
 
 __global__ void unary_vec_kernel(const __half* x, __half* y, int n8, int act, const int* flag) {
-  int stop = flag_peek(flag);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     float v[8];
     load8(x + i * 8, v);
     after_loads(stop, v[0]);
@@ -24,18 +23,16 @@ __global__ void unary_vec_kernel(const __half* x, __half* y, int n8, int act, co
 }
 
 __global__ void unary_kernel(const __half* x, __half* y, int n, int act, const int* flag) {
-  if (entry_preempted(flag)) return;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     y[i] = __float2half(apply_act(__half2float(x[i]), act));
   }
 }
 
 __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
-  int stop = flag_peek(flag);
   const int n8 = p.n / 8;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     float a[8], b[8];
     load8(p.a + i * 8, a);
     load8(p.b + i * 8, b);
@@ -48,9 +45,8 @@ __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
 }
 
 __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     int rem = i, ai = 0, bi = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
       const int coord = rem % p.out_dims[d];
@@ -66,9 +62,9 @@ __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
 // Channels last (inner == 1) and a multiple of 8: the 8 elements of a vector are 8 consecutive
 // channels, so their scales and shifts are two 16-byte loads each.
 __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const int* flag) {
-  int stop = flag_peek(flag);
   const int n8 = p.n / 8;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int c = (i * 8) % p.channels;
     float v[8];
     load8(p.x + i * 8, v);
@@ -86,15 +82,16 @@ __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const i
 }
 
 __global__ void scale_shift_kernel(const ScaleShiftArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     const int c = (i / p.inner) % p.channels;
     p.y[i] = __float2half(apply_act(fmaf(__half2float(p.x[i]), p.scale[c], p.shift[c]), p.act));
   }
 }
 
-bool aligned_host(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+bool aligned_host(const void* p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
+}
 
 }  // namespace
 

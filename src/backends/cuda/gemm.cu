@@ -13,8 +13,11 @@ namespace {
 constexpr int BK = kGemmTileK;
 constexpr int kStages = 4;
 constexpr int kSmemPad = 8;  // halves; keeps ldmatrix rows on distinct banks
-// Blocks re-check the preemption flag every this many K tiles (a tile is ~0.1-0.3 us of work).
-constexpr int kPreemptCheckTiles = 8;
+// Blocks re-check the preemption flag every this many K tiles. A tile is 0.1-3 us of work (the
+// long ones: 128x128 tiles at one or two blocks per SM); with the read one check ahead, a block
+// stops within two intervals of a raise. Every 2 tiles cost BERT ~1.7% more with the flag and
+// left GEMM exit p99 where it was (session 5 in docs/PERFORMANCE.md).
+constexpr int kPreemptCheckTiles = 4;
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -22,10 +25,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 
 // 16-byte async copy; src_bytes = 0 writes zeros (padding and out-of-range rows).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
-               "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -119,23 +123,21 @@ struct GemmTileShape {
   static_assert(kAVecLoads >= 1 && kBVecLoads >= 1, "tile too small for the thread count");
 };
 
+// One output tile of the uncapped grid: (bx, by) in M and N, bz = batch * splits + split.
+// Returns true when the block saw the flag and stopped (the tile's outputs are then partial).
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
-__global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
+__device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, int& flag_seen, int bx, int by, int bz,
+                                          unsigned char* smem_raw) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
   __half* sA = reinterpret_cast<__half*>(smem_raw);
   __half* sB = sA + kStages * S::kAStage;
 
   const int tid = threadIdx.x;
-  // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
-  // (the first at tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
-  // the prologue and the tiles in between instead of stalling the block.
-  int flag_seen = (flag != nullptr && tid == 0) ? read_flag_now(flag) : 0;
   const int lane = tid & 31, warp = tid >> 5;
   const int warp_m = warp / WN, warp_n = warp % WN;
-  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
-  const int split = blockIdx.z % p.splits;
-  const int bidx = blockIdx.z / p.splits;
+  const int m0 = bx * BM, n0 = by * BN;
+  const int split = bz % p.splits;
+  const int bidx = bz / p.splits;
   const int k_tiles = (p.K + BK - 1) / BK;
   const int kt_begin = split * p.k_tiles_per_split;
   const int kt_end = min(k_tiles, kt_begin + p.k_tiles_per_split);
@@ -237,9 +239,9 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
     if (flag != nullptr && t % kPreemptCheckTiles == 0) {
       if (__syncthreads_or(flag_seen)) {
         cp_async_wait<0>();
-        return;
+        return true;
       }
-      if (tid == 0) flag_seen = read_flag_now(flag);
+      if (tid == 0) flag_seen = load_flag(flag);
     } else {
       __syncthreads();
     }
@@ -291,7 +293,7 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
   }
   cp_async_wait<0>();
   // An empty K range skipped the loop and its checks.
-  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return;
+  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return true;
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
   const bool split_mode = p.splits > 1;
@@ -348,15 +350,47 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
       }
     }
   }
+  return false;
+}
+
+// PERSISTENT: the grid holds only resident blocks, which walk the tiles in the order an uncapped
+// grid would launch them, so a raised flag stops every block within a check, with no queue of
+// unlaunched blocks left to start and retire. Otherwise one block per tile (dim3 grid).
+template <int BM, int BN, int WM, int WN, bool VEC, bool BKN, bool PERSISTENT>
+__global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  // Thread 0 reads the flag one check ahead: the value loaded now is tested at the next check
+  // (the first at K tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
+  // the prologue and the tiles in between instead of stalling the block.
+  int flag_seen = (flag != nullptr && threadIdx.x == 0) ? load_flag(flag) : 0;
+  if constexpr (!PERSISTENT) {
+    gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw);
+  } else {
+    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+    const int per_batch = tiles_m * tiles_n;
+    const int tiles = per_batch * p.batch * p.splits;
+    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+      if (tile != static_cast<int>(blockIdx.x)) {
+        // The last tile's MMAs read the shared memory this tile's prologue refills.
+        if (__syncthreads_or(flag_seen)) return;
+        if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
+      }
+      const int mn = tile % per_batch;
+      if (gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch,
+                                              smem_raw)) {
+        return;
+      }
+    }
+  }
 }
 
 // Sums the split-K partials in split order and applies the epilogue.
 __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
-  int stop = flag_peek(flag);
   // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int bidx = i / mn;
     const int rem = i - bidx * mn;
     const int row = rem / p.N;
@@ -373,18 +407,40 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
   }
 }
 
+// Grids up to this many waves of resident blocks launch one block per tile: after a raise, the
+// queued blocks each stop at their first check (a few microseconds for the whole queue), and the
+// plain kernel keeps fewer registers. Larger grids run persistent.
+constexpr int64_t kPersistentAfterWaves = 4;
+
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  const dim3 grid((p.M + BM - 1) / BM, (p.N + BN - 1) / BN, p.batch * p.splits);
-  gemm_kernel<BM, BN, WM, WN, VEC, BKN><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  // Read at the first launch, after prepare_tile raised the shared-memory limit.
+  static const int per_sm = [] {
+    int n = 0;
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>,
+                                                                 S::kThreads, S::kSmemBytes));
+    return std::max(n, 1);
+  }();
+  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+  const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
+  const int64_t resident = int64_t{per_sm} * device_sm_count();
+  if (tiles > kPersistentAfterWaves * resident) {
+    gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>
+        <<<static_cast<unsigned>(resident), S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  } else {
+    const dim3 grid(tiles_m, tiles_n, p.batch * p.splits);
+    gemm_kernel<BM, BN, WM, WN, VEC, BKN, false><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
+  }
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void prepare_tile() {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
-  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN>,
+  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN, false>,
+                                      cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+  ATL_CUDA_CHECK(cudaFuncSetAttribute(gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>,
                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
 }
 
@@ -398,10 +454,14 @@ void dispatch(const GemmConfig& cfg, Args&&... args) {
   }
   if (!cfg.vec) return Fn<64, 64, 2, 2, false, false>::run(args...);
   switch (cfg.tile) {
-    case GemmTile::k128x128: return Fn<128, 128, 2, 4, true, false>::run(args...);
-    case GemmTile::k128x64: return Fn<128, 64, 2, 2, true, false>::run(args...);
-    case GemmTile::k64x64: return Fn<64, 64, 2, 2, true, false>::run(args...);
-    case GemmTile::k32x64: return Fn<32, 64, 1, 2, true, false>::run(args...);
+    case GemmTile::k128x128:
+      return Fn<128, 128, 2, 4, true, false>::run(args...);
+    case GemmTile::k128x64:
+      return Fn<128, 64, 2, 2, true, false>::run(args...);
+    case GemmTile::k64x64:
+      return Fn<64, 64, 2, 2, true, false>::run(args...);
+    case GemmTile::k32x64:
+      return Fn<32, 64, 1, 2, true, false>::run(args...);
   }
 }
 
@@ -418,10 +478,16 @@ struct PrepareFn {
 
 }  // namespace
 
-int gemm_tile_m(GemmTile t) { return t == GemmTile::k32x64 ? 32 : (t == GemmTile::k64x64 ? 64 : 128); }
-int gemm_tile_n(GemmTile t) { return t == GemmTile::k128x128 ? 128 : 64; }
+int gemm_tile_m(GemmTile t) {
+  return t == GemmTile::k32x64 ? 32 : (t == GemmTile::k64x64 ? 64 : 128);
+}
+int gemm_tile_n(GemmTile t) {
+  return t == GemmTile::k128x128 ? 128 : 64;
+}
 
-void prepare_gemm_kernel(const GemmConfig& cfg) { dispatch<PrepareFn>(cfg); }
+void prepare_gemm_kernel(const GemmConfig& cfg) {
+  dispatch<PrepareFn>(cfg);
+}
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
   dispatch<LaunchFn>(cfg, p, s, flag, name);

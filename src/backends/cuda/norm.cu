@@ -25,11 +25,10 @@ __device__ __forceinline__ float warp_max(float v) {
 
 // Rows along the last axis (inner == 1).
 __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
-  const int seen = flag_peek(flag);
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer;
-       row += warps) {
+  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer; row += warps) {
+    const int seen = flag_peek(flag, row < warps);
     const __half* x = p.x + row * p.len;
     __half* y = p.y + row * p.len;
     float m = -FLT_MAX;
@@ -45,10 +44,9 @@ __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
 
 // Any other axis: one thread per (outer, inner) column.
 __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
-  if (entry_preempted(flag)) return;
   const int total = p.outer * p.inner;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
     const int o = i / p.inner, in = i - o * p.inner;
     const __half* x = p.x + o * p.len * p.inner + in;
     __half* y = p.y + o * p.len * p.inner + in;
@@ -62,12 +60,11 @@ __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
 }
 
 __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
-  const int seen = flag_peek(flag);
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows;
-       row += warps) {
+  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows; row += warps) {
+    const int seen = flag_peek(flag, row < warps);
     const __half* x = p.x + row * p.d;
     __half* y = p.y + row * p.d;
     float sum = 0.0f;
@@ -87,7 +84,9 @@ __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
   }
 }
 
-unsigned row_blocks(int64_t rows) { return blocks_for(rows, kWarpsPerBlock); }
+unsigned row_blocks(int64_t rows) {
+  return blocks_for(rows, kWarpsPerBlock, kWarpsPerBlock * 32);
+}
 
 }  // namespace
 

@@ -28,11 +28,10 @@ __device__ __forceinline__ void store_v(__half* p, const float (&v)[V]) {
 
 template <int V>
 __global__ void pool_kernel(const PoolArgs p, const int* flag) {
-  int stop = flag_peek(flag);
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int c = static_cast<int>(i % cv) * V;
     int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
@@ -71,12 +70,11 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
 // One thread per (image, V channels), summing over the pixels in order.
 template <int V>
 __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw, int c, const int* flag) {
-  int stop = flag_peek(flag);
   const int cv = c / V;
   const int total = n * cv;
   const float inv = 1.0f / static_cast<float>(hw);
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total;
-       i += gridDim.x * blockDim.x) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
     const int img = i / cv;
     const int ch = static_cast<int>(i % cv) * V;
     const __half* xb = x + img * hw * c + ch;

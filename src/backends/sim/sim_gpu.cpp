@@ -23,9 +23,11 @@ SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
               config.peak_bytes_per_s);
   ATOLL_CHECK(config.launch_call_ns >= 0 && config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 &&
                   config.block_exit_ns >= 0 && config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
-                  config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1,
+                  config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1 &&
+                  config.gemm_check_k >= 1 && config.item_elems >= 1,
               kInvalidArgument,
-              "simulated GPU latencies must be non-negative, block floor, split size and block size positive");
+              "simulated GPU latencies must be non-negative, block floor, split size, block size and check "
+              "spacings positive");
 }
 
 int SimGpu::create_stream(int priority) {
@@ -209,11 +211,13 @@ void SimGpu::dispatch() {
 // A raised flag makes running preemptible blocks leave at their next loop point.
 void SimGpu::set_flag(bool raised) {
   flag_ = raised;
-  if (!raised || config_.loop_check_ns <= 0) return;
-  const SimTime interval = config_.loop_check_ns;
+  if (!raised) return;
   for (size_t i = 0; i < groups_.size(); ++i) {
     Group& g = groups_[i];
     if (!g.live || g.exiting || !g.item->launch.preemptible) continue;
+    const SimTime own = g.item->launch.shape.check_ns;
+    const SimTime interval = own > 0 ? own : config_.loop_check_ns;
+    if (interval <= 0) continue;
     const SimTime checks = (now_ - g.start + interval - 1) / interval;
     const SimTime exit = g.start + checks * interval;
     if (exit >= g.end) continue;

@@ -33,14 +33,19 @@ struct SimGpuConfig {
   SimTime flag_write_ns = 1500;      // a stream memory write from its call until it lands
   SimTime gate_open_ns = 1500;       // a host store releasing held work until the stream moves
   SimTime block_exit_ns = 300;       // a block that sees the flag at entry still holds its slot this long
-  SimTime loop_check_ns = 2000;      // running preemptible blocks check the flag this often; 0 = never
-  SimTime io_call_ns = 4000;         // host time to copy one request's inputs or outputs
+  SimTime loop_check_ns = 2000;      // check interval of kernels whose shape gives none; 0 = never
+  // How the CUDA kernels check, from which each kernel's own interval is derived (check_ns_of):
+  int64_t gemm_check_k = 128;  // K a GEMM block covers between flag reads (4 tiles of 32)
+  int64_t item_elems = 2048;   // outputs of one CUDA block of a per-item kernel (256 threads x 8)
+  SimTime io_call_ns = 4000;   // host time to copy one request's inputs or outputs
 };
 
-// One kernel's launch shape in the model: `blocks` equal blocks of `block_ns` each.
+// One kernel's launch shape in the model: `blocks` equal blocks of `block_ns` each, whose
+// running blocks check the preemption flag every `check_ns` (0: SimGpuConfig::loop_check_ns).
 struct SimKernelShape {
   int64_t blocks = 1;
   SimTime block_ns = 1000;
+  SimTime check_ns = 0;
   friend bool operator==(const SimKernelShape&, const SimKernelShape&) = default;
 };
 
@@ -48,6 +53,11 @@ struct SimKernelShape {
 // block gets one slot's share of the peaks, so a small grid runs slower than the full-GPU
 // roofline, as batch-1 kernels do.
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config);
+// How often a running block of `k` (shape `s`) reads the flag, the way the CUDA kernel does:
+// GEMM-backed kernels every gemm_check_k of K and direct stems once per filter row, each read
+// tested one check later (so those intervals count twice); every other kernel once per item (a
+// CUDA block of item_elems outputs). Never above block_ns: every block checks when it starts.
+SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config);
 // The roofline grids with block times scaled so each kernel takes its profiled time (ms, one per kernel).
 std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,
                                             const SimGpuConfig& config);

@@ -4,6 +4,7 @@
 
 #include "backends/sim/sim_gpu.h"
 #include "core/error.h"
+#include "ir/op_attrs.h"
 
 namespace atl::sim {
 
@@ -13,17 +14,42 @@ int64_t slot_count(const SimGpuConfig& c) {
   return static_cast<int64_t>(c.sm_count) * c.blocks_per_sm;
 }
 
+int64_t out_elems_of(const Kernel& k) {
+  int64_t n = 0;
+  for (const Binding& b : k.outputs) n += b.shape.numel();
+  return std::max<int64_t>(1, n);
+}
+
 // One block per elems_per_block output elements; a grid whose blocks would run longer than
 // split_block_ns gets more blocks, up to one per slot, as split-K GEMMs and reductions do.
 int64_t grid_blocks(const Kernel& k, double work_slot_ns, const SimGpuConfig& config) {
-  int64_t out_elems = 0;
-  for (const Binding& b : k.outputs) out_elems += b.shape.numel();
-  const int64_t blocks = std::max<int64_t>(1, (out_elems + config.elems_per_block - 1) / config.elems_per_block);
+  const int64_t blocks = (out_elems_of(k) + config.elems_per_block - 1) / config.elems_per_block;
   const auto split = static_cast<int64_t>(std::ceil(work_slot_ns / static_cast<double>(config.split_block_ns)));
   return std::max(blocks, std::min(slot_count(config), split));
 }
 
+// The share of a block's work between two flag reads that can stop it.
+double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& c) {
+  const double gemm_k = k.flops / (2.0 * static_cast<double>(out_elems_of(k)));
+  const auto gemm = [&] { return 2.0 * static_cast<double>(c.gemm_check_k) / std::max(1.0, gemm_k); };
+  if (k.op == OpKind::kGemm || k.op == OpKind::kMatMul) return gemm();
+  if (k.op == OpKind::kConv2d && k.inputs.size() >= 2 && k.inputs[1].shape.rank() == 4) {
+    const Shape& w = k.inputs[1].shape;  // [O, C/group, kh, kw]
+    const bool depthwise = conv2d_params(k.attrs).group > 1 && w[1] == 1;
+    // Mirrors the CUDA registry's small-channel rule: few input channels run the direct stem.
+    if (!depthwise && w[1] <= 4) return 2.0 / static_cast<double>(std::max<int64_t>(1, w[2]));
+    if (!depthwise) return gemm();
+  }
+  const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);
+  return static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
+}
+
 }  // namespace
+
+SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config) {
+  const double f = std::min(1.0, check_fraction(k, s, config));
+  return std::max<SimTime>(1, static_cast<SimTime>(std::llround(f * static_cast<double>(s.block_ns))));
+}
 
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config) {
   const auto slots = static_cast<double>(slot_count(config));
@@ -35,7 +61,9 @@ std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpu
     const double work_slot_ns = gpu_s * 1e9 * slots;
     const int64_t blocks = grid_blocks(k, work_slot_ns, config);
     const auto block_ns = static_cast<SimTime>(std::llround(work_slot_ns / static_cast<double>(blocks)));
-    shapes.push_back(SimKernelShape{blocks, std::max(config.block_floor_ns, block_ns)});
+    SimKernelShape shape{blocks, std::max(config.block_floor_ns, block_ns)};
+    shape.check_ns = check_ns_of(k, shape, config);
+    shapes.push_back(shape);
   }
   return shapes;
 }
@@ -55,6 +83,7 @@ std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::v
     const int64_t waves = (shapes[i].blocks + slots - 1) / slots;
     const double block_ns = kernel_ms[i] * 1e6 / static_cast<double>(waves);
     shapes[i].block_ns = std::max<SimTime>(1, static_cast<SimTime>(std::llround(block_ns)));
+    shapes[i].check_ns = check_ns_of(program.kernels[i], shapes[i], config);
   }
   return shapes;
 }

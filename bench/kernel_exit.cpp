@@ -1,0 +1,244 @@
+// atoll_bench_kernel_exit: how fast every kernel of the zoo models leaves once its preemption
+// flag rises mid-run, on the device clock (see kernel_exit_probe.h), and what the flag checks
+// cost a whole model run. Prints a table per op family and per model; writes one JSON document.
+#include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/launch.h"
+#include "bench/kernel_exit_probe.h"
+#include "core/error.h"
+#include "runtime/session.h"
+
+namespace atl {
+namespace {
+
+struct Options {
+  std::vector<std::string> models{"resnet50",     "resnet152",    "vgg19",     "densenet201",
+                                  "inception_v3", "mobilenet_v2", "bert_base", "distilbert"};
+  std::vector<int64_t> batches;  // empty: 1, 8, 32 (1, 8, 16 for the BERTs)
+  int trials = 8;
+  int cost_iters = 50;
+  int worst = 5;
+  uint64_t seed = 1;
+  std::string json_path = "atoll_kernel_exit.json";
+};
+
+struct KernelResult {
+  std::string name, family;
+  double duration_us = 0;
+  std::vector<double> exits_us;
+  int ran_to_end = 0;
+};
+
+bool is_bert(const std::string& model) {
+  return model.find("bert") != std::string::npos;
+}
+
+// The op, with convolutions split by the kernel that runs them (direct stem, depthwise, GEMM).
+std::string family_of(const Kernel& k) {
+  std::string f(op_name(k.op));
+  if (k.op == OpKind::kConv2d) {
+    f += cuda::is_small_channel_conv(k) ? "/stem" : (cuda::is_depthwise_conv(k) ? "/depthwise" : "/gemm");
+  }
+  return f;
+}
+
+double percentile(std::vector<double> v, double q) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
+  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
+}
+
+nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
+  std::vector<double> all;
+  for (const KernelResult* k : ks) all.insert(all.end(), k->exits_us.begin(), k->exits_us.end());
+  std::vector<const KernelResult*> order = ks;
+  auto kmax = [](const KernelResult* k) {
+    return k->exits_us.empty() ? 0.0 : *std::max_element(k->exits_us.begin(), k->exits_us.end());
+  };
+  std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return kmax(a) > kmax(b); });
+  auto w = nlohmann::json::array();
+  for (size_t i = 0; i < order.size() && i < static_cast<size_t>(worst); ++i) {
+    w.push_back({{"name", order[i]->name}, {"max_us", kmax(order[i])}, {"duration_us", order[i]->duration_us}});
+  }
+  return {{"kernels", ks.size()},           {"samples", all.size()},
+          {"p50_us", percentile(all, 0.5)}, {"p99_us", percentile(all, 0.99)},
+          {"max_us", percentile(all, 1.0)}, {"worst", w}};
+}
+
+// Median of `iters` CUDA-graph replays (ms), timed by events.
+double median_run_ms(CudaInstance& gpu, int iters) {
+  cuda::Event start = cuda::make_event(true), stop = cuda::make_event(true);
+  for (int i = 0; i < 5; ++i) gpu.enqueue_run();
+  std::vector<double> ms;
+  for (int i = 0; i < iters; ++i) {
+    ATL_CUDA_CHECK(cudaEventRecord(start.get(), gpu.stream()));
+    gpu.enqueue_run();
+    ATL_CUDA_CHECK(cudaEventRecord(stop.get(), gpu.stream()));
+    ATL_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+    float t = 0;
+    ATL_CUDA_CHECK(cudaEventElapsedTime(&t, start.get(), stop.get()));
+    ms.push_back(t);
+  }
+  return percentile(ms, 0.5);
+}
+
+// Model latency with the flag passed and with none, measured alternately to cancel drift.
+nlohmann::json flag_cost(CudaInstance& gpu, int iters) {
+  std::vector<double> with, without;
+  for (int round = 0; round < 3; ++round) {
+    gpu.set_preemptible(true);
+    with.push_back(median_run_ms(gpu, iters));
+    gpu.set_preemptible(false);
+    without.push_back(median_run_ms(gpu, iters));
+  }
+  gpu.set_preemptible(true);
+  const double a = percentile(with, 0.5), b = percentile(without, 0.5);
+  return {{"flag_ms", a}, {"no_flag_ms", b}, {"cost_pct", 100.0 * (a / b - 1.0)}};
+}
+
+std::vector<KernelResult> probe_kernels(CudaInstance& gpu, const Program& p, bench::ExitProbe& probe, const Options& o,
+                                        std::mt19937_64& rng) {
+  std::vector<KernelResult> out;
+  int* flag = gpu.preempt_flag();
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const bench::ExitProbe::Victim victim = [&](cudaStream_t s, const int* f) {
+      gpu.launch(static_cast<int>(k), s, f);
+    };
+    KernelResult r;
+    r.name = p.kernels[k].name;
+    r.family = family_of(p.kernels[k]);
+    r.duration_us = probe.duration_us(victim, flag, 3);
+    // Raises land uniformly over the victim's run: it starts about one launch gap after the
+    // start stamp.
+    const double lo = std::min(probe.gap_us(), r.duration_us / 2), hi = std::max(lo, r.duration_us);
+    std::uniform_real_distribution<double> when(lo, hi);
+    for (int t = 0; t < o.trials; ++t) {
+      const bench::ExitTrial e = probe.trial(victim, flag, when(rng));
+      if (e.ran_to_end) {
+        ++r.ran_to_end;
+      } else {
+        r.exits_us.push_back(e.exit_us);
+      }
+    }
+    probe.duration_us(victim, flag, 1);  // the output whole again for the kernels behind
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitProbe& probe, const Options& o,
+                           std::vector<KernelResult>& all) {
+  SessionOptions so;
+  so.model = model;
+  so.device = "cuda";
+  so.model_options.batch = batch;
+  Session s(so);
+  CudaInstance& gpu = dynamic_cast<CudaInstance&>(s.instance());
+  s.set_inputs(s.random_inputs(o.seed));
+  s.instance().run();
+  std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(batch));
+  std::vector<KernelResult> ks = probe_kernels(gpu, s.program(), probe, o, rng);
+  std::vector<const KernelResult*> ptrs;
+  for (const KernelResult& k : ks) ptrs.push_back(&k);
+  nlohmann::json j = summary(ptrs, o.worst);
+  j["model"] = model;
+  j["batch"] = batch;
+  j["flag"] = flag_cost(gpu, o.cost_iters);
+  auto per_kernel = nlohmann::json::array();
+  for (KernelResult& k : ks) {
+    per_kernel.push_back({{"name", k.name},
+                          {"family", k.family},
+                          {"duration_us", k.duration_us},
+                          {"exits_us", k.exits_us},
+                          {"ran_to_end", k.ran_to_end}});
+    k.name = fmt::format("{} b{} {}", model, batch, k.name);
+    all.push_back(std::move(k));
+  }
+  j["per_kernel"] = std::move(per_kernel);
+  return j;
+}
+
+void print_row(const std::string& label, const nlohmann::json& s, const std::string& extra) {
+  const std::string worst = s["worst"].empty() ? "" : s["worst"][0]["name"].get<std::string>();
+  fmt::print("{:<26} {:>5} {:>8.1f} {:>8.1f} {:>8.1f}  {}{}\n", label, s["kernels"].get<size_t>(),
+             s["p50_us"].get<double>(), s["p99_us"].get<double>(), s["max_us"].get<double>(), extra, worst);
+}
+
+std::string today() {
+  const std::time_t t = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof(buf), "%Y-%m-%d", std::gmtime(&t));
+  return buf;
+}
+
+int run(const Options& o) {
+  ATOLL_CHECK(cuda_device_available(), kUnsupported, "no CUDA device: {}", cuda_unavailable_reason());
+  bench::ExitProbe probe;
+  nlohmann::json doc;
+  doc["date"] = today();
+  doc["device"] = make_cuda_backend()->device_description();
+  doc["trials_per_kernel"] = o.trials;
+  doc["launch_gap_us"] = probe.calibrate_gap_us(50);
+  fmt::print("launch gap (stamp to stamp) {:.2f} us\n", doc["launch_gap_us"].get<double>());
+  fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8}  flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",
+             "max us");
+  doc["models"] = nlohmann::json::array();
+  std::vector<KernelResult> all;
+  for (const std::string& model : o.models) {
+    const std::vector<int64_t> batches =
+        !o.batches.empty() ? o.batches
+                           : (is_bert(model) ? std::vector<int64_t>{1, 8, 16} : std::vector<int64_t>{1, 8, 32});
+    for (int64_t batch : batches) {
+      nlohmann::json j = bench_model(model, batch, probe, o, all);
+      print_row(fmt::format("{} b{}", model, batch), j, fmt::format("{:+.2f}%  ", j["flag"]["cost_pct"].get<double>()));
+      std::fflush(stdout);
+      doc["models"].push_back(std::move(j));
+      // Rewritten after every model, so a time limit loses only the model in progress.
+      std::ofstream(o.json_path) << doc.dump(1) << "\n";
+    }
+  }
+  std::map<std::string, std::vector<const KernelResult*>> by_family;
+  for (const KernelResult& k : all) by_family[k.family].push_back(&k);
+  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8}  worst kernel\n", "op family", "kern", "p50 us", "p99 us", "max us");
+  doc["families"] = nlohmann::json::object();
+  for (const auto& [family, ks] : by_family) {
+    const nlohmann::json s = summary(ks, o.worst);
+    print_row(family, s, "");
+    doc["families"][family] = s;
+  }
+  std::ofstream(o.json_path) << doc.dump(1) << "\n";
+  return 0;
+}
+
+}  // namespace
+}  // namespace atl
+
+int main(int argc, char** argv) {
+  atl::Options o;
+  CLI::App app{"atoll kernel exit latency: flag raised mid-kernel, device clock"};
+  app.add_option("--models", o.models, "zoo models");
+  app.add_option("--batches", o.batches, "batch sizes (default 1 8 32; 1 8 16 for BERTs)");
+  app.add_option("--trials", o.trials, "mid-kernel raises per kernel");
+  app.add_option("--cost-iters", o.cost_iters, "graph replays per flag-cost measurement");
+  app.add_option("--worst", o.worst, "slowest-exiting kernels listed per row");
+  app.add_option("--seed", o.seed, "inputs and raise times");
+  app.add_option("--json", o.json_path, "output file");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return atl::run(o);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll_bench_kernel_exit: {}\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,105 @@
+// Kernels and host side of ExitProbe (see kernel_exit_probe.h).
+#include <algorithm>
+#include <vector>
+
+#include "backends/cuda/device_common.cuh"
+#include "bench/kernel_exit_probe.h"
+
+namespace atl::bench {
+
+namespace {
+
+enum Slot { kStart = 0, kRaise = 1, kEnd = 2 };
+// A raiser whose victim never started gives up after this long rather than hang the device.
+constexpr uint64_t kRaiserGiveUpNs = 2'000'000'000;
+
+__global__ void stamp_kernel(uint64_t* slot) {
+  if (threadIdx.x == 0) {
+    *reinterpret_cast<volatile uint64_t*>(slot) = cuda::global_ns();
+    __threadfence();
+  }
+}
+
+// Waits for the start stamp, then for `delay_ns` more, raises the flag and stamps the moment
+// the store is visible device-wide (after the fence).
+__global__ void raiser_kernel(uint64_t* slots, uint64_t delay_ns, int* flag) {
+  if (threadIdx.x != 0) return;
+  const volatile uint64_t* start = slots + kStart;
+  const uint64_t give_up = cuda::global_ns() + kRaiserGiveUpNs;
+  uint64_t t0 = 0;
+  while ((t0 = *start) == 0) {
+    if (cuda::global_ns() > give_up) return;
+  }
+  while (cuda::global_ns() < t0 + delay_ns) {
+  }
+  *reinterpret_cast<volatile int*>(flag) = 1;
+  __threadfence();
+  *reinterpret_cast<volatile uint64_t*>(slots + kRaise) = cuda::global_ns();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+ExitProbe::ExitProbe()
+    : victim_(cuda::make_priority_stream(false)),
+      raiser_(cuda::make_priority_stream(true)),
+      slots_(3 * sizeof(uint64_t)) {}
+
+void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3]) {
+  auto* slots = static_cast<uint64_t*>(slots_.get());
+  ATL_CUDA_CHECK(cudaMemsetAsync(slots, 0, slots_.size(), victim_.get()));
+  if (flag != nullptr) ATL_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), victim_.get()));
+  // The raiser must find the start slot zeroed and the flag low.
+  ATL_CUDA_CHECK(cudaStreamSynchronize(victim_.get()));
+  if (raise_after_us >= 0) {
+    raiser_kernel<<<1, 32, 0, raiser_.get()>>>(slots, static_cast<uint64_t>(raise_after_us * 1e3), flag);
+    ATL_CUDA_CHECK_LAUNCH("exit_probe_raiser");
+  }
+  // The stamps time the device, not the host's launch calls.
+  gate_.hold(victim_.get());
+  stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kStart);
+  ATL_CUDA_CHECK_LAUNCH("exit_probe_start");
+  if (victim) victim(victim_.get(), flag);
+  stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kEnd);
+  ATL_CUDA_CHECK_LAUNCH("exit_probe_end");
+  gate_.release();
+  ATL_CUDA_CHECK(cudaDeviceSynchronize());
+  ATL_CUDA_CHECK(cudaMemcpy(t, slots, sizeof(t), cudaMemcpyDeviceToHost));
+}
+
+double ExitProbe::calibrate_gap_us(int reps) {
+  std::vector<double> gaps;
+  for (int i = 0; i < reps; ++i) {
+    uint64_t t[3];
+    run_once(nullptr, nullptr, -1, t);
+    gaps.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3);
+  }
+  gap_us_ = median(gaps);
+  return gap_us_;
+}
+
+double ExitProbe::duration_us(const Victim& victim, int* flag, int reps) {
+  std::vector<double> d;
+  for (int i = 0; i < reps; ++i) {
+    uint64_t t[3];
+    run_once(victim, flag, -1, t);
+    d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
+  }
+  return std::max(0.0, median(d));
+}
+
+ExitTrial ExitProbe::trial(const Victim& victim, int* flag, double raise_after_us) {
+  uint64_t t[3];
+  run_once(victim, flag, raise_after_us, t);
+  ExitTrial r;
+  r.raise_us = t[kRaise] > t[kStart] ? static_cast<double>(t[kRaise] - t[kStart]) / 1e3 : 0.0;
+  r.ran_to_end = t[kRaise] == 0 || t[kEnd] <= t[kRaise];
+  r.exit_us = r.ran_to_end ? 0.0 : std::max(0.0, static_cast<double>(t[kEnd] - t[kRaise]) / 1e3 - gap_us_);
+  return r;
+}
+
+}  // namespace atl::bench

@@ -4,6 +4,7 @@
 #include "backends/sim/sim_gpu.h"
 #include "core/error.h"
 #include "models/zoo.h"
+#include "runtime/model_source.h"
 #include "sched/colocate.h"
 #include "sched/sim_exec_device.h"
 
@@ -323,7 +324,7 @@ TEST(SimShapes, EveryZooKernelChecksWithinTwentyFiveMicroseconds) {
   const SimGpuConfig c;
   for (const ModelInfo& m : list_models()) {
     const int64_t batch = m.name.find("bert") != std::string::npos ? 16 : 32;
-    const CompiledModel cm = sched::compile_zoo_model(m.name, batch, 1, device, false, 4);
+    const CompiledModel cm = compile_zoo_model({.name = m.name, .batch = batch, .seed = 1}, device.target(), false, 4);
     const auto shapes = roofline_shapes(cm.program, c);
     for (size_t i = 0; i < shapes.size(); ++i) {
       EXPECT_GT(shapes[i].check_ns, 0) << m.name << " " << cm.program.kernels[i].name;

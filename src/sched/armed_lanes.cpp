@@ -30,14 +30,6 @@ bool Scheduler::Impl::armable(const Lane& l) const {
   return armed && l.client >= 0 && is_rt(clients[static_cast<size_t>(l.client)]);
 }
 
-namespace {
-// Kernels of a task enqueued behind its holds; the rest are launched when it starts, while the
-// first ones run. Held launches fill the GPU's launch queues, and a launch into a full queue
-// blocks the host until held work moves: with several RT clients of hundreds of kernels each
-// (DISB D: DenseNet-201, ResNet-152) whole armed tasks stalled the scheduler thread.
-constexpr int kArmedKernels = 16;
-}  // namespace
-
 // Enqueues the start of the client's next task behind its holds. The launches are parked: not
 // in flight until released.
 void Scheduler::Impl::arm(Lane& l) {
@@ -50,7 +42,7 @@ void Scheduler::Impl::arm(Lane& l) {
     ++l.holds;
   }
   device.enqueue_inputs(c.instance, l.stream);
-  const int armed_kernels = std::min(c.kernels, kArmedKernels);
+  const int armed_kernels = std::min(c.kernels, options.armed_kernels);
   for (int k = 0; k < armed_kernels; ++k) {
     LaunchOptions lo;
     lo.timed = k == 0 || k == c.kernels - 1;

@@ -25,6 +25,8 @@ Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), opt
               options.inflight_cap);
   ATOLL_CHECK(options.idle_poll_ns >= 1, kInvalidArgument, "idle poll must be at least 1 ns (got {})",
               options.idle_poll_ns);
+  ATOLL_CHECK(options.armed_kernels >= 1, kInvalidArgument, "armed kernels must be at least 1 (got {})",
+              options.armed_kernels);
   ATOLL_CHECK(options.stall_timeout_ns >= 1, kInvalidArgument, "stall timeout must be positive (got {} ns)",
               options.stall_timeout_ns);
   if (traits.layout == LaneLayout::kOneLane) add_lane(-1, StreamPriority::kLow);

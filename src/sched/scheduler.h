@@ -43,11 +43,15 @@ struct SchedulerOptions {
   // while BE work drains; releasing the last starts the task. false: the flag write and the RT
   // kernels are enqueued when the request arrives.
   bool armed_rt = true;
+  // Kernels of an armed task enqueued behind its holds; the rest are launched when it starts,
+  // while the first ones run. Held launches fill the GPU's launch queue, and a launch into a
+  // full queue blocks the host until held work moves: with several RT clients of hundreds of
+  // kernels each (DISB D: DenseNet-201, ResNet-152) whole armed tasks stalled the scheduler.
+  int armed_kernels = 16;
   // Work waiting on the device with no launch ending and no task finishing for this long fails
   // every request with an error naming what the scheduler waits on, instead of hanging.
   DeviceTime stall_timeout_ns = 10'000'000'000;
 };
-
 
 // RT mode transitions (wait and reset modes), for timelines.
 struct SchedulerEvent {

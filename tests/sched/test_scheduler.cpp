@@ -295,3 +295,60 @@ TEST(Scheduler, DestroyingAnswersWhatIsPending) {
 
 }  // namespace
 }  // namespace atl::sched
+
+namespace atl::sched {
+namespace {
+
+// An armed task holds only its first kernels; the rest are launched when it starts. An RT model
+// longer than that, in every mode that arms: each answer matches the CPU reference, a bad request
+// in between fails alone, and every task started from armed work.
+class ArmingModes : public ::testing::TestWithParam<Mode> {};
+
+TEST_P(ArmingModes, LongRtTasksRunWholeFromArmedWork) {
+  SimExecOptions o;
+  o.numerics = true;
+  SimExecDevice device(o);
+  const auto& m = testing::be_model();  // the longer tiny model, as an RT client here
+  SchedulerOptions so;
+  so.mode = GetParam();
+  so.armed_kernels = 3;
+  ASSERT_GT(m.program.kernels.size(), 3u) << "the model must be longer than what an armed lane holds";
+  Scheduler scheduler(device, so);
+  const ClientId rt = scheduler.add_client(TaskClass::kRealTime, "rt", device.load(m.program, m.weights));
+  auto ref = make_cpu_backend()->load(m.program, m.weights);
+  std::vector<std::vector<Tensor>> inputs;
+  std::vector<std::future<TaskResult>> answers;
+  for (int i = 0; i < 4; ++i) {
+    if (i == 2) answers.push_back(scheduler.submit(rt, Request{{Tensor(DType::kF32, Shape{1, 3, 8, 8})}}));
+    inputs.push_back(testing::random_inputs(m.program, 10 + static_cast<uint64_t>(i)));
+    answers.push_back(scheduler.submit(rt, Request{inputs.back(), 100'000 * i, kNever}));
+  }
+  scheduler.run_until_idle();
+  size_t next_input = 0;
+  for (size_t a = 0; a < answers.size(); ++a) {
+    if (a == 2) {
+      EXPECT_THROW(answers[a].get(), Error);
+      continue;
+    }
+    const std::vector<Tensor> out = answers[a].get().outputs;
+    ref->set_input(0, inputs[next_input++][0]);
+    ref->run();
+    ASSERT_EQ(out.size(), 1u);
+    EXPECT_EQ(std::memcmp(out[0].raw(), ref->get_output(0).raw(), out[0].nbytes()), 0) << "answer " << a;
+  }
+  EXPECT_TRUE(scheduler.arms_rt());
+  EXPECT_EQ(scheduler.stats().armed_rt_tasks, 5);
+  EXPECT_EQ(scheduler.stats().failed, 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ArmingModes,
+                         ::testing::Values(Mode::kRtOnly, Mode::kStreams, Mode::kStreamsPrio, Mode::kWait,
+                                           Mode::kReset),
+                         [](const auto& info) {
+                           std::string n = mode_name(info.param);
+                           std::erase(n, '-');
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace atl::sched

@@ -525,25 +525,40 @@ bool Scheduler::arms_rt() const {
   return impl_->armed;
 }
 
+// An error that ends a run answers every request still waiting with it, then propagates.
+template <typename Step>
+void Scheduler::drive(Step step) {
+  try {
+    step();
+  } catch (...) {
+    impl_->fail_all(std::current_exception());
+    throw;
+  }
+}
+
 void Scheduler::run_until(DeviceTime time) {
   ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "run_until while the scheduler runs on its own thread");
-  for (;;) {
-    impl_->poll();
-    if (device_.now() >= time) return;
-    device_.wait_until(std::min(time, impl_->next_arrival()));
-  }
+  drive([&] {
+    for (;;) {
+      impl_->poll();
+      if (device_.now() >= time) return;
+      device_.wait_until(std::min(time, impl_->next_arrival()));
+    }
+  });
 }
 
 void Scheduler::run_until_idle() {
   ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "run_until_idle while the scheduler runs on its own thread");
-  for (;;) {
-    impl_->poll();
-    if (!impl_->has_work()) return;
-    const DeviceTime next = impl_->next_arrival();
-    ATOLL_CHECK(impl_->in_flight() || next != kNever, kInternal, "scheduler stalled in mode {}: {}",
-                mode_name(options_.mode), impl_->describe_wait());
-    device_.wait_until(next);
-  }
+  drive([&] {
+    for (;;) {
+      impl_->poll();
+      if (!impl_->has_work()) return;
+      const DeviceTime next = impl_->next_arrival();
+      ATOLL_CHECK(impl_->in_flight() || next != kNever, kInternal, "scheduler stalled in mode {}: {}",
+                  mode_name(options_.mode), impl_->describe_wait());
+      device_.wait_until(next);
+    }
+  });
 }
 
 void Scheduler::start() {

@@ -106,6 +106,8 @@ class Scheduler {
 
  private:
   struct Impl;
+  template <typename Step>
+  void drive(Step step);
 
   std::unique_ptr<Impl> impl_;
   ExecDevice& device_;

@@ -352,3 +352,62 @@ INSTANTIATE_TEST_SUITE_P(Modes, ArmingModes,
 
 }  // namespace
 }  // namespace atl::sched
+
+namespace atl::sched {
+namespace {
+
+// A device whose launches never end while its clock runs on: the scheduler must fail every
+// request with what it waits on once stall_timeout_ns has passed, not poll forever.
+class NeverEndingDevice final : public ExecDevice {
+ public:
+  std::string name() const override { return "never-ending"; }
+  std::string description() const override { return inner_.description(); }
+  CompileTarget target() const override { return inner_.target(); }
+  InstanceId load(const Program& p, const WeightStore& w) override { return inner_.load(p, w); }
+  const Program& program(InstanceId i) const override { return inner_.program(i); }
+  using ExecDevice::write_inputs;
+  bool write_inputs(InstanceId i, StreamId s, std::span<const Tensor> in, const std::function<bool()>& y) override {
+    return inner_.write_inputs(i, s, in, y);
+  }
+  std::vector<Tensor> read_outputs(InstanceId i, StreamId s) override { return inner_.read_outputs(i, s); }
+  StreamId create_stream(StreamPriority p) override { return inner_.create_stream(p); }
+  uint64_t launch(StreamId s, InstanceId i, int k, const LaunchOptions& o) override {
+    return inner_.launch(s, i, k, o);
+  }
+  uint64_t completed(StreamId) override { return 0; }
+  std::optional<LaunchSpan> launch_span(StreamId, uint64_t) override { return std::nullopt; }
+  std::exception_ptr take_error(StreamId s) override { return inner_.take_error(s); }
+  void raise_flag(StreamId s) override { inner_.raise_flag(s); }
+  void lower_flag() override { inner_.lower_flag(); }
+  DeviceTime now() override { return clock_; }
+  void wait_until(DeviceTime deadline) override { clock_ = std::min(deadline, clock_ + 1'000'000); }
+  void synchronize(StreamId s) override { inner_.synchronize(s); }
+
+ private:
+  SimExecDevice inner_;
+  DeviceTime clock_ = 0;
+};
+
+TEST(Scheduler, StalledDeviceFailsTheRunNamingWhatItWaitsOn) {
+  NeverEndingDevice device;
+  const auto& m = testing::be_model();
+  SchedulerOptions so;
+  so.stall_timeout_ns = 50'000'000;
+  Scheduler scheduler(device, so);
+  const ClientId be = scheduler.add_client(TaskClass::kBestEffort, "be-stuck", device.load(m.program, m.weights));
+  auto answer = scheduler.submit(be, Request{testing::random_inputs(m.program, 1)});
+  try {
+    scheduler.run_until_idle();
+    ADD_FAILURE() << "a run whose launches never end returned";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInternal);
+    EXPECT_NE(e.message().find("no progress"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("be-stuck"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("launches in flight"), std::string::npos) << e.message();
+  }
+  ASSERT_EQ(answer.wait_for(std::chrono::seconds(0)), std::future_status::ready) << "the request was left unanswered";
+  EXPECT_THROW(answer.get(), Error);
+}
+
+}  // namespace
+}  // namespace atl::sched

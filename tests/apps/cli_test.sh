@@ -118,6 +118,9 @@ expect_error "disb unknown key" "clients\[0\].dealine_ms': unknown key \(did you
 sed 's/"rate": 200/"rate": 1e400/' "$work/w.json" >"$work/huge_rate.json"
 expect_error "disb rate 1e400" "huge_rate.json.*not valid JSON" \
   "$atoll" bench disb --workload "$work/huge_rate.json" --modes rt-only --duration 0.01 --out "$work/huge"
+sed 's/"rate": 200/"rate": 100000/' "$work/w.json" >"$work/fast.json"
+expect_error "disb too many arrivals before running" "client 'rt'.*limit of 10000000 per client" \
+  "$atoll" bench disb --workload "$work/fast.json" --modes rt-only --duration 3600 --out "$work/fast"
 expect_error "disb unwritable --out before running" "--out '/proc/atoll-x'" \
   "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 3600 --out /proc/atoll-x
 

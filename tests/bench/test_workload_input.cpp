@@ -7,6 +7,7 @@
 #include <string>
 
 #include "bench/results.h"
+#include "bench/runner.h"
 #include "bench/workload.h"
 #include "core/error.h"
 #include "sched/colocate.h"
@@ -106,6 +107,22 @@ TEST(WorkloadInput, ArrivalSchedulesAreBounded) {
     EXPECT_NE(e.message().find(std::to_string(sched::kMaxArrivalsPerClient)), std::string::npos) << e.message();
   }
   EXPECT_NO_THROW(check_arrival_count(fast, 60.0 * 1000.0));
+}
+
+// The model is never looked up: the schedule is refused before anything compiles.
+TEST(WorkloadInput, RunDisbRefusesAnOversizedScheduleBeforeRunning) {
+  const Workload w = parse_workload(
+      R"({"name": "fast", "clients": [{"name": "rt", "model": "not_compiled", "priority": "rt", "load": {"type": "periodic", "rate": 100000}}]})",
+      "fast.json", ".");
+  DisbOptions o;
+  o.duration_s = 3600;
+  try {
+    run_disb(w, o);
+    FAIL() << "3.6e8 arrivals accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("client 'rt'"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("limit"), std::string::npos) << e.message();
+  }
 }
 
 TEST(WorkloadInput, CsvQuotesNamesWithCommasAndQuotes) {

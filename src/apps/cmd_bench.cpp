@@ -1,13 +1,17 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "bench/runner.h"
 #include "core/error.h"
+#include "core/text.h"
 
 namespace atl::apps {
 
@@ -127,7 +131,16 @@ void run_disb_command(const DisbFlags& f) {
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
   // Every file is read and checked before the first (long) run starts.
   std::vector<bench::Workload> workloads;
-  for (const std::string& n : names) workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
+  for (const std::string& n : names) {
+    workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
+    // A workload name becomes a directory name: one path component, never a way out of --out.
+    const std::optional<std::string> bad_name = file_name_problem(workloads.back().name);
+    ATOLL_CHECK(!bad_name, kInvalidArgument, "workload name '{}' {}", workloads.back().name, bad_name.value_or(""));
+    for (const bench::ClientSpec& c : workloads.back().clients) {
+      bench::check_arrival_count(c, std::max(o.duration_s, o.warmup_s) * 1000.0);
+    }
+  }
+  prepare_output_dir(f.out, "--out");
   ProgressLine progress;
   o.on_progress = [&](const bench::DisbProgress& p) { progress.update(p); };
   for (const bench::Workload& w : workloads) {
@@ -156,7 +169,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1e-3, 3600.0));
   cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
   cmd->add_option("--out", f->out, "Output directory (with `all`, one subdirectory per workload)");
-  cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights");
+  cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights")->check(kNotNegative);
   cmd->add_option("--timeline-ms", f->timeline_ms, "Length of the trace.json timeline window, ms")
       ->check(CLI::Range(0.0, 10000.0));
   cmd->add_option("--warmup", f->warmup_s,

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "core/error.h"
 #include "models/zoo.h"
 #include "sched/colocate.h"
@@ -47,6 +48,9 @@ struct ClientArg {
 // MODEL[@BATCH] for BE clients, MODEL[@BATCH][:HZ] for RT clients (`flag` names which).
 ClientArg parse_client(const std::string& spec, const std::string& flag, bool takes_rate) {
   const std::string syntax = takes_rate ? "MODEL[@BATCH][:HZ]" : "MODEL[@BATCH]";
+  // An empty list such as "--be ," makes CLI11 take the next argument, often a flag, as the value.
+  ATOLL_CHECK(!spec.empty() && spec[0] != '-', kInvalidArgument, "{}: expected {}, got '{}' (an empty model list?)",
+              flag, syntax, spec);
   ClientArg c;
   std::string rest = spec;
   if (const auto colon = rest.rfind(':'); takes_rate && colon != std::string::npos) {
@@ -182,7 +186,7 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--batch", f->batch, "Batch size of every client without @BATCH")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)");
+  cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--rt-arrival", f->rt_arrival,

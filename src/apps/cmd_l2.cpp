@@ -1,6 +1,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -40,6 +41,14 @@ Program gpu_program(const ModelFlags& f) {
   return compile_graph(g, t).program;
 }
 
+// A slice index: the whole of `text` a non-negative integer.
+std::optional<int64_t> parse_index(const std::string& text) {
+  int64_t v = -1;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0) return std::nullopt;
+  return v;
+}
+
 std::vector<bool> parse_slices(const std::string& spec, int64_t count) {
   std::vector<bool> bits(static_cast<size_t>(count), false);
   if (spec == "all") return std::vector<bool>(static_cast<size_t>(count), true);
@@ -48,16 +57,12 @@ std::vector<bool> parse_slices(const std::string& spec, int64_t count) {
     const size_t end = std::min(spec.find(',', pos), spec.size());
     const std::string part = spec.substr(pos, end - pos);
     const size_t dash = part.find('-');
-    int64_t lo = 0, hi = 0;
-    try {
-      lo = std::stoll(part.substr(0, dash));
-      hi = dash == std::string::npos ? lo : std::stoll(part.substr(dash + 1));
-    } catch (const std::exception&) {
-      ATOLL_THROW(kInvalidArgument, "--slices '{}': '{}' is not a slice index or range", spec, part);
-    }
-    ATOLL_CHECK(lo >= 0 && lo <= hi && hi < count, kInvalidArgument, "--slices '{}': range {}-{} outside 0-{}", spec,
-                lo, hi, count - 1);
-    for (int64_t i = lo; i <= hi; ++i) bits[static_cast<size_t>(i)] = true;
+    const std::optional<int64_t> lo = parse_index(part.substr(0, dash));
+    const std::optional<int64_t> hi = dash == std::string::npos ? lo : parse_index(part.substr(dash + 1));
+    ATOLL_CHECK(lo && hi, kInvalidArgument, "--slices '{}': '{}' is not a slice index or range", spec, part);
+    ATOLL_CHECK(*lo <= *hi && *hi < count, kInvalidArgument, "--slices '{}': range {}-{} outside 0-{}", spec, *lo, *hi,
+                count - 1);
+    for (int64_t i = *lo; i <= *hi; ++i) bits[static_cast<size_t>(i)] = true;
     pos = end + 1;
   }
   return bits;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
+#include <set>
 
 #include "apps/commands.h"
 #include "apps/options.h"
@@ -64,6 +65,7 @@ void run_model(const RunFlags& f) {
   std::optional<l2::ResidencyConfig> l2_config;
   if (!f.l2_config.empty()) l2_config = l2::load_config(f.l2_config);
   const l2::L2Device l2_device = l2::l2_device_by_name(f.l2_device);
+  if (!f.output_dir.empty()) prepare_output_dir(f.output_dir, "--output");
   SessionOptions so;
   so.model = model_or_default(f.model);
   so.device = f.device;
@@ -76,10 +78,14 @@ void run_model(const RunFlags& f) {
   const int warmup = f.warmup >= 0 ? f.warmup : (gpu ? 10 : 1);
 
   session.set_inputs(session.random_inputs(f.model.options.seed));
+  std::set<std::string> given;
   for (const std::string& spec : f.inputs) {
     const auto eq = spec.find('=');
     ATOLL_CHECK(eq != std::string::npos && eq > 0, kInvalidArgument, "--input '{}': expected NAME=FILE.npy", spec);
-    session.set_input(spec.substr(0, eq), read_npy(spec.substr(eq + 1)));
+    const std::string name = spec.substr(0, eq);
+    ATOLL_CHECK(given.insert(name).second, kInvalidArgument, "--input '{}': input '{}' is given more than once", spec,
+                name);
+    session.set_input(name, read_npy(spec.substr(eq + 1)));
   }
 
   Instance& inst = session.instance();
@@ -112,7 +118,6 @@ void run_model(const RunFlags& f) {
   for (size_t i = 0; i < outputs.size(); ++i)
     summaries.push_back(summarize(session.program().outputs[i].name, outputs[i]));
   if (!f.output_dir.empty()) {
-    std::filesystem::create_directories(f.output_dir);
     for (size_t i = 0; i < outputs.size(); ++i) {
       write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(),
                 outputs[i]);

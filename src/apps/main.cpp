@@ -4,6 +4,7 @@
 
 #include "apps/commands.h"
 #include "core/error.h"
+#include "core/text.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"atoll: real-time and best-effort DNN inference sharing one GPU"};
@@ -15,10 +16,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const atl::Error& e) {
-    fmt::print(stderr, "atoll: {}: {}\n", atl::error_code_name(e.code()), e.message());
+    // Messages quote file contents and arguments: escaped, so no raw bytes reach the terminal.
+    fmt::print(stderr, "atoll: {}: {}\n", atl::error_code_name(e.code()), atl::printable(e.message()));
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "atoll: error: out of memory\n");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll: error: {}\n", e.what());
+    fmt::print(stderr, "atoll: error: {}\n", atl::printable(e.what()));
     return 1;
   }
   return 0;

@@ -1,14 +1,26 @@
 #pragma once
 // Flags shared by the subcommands that take a model.
-#include <CLI/CLI.hpp>
-#include <string>
+#include <unistd.h>
 
+#include <CLI/CLI.hpp>
+#include <filesystem>
+#include <string>
+#include <system_error>
+
+#include "core/error.h"
 #include "models/zoo.h"
 
 namespace atl::apps {
 
+// For unsigned options such as --seed, which CLI11 would otherwise read "-1" into as 2^64 - 1.
+inline const CLI::Validator kNotNegative(
+    [](const std::string& v) {
+      return !v.empty() && v.front() == '-' ? "must not be negative, got " + v : std::string();
+    },
+    "NOT NEGATIVE");
+
 struct ModelFlags {
-  std::string model;
+  std::string model = default_model();
   ModelOptions options;
 };
 
@@ -16,9 +28,22 @@ inline void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("model", f.model, "Model name (see `atoll models`)")->default_str(default_model());
   cmd->add_option("--batch", f.options.batch, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--seq", f.options.seq_len, "Sequence length for BERT models")->check(CLI::Range(int64_t{1}, int64_t{512}));
-  cmd->add_option("--seed", f.options.seed, "Seed for weights and inputs");
+  cmd->add_option("--seed", f.options.seed, "Seed for weights and inputs")->check(kNotNegative);
 }
 
-inline std::string model_or_default(const ModelFlags& f) { return f.model.empty() ? default_model() : f.model; }
+// The model given, or the default when none was; an empty name is refused, not read as the default.
+inline std::string model_or_default(const ModelFlags& f) {
+  ATOLL_CHECK(!f.model.empty(), kInvalidArgument, "model name is empty (see `atoll models`)");
+  return f.model;
+}
+
+// Creates `dir` for `flag` and checks it is writable, so a bad path fails before a long run, not after.
+inline void prepare_output_dir(const std::string& dir, const std::string& flag) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  ATOLL_CHECK(!ec, kIo, "{} '{}': cannot create the directory: {}", flag, dir, ec.message());
+  ATOLL_CHECK(std::filesystem::is_directory(dir, ec), kIo, "{} '{}': not a directory", flag, dir);
+  ATOLL_CHECK(access(dir.c_str(), W_OK | X_OK) == 0, kIo, "{} '{}': directory is not writable", flag, dir);
+}
 
 }  // namespace atl::apps

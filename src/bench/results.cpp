@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/text.h"
 
 namespace atl::bench {
 
@@ -208,9 +209,9 @@ std::string results_csv(const BenchResults& r) {
       const Distribution& d = c.latency_ms;
       out += fmt::format(
           "{},{},{},{},{},{},{},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.4f},{:.3f},{:.4f},{},{}\n",
-          r.workload.name, m.mode, c.name, c.realtime ? "rt" : "be", c.served, c.dropped, c.failed, d.mean, d.p50,
-          d.p90, d.p99, d.p999, d.max, c.standalone_p50_ms, c.p50_increase, c.deadline_miss_rate, c.throughput_per_s,
-          c.longest_wait_ms, c.preemptions, mode_columns);
+          csv_field(r.workload.name), m.mode, csv_field(c.name), c.realtime ? "rt" : "be", c.served, c.dropped,
+          c.failed, d.mean, d.p50, d.p90, d.p99, d.p999, d.max, c.standalone_p50_ms, c.p50_increase,
+          c.deadline_miss_rate, c.throughput_per_s, c.longest_wait_ms, c.preemptions, mode_columns);
     }
   }
   return out;

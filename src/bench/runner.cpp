@@ -78,6 +78,8 @@ class Runner {
   }
 
   BenchResults run() {
+    // Before anything compiles: a run whose schedule is too long fails at once, not after hours.
+    for (const ClientSpec& c : w_.clients) check_arrival_count(c, std::max(o_.duration_s, o_.warmup_s) * 1000.0);
     BenchResults r;
     r.workload = w_;
     r.commit = o_.commit;

@@ -1,5 +1,6 @@
 #include "bench/workload.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +9,8 @@
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/text.h"
+#include "sched/colocate.h"
 
 namespace atl::bench {
 
@@ -26,6 +29,21 @@ const char* load_type_name(LoadType t) {
 }
 
 namespace {
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = up;
+    }
+  }
+  return row[b.size()];
+}
 
 class Reader {
  public:
@@ -50,7 +68,26 @@ class Reader {
     if (!j.is_number_integer()) fail(field, "must be an integer");
     return j.get<int64_t>();
   }
-  const std::string& source() const { return source_; }
+  // Rejects a key of `j` outside `known`, naming the closest known key when one is near.
+  void only_keys(const nlohmann::json& j, const std::vector<std::string>& known, const std::string& field) const {
+    if (!j.is_object()) fail(field.empty() ? "(top level)" : field, "must be an object");
+    for (const auto& item : j.items()) {
+      if (std::find(known.begin(), known.end(), item.key()) != known.end()) continue;
+      const std::string at = field.empty() ? printable(item.key()) : field + "." + printable(item.key());
+      const std::string* best = &known.front();
+      for (const std::string& k : known) {
+        if (edit_distance(item.key(), k) < edit_distance(item.key(), *best)) best = &k;
+      }
+      const bool near = edit_distance(item.key(), *best) <= std::max<size_t>(2, best->size() / 3);
+      fail(at, near ? fmt::format("unknown key (did you mean '{}'?)", *best) : "unknown key");
+    }
+  }
+  // A name that may become a file name and a CSV cell: no path separator, "..", or control character.
+  std::string name(const nlohmann::json& j, const std::string& field) const {
+    const std::string n = string(j, field);
+    if (const auto problem = file_name_problem(n)) fail(field, fmt::format("'{}' {}", printable(n), *problem));
+    return n;
+  }
 
  private:
   std::string source_;
@@ -66,15 +103,21 @@ std::vector<double> read_trace_file(const Reader& r, const std::string& path, co
     ++line_no;
     if (line.empty() || line[0] == '#') continue;
     std::istringstream in(line);
-    double t;
-    if (!(in >> t) || t < 0)
-      r.fail(field, fmt::format("'{}' line {}: expected a non-negative time in ms", path, line_no));
+    double t = 0;
+    // One number per line, nothing after it: "10 20" or "5abc" is a broken trace, not 10 or 5.
+    if (!(in >> t) || !(in >> std::ws).eof() || !std::isfinite(t) || t < 0) {
+      r.fail(field, fmt::format("'{}' line {}: expected one non-negative time in ms, got '{}'", path, line_no,
+                                printable(line)));
+    }
     if (!out.empty() && t < out.back()) {
       r.fail(field, fmt::format("'{}' line {}: arrival times must not decrease", path, line_no));
     }
     out.push_back(t);
   }
   if (out.empty()) r.fail(field, fmt::format("trace file '{}' holds no arrival", path));
+  // The trace repeats with its span as the period: a zero span would repeat forever at time 0.
+  if (out.size() > 1 && !(out.back() > 0))
+    r.fail(field, fmt::format("trace file '{}': its arrivals span no time (all at 0 ms), so it cannot repeat", path));
   return out;
 }
 
@@ -85,28 +128,36 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::parse_error& e) {
-    ATOLL_THROW(kParse, "workload '{}': not valid JSON: {}", source_name, e.what());
+  } catch (const nlohmann::json::exception& e) {
+    // Also out-of-range numbers such as 1e400, which nlohmann reports apart from syntax errors.
+    ATOLL_THROW(kParse, "workload '{}': not valid JSON: {}", source_name, printable(e.what()));
   }
+  r.only_keys(j, {"name", "description", "clients"}, "");
   Workload w;
-  w.name = r.string(r.need(j, "name", "name"), "name");
+  w.name = r.name(r.need(j, "name", "name"), "name");
   if (j.contains("description")) w.description = r.string(j.at("description"), "description");
   const auto& clients = r.need(j, "clients", "clients");
   if (!clients.is_array() || clients.empty()) r.fail("clients", "must be a non-empty array");
   for (size_t i = 0; i < clients.size(); ++i) {
     const auto& cj = clients[i];
     const std::string at = fmt::format("clients[{}]", i);
+    r.only_keys(cj, {"name", "model", "batch", "seq", "priority", "load", "deadline_ms"}, at);
     ClientSpec c;
     c.model = r.string(r.need(cj, "model", at + ".model"), at + ".model");
-    c.name = cj.contains("name") ? r.string(cj.at("name"), at + ".name") : fmt::format("{}-{}", c.model, i);
+    c.name = cj.contains("name") ? r.name(cj.at("name"), at + ".name") : fmt::format("{}-{}", c.model, i);
+    for (const ClientSpec& other : w.clients) {
+      if (other.name == c.name) r.fail(at + ".name", fmt::format("'{}' names another client too", printable(c.name)));
+    }
     if (cj.contains("batch")) c.batch = r.integer(cj.at("batch"), at + ".batch");
     if (c.batch < 1 || c.batch > 4096) r.fail(at + ".batch", "must be between 1 and 4096");
     if (cj.contains("seq")) c.seq_len = r.integer(cj.at("seq"), at + ".seq");
     if (c.seq_len < 1 || c.seq_len > 512) r.fail(at + ".seq", "must be between 1 and 512");
     const std::string prio = r.string(r.need(cj, "priority", at + ".priority"), at + ".priority");
-    if (prio != "rt" && prio != "be") r.fail(at + ".priority", fmt::format("'{}' is neither \"rt\" nor \"be\"", prio));
+    if (prio != "rt" && prio != "be")
+      r.fail(at + ".priority", fmt::format("'{}' is neither \"rt\" nor \"be\"", printable(prio)));
     c.realtime = prio == "rt";
     const auto& load = r.need(cj, "load", at + ".load");
+    r.only_keys(load, {"type", "rate", "concurrency", "file"}, at + ".load");
     const std::string type = r.string(r.need(load, "type", at + ".load.type"), at + ".load.type");
     if (type == "periodic" || type == "poisson") {
       c.load = type == "periodic" ? LoadType::kPeriodic : LoadType::kPoisson;
@@ -114,9 +165,11 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
       if (!(c.rate_hz > 0 && c.rate_hz <= 100000)) r.fail(at + ".load.rate", "must be in (0, 100000] requests/s");
     } else if (type == "closed") {
       c.load = LoadType::kClosedLoop;
-      if (load.contains("concurrency"))
-        c.concurrency = static_cast<int>(r.integer(load.at("concurrency"), at + ".load.concurrency"));
-      if (c.concurrency < 1 || c.concurrency > 64) r.fail(at + ".load.concurrency", "must be between 1 and 64");
+      // Range-checked before narrowing, so 4294967297 is refused rather than read as 1.
+      const int64_t concurrency =
+          load.contains("concurrency") ? r.integer(load.at("concurrency"), at + ".load.concurrency") : c.concurrency;
+      if (concurrency < 1 || concurrency > 64) r.fail(at + ".load.concurrency", "must be between 1 and 64");
+      c.concurrency = static_cast<int>(concurrency);
     } else if (type == "trace") {
       c.load = LoadType::kTrace;
       const std::string file = r.string(r.need(load, "file", at + ".load.file"), at + ".load.file");
@@ -125,7 +178,7 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
                                           : std::filesystem::path(base_dir) / file;
       c.trace_ms = read_trace_file(r, p.string(), at + ".load.file");
     } else {
-      r.fail(at + ".load.type", fmt::format("'{}' is not one of periodic, poisson, closed, trace", type));
+      r.fail(at + ".load.type", fmt::format("'{}' is not one of periodic, poisson, closed, trace", printable(type)));
     }
     if (cj.contains("deadline_ms")) {
       const double d = r.number(cj.at("deadline_ms"), at + ".deadline_ms");
@@ -149,7 +202,41 @@ Workload load_workload(const std::string& path) {
   return parse_workload(ss.str(), path, std::filesystem::path(path).parent_path().string());
 }
 
+namespace {
+
+// A trace shorter than the run repeats, shifted by its span plus one mean gap.
+double trace_period(const ClientSpec& c) {
+  return c.trace_ms.back() +
+         (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
+}
+
+[[noreturn]] void refuse_arrivals(const ClientSpec& c, double duration_ms, double count) {
+  ATOLL_THROW(kInvalidArgument,
+              "client '{}': {} load over {} s would schedule about {:.3g} requests, more than the limit of {} per "
+              "client; shorten the run or lower the rate",
+              c.name, load_type_name(c.load), duration_ms / 1000.0, count, sched::kMaxArrivalsPerClient);
+}
+
+}  // namespace
+
+void check_arrival_count(const ClientSpec& c, double duration_ms) {
+  double count = 0;
+  switch (c.load) {
+    case LoadType::kPeriodic:
+    case LoadType::kPoisson:
+      count = duration_ms * c.rate_hz / 1000.0;
+      break;
+    case LoadType::kTrace:
+      count = std::ceil(duration_ms / trace_period(c)) * static_cast<double>(c.trace_ms.size());
+      break;
+    case LoadType::kClosedLoop:
+      break;
+  }
+  if (!(count <= static_cast<double>(sched::kMaxArrivalsPerClient))) refuse_arrivals(c, duration_ms, count);
+}
+
 std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed) {
+  check_arrival_count(c, duration_ms);
   std::vector<double> out;
   switch (c.load) {
     case LoadType::kPeriodic: {
@@ -167,15 +254,15 @@ std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, 
       while (true) {
         t += -std::log(1.0 - static_cast<double>(rng.uniform())) * 1000.0 / c.rate_hz;
         if (t >= duration_ms) break;
+        // The draws may overshoot the expected count that check_arrival_count bounds.
+        if (std::ssize(out) >= sched::kMaxArrivalsPerClient)
+          refuse_arrivals(c, duration_ms, static_cast<double>(out.size()));
         out.push_back(t);
       }
       break;
     }
     case LoadType::kTrace: {
-      // A trace shorter than the run repeats, shifted by its span plus one mean gap.
-      const double span =
-          c.trace_ms.back() +
-          (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
+      const double span = trace_period(c);
       for (double base = 0; base < duration_ms; base += span) {
         for (double t : c.trace_ms) {
           if (base + t >= duration_ms) break;

@@ -36,8 +36,12 @@ struct Workload {
 Workload load_workload(const std::string& path);
 Workload parse_workload(const std::string& json_text, const std::string& source_name, const std::string& base_dir);
 
+// Refuses (kInvalidArgument naming the client and the limit) an open-loop client that would
+// schedule more than sched::kMaxArrivalsPerClient requests in `duration_ms`.
+void check_arrival_count(const ClientSpec& c, double duration_ms);
+
 // Scheduled arrival times (ms from start, ascending) of an open-loop client within `duration_ms`;
-// empty for closed-loop clients. Poisson draws are seeded so runs repeat.
+// empty for closed-loop clients. Poisson draws are seeded so runs repeat. Checks the count first.
 std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed);
 
 }  // namespace atl::bench

@@ -345,10 +345,17 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     return w.clients.back();
   };
   for (const auto& rt : o.rt) {
-    WorkloadClient& c = add(rt.model, rt.batch, TaskClass::kRealTime);
     const double period_ns = 1e9 / rt.hz;
-    c.relative_deadline = static_cast<DeviceTime>(period_ns);
-    for (int64_t k = 0;; ++k) {
+    // Counted in doubles first: k * period_ns may not fit a DeviceTime.
+    const double count = std::ceil(static_cast<double>(w.duration) / period_ns);
+    ATOLL_CHECK(count <= static_cast<double>(kMaxArrivalsPerClient), kInvalidArgument,
+                "RT client '{}' at {} Hz over {} s would schedule {:.3g} requests, more than the limit of {} per "
+                "client; shorten --duration or lower the rate",
+                rt.model, rt.hz, o.duration_s, count, kMaxArrivalsPerClient);
+    WorkloadClient& c = add(rt.model, rt.batch, TaskClass::kRealTime);
+    // A period past the DeviceTime range (a rate near 0 Hz) means no deadline, not an overflow.
+    c.relative_deadline = period_ns < static_cast<double>(kNever) ? static_cast<DeviceTime>(period_ns) : kNever;
+    for (int64_t k = 0; static_cast<double>(k) < count; ++k) {
       const DeviceTime at = static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
       if (at >= w.duration) break;
       c.arrivals.push_back(at);

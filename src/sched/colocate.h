@@ -18,6 +18,10 @@
 
 namespace atl::sched {
 
+// Open-loop requests one client may schedule in one run: a longer schedule is refused up front
+// rather than grown until memory runs out.
+inline constexpr int64_t kMaxArrivalsPerClient = 10'000'000;
+
 struct WorkloadClient {
   std::string name;
   TaskClass task_class = TaskClass::kBestEffort;

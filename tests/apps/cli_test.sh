@@ -95,4 +95,33 @@ JSON
 expect_ok "disb records the RT order" '"rt_order": "edf"' sh -c \
   "'$atoll' bench disb --workload '$work/w.json' --modes rt-only,reset --duration 0.05 --rt-order edf --out '$work/disb' >/dev/null && cat '$work/disb/results.json'"
 
+# Input hardening (issue 18): lenient parses refused, errors before long runs, one escaped line.
+expect_error "empty model name" "model name is empty" "$atoll" run ""
+expect_error "negative seed" "seed" "$atoll" run tiny_cnn --device cpu --seed -1
+expect_error "the same input twice" "input 'input' is given more than once" \
+  "$atoll" run tiny_cnn --device cpu --input "input=$work/good.npy" --input "input=$work/good.npy"
+expect_error "unwritable --output before running" "--output '/proc/atoll-x'" \
+  "$atoll" run tiny_cnn --device cpu --iters 1000000 --output /proc/atoll-x
+expect_error "invalid bytes escaped" 'unknown model .bad\\xff\\x1b.' "$atoll" info $'bad\xff\x1b'
+expect_error "slices with two dashes" "'1-2-3' is not a slice index" "$atoll" l2 config tiny_cnn --slices 1-2-3 --out "$work/s.json"
+expect_error "slices with a suffix" "'1x' is not a slice index" "$atoll" l2 config tiny_cnn --slices 1x --out "$work/s.json"
+expect_error "colocate empty BE spec" "--be" "$atoll" colocate --rt tiny_vgg --be , --mode reset
+expect_ok "colocate near-zero rate ends" '"samples": 1' "$atoll" colocate --rt tiny_cnn:1e-10 --mode rt-only --duration 0.01 --json
+expect_error "colocate too many arrivals" "limit of 10000000" \
+  "$atoll" colocate --rt tiny_cnn:1000000 --mode rt-only --duration 3600
+sed 's/"name": "cli"/"name": "..\/..\/X"/' "$work/w.json" >"$work/escape.json"
+expect_error "disb workload name with a path" "field 'name': '../../X' holds a path separator" \
+  "$atoll" bench disb --workload "$work/escape.json" --modes rt-only --duration 0.01 --out "$work/escape"
+sed 's/"priority": "rt"/"priority": "rt", "dealine_ms": 5/' "$work/w.json" >"$work/typo.json"
+expect_error "disb unknown key" "clients\[0\].dealine_ms': unknown key \(did you mean 'deadline_ms'\?\)" \
+  "$atoll" bench disb --workload "$work/typo.json" --modes rt-only --duration 0.01 --out "$work/typo"
+sed 's/"rate": 200/"rate": 1e400/' "$work/w.json" >"$work/huge_rate.json"
+expect_error "disb rate 1e400" "huge_rate.json.*not valid JSON" \
+  "$atoll" bench disb --workload "$work/huge_rate.json" --modes rt-only --duration 0.01 --out "$work/huge"
+sed 's/"rate": 200/"rate": 100000/' "$work/w.json" >"$work/fast.json"
+expect_error "disb too many arrivals before running" "client 'rt'.*limit of 10000000 per client" \
+  "$atoll" bench disb --workload "$work/fast.json" --modes rt-only --duration 3600 --out "$work/fast"
+expect_error "disb unwritable --out before running" "--out '/proc/atoll-x'" \
+  "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 3600 --out /proc/atoll-x
+
 [ "$failures" -eq 0 ]

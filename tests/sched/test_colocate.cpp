@@ -119,5 +119,26 @@ TEST(Colocate, CudaWithoutAGpuIsRefusedClearly) {
   EXPECT_THROW(run_colocate(bad_warmup), Error);
 }
 
+TEST(Colocate, ANearZeroRateSchedulesOneArrivalInsteadOfOverflowing) {
+  // A period of 1e19 ns does not fit a DeviceTime: one arrival at 0 and no deadline, not a loop.
+  ColocateOptions o = tiny(Mode::kRtOnly);
+  o.rt[0].hz = 1e-10;
+  const WorkloadReport r = run_colocate(o);
+  EXPECT_EQ(r.clients[0].completed, 1);
+}
+
+TEST(Colocate, RefusesMoreArrivalsThanTheLimit) {
+  ColocateOptions o = tiny(Mode::kRtOnly);
+  o.rt[0].hz = 1e6;
+  o.duration_s = 3600;
+  try {
+    run_colocate(o);
+    FAIL() << "3.6e9 arrivals accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.message().find(std::to_string(kMaxArrivalsPerClient)), std::string::npos) << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace atl::sched

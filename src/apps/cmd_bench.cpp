@@ -127,12 +127,18 @@ void run_disb_command(const DisbFlags& f) {
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
   // Every file is read and checked before the first (long) run starts.
   std::vector<bench::Workload> workloads;
-  for (const std::string& n : names) workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
+  const auto out_dir = [&](const bench::Workload& w) {
+    return all ? (std::filesystem::path(f.out) / w.name).string() : f.out;
+  };
+  for (const std::string& n : names) {
+    workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
+    bench::check_disb_output_dir(out_dir(workloads.back()));
+  }
   ProgressLine progress;
   o.on_progress = [&](const bench::DisbProgress& p) { progress.update(p); };
   for (const bench::Workload& w : workloads) {
     const bench::BenchResults r = bench::run_disb(w, o);
-    const std::string dir = all ? (std::filesystem::path(f.out) / w.name).string() : f.out;
+    const std::string dir = out_dir(w);
     bench::write_disb_outputs(r, dir);
     progress.clear();
     print_table(r, f.duration_s);

@@ -51,7 +51,8 @@ AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
     return;
   }
   temp_ = path_ + ".tmp." + std::to_string(::getpid());
-  // O_EXCL: a leftover from a crashed run with a recycled pid is replaced, never appended to.
+  // A leftover from a crashed run with a recycled pid is removed; O_EXCL then never writes through
+  // a file (or symlink) that appears there in between.
   ::unlink(temp_.c_str());
   fd_ = ::open(temp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
   ATOLL_CHECK(fd_ >= 0, kIo, "cannot write '{}': {}", path_, std::strerror(errno));

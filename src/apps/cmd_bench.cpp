@@ -131,6 +131,9 @@ void run_disb_command(const DisbFlags& f) {
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
   // Every file is read and checked before the first (long) run starts.
   std::vector<bench::Workload> workloads;
+  const auto out_dir = [&](const bench::Workload& w) {
+    return all ? (std::filesystem::path(f.out) / w.name).string() : f.out;
+  };
   for (const std::string& n : names) {
     workloads.push_back(bench::load_disb_workload(n, workload_dirs()));
     // A workload name becomes a directory name: one path component, never a way out of --out.
@@ -139,13 +142,14 @@ void run_disb_command(const DisbFlags& f) {
     for (const bench::ClientSpec& c : workloads.back().clients) {
       bench::check_arrival_count(c, std::max(o.duration_s, o.warmup_s) * 1000.0);
     }
+    bench::check_disb_output_dir(out_dir(workloads.back()));
   }
   prepare_output_dir(f.out, "--out");
   ProgressLine progress;
   o.on_progress = [&](const bench::DisbProgress& p) { progress.update(p); };
   for (const bench::Workload& w : workloads) {
     const bench::BenchResults r = bench::run_disb(w, o);
-    const std::string dir = all ? (std::filesystem::path(f.out) / w.name).string() : f.out;
+    const std::string dir = out_dir(w);
     bench::write_disb_outputs(r, dir);
     progress.clear();
     print_table(r, f.duration_s);

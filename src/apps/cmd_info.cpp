@@ -1,11 +1,11 @@
 #include <fmt/core.h>
 
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "apps/commands.h"
 #include "apps/options.h"
 #include "compile/compiler.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace atl::apps {
@@ -42,11 +42,7 @@ void run_info(const InfoFlags& f) {
   j["weight_bytes"] = weight_bytes;
   j["act_dtype"] = dtype_name(target.act_dtype);
   j["fingerprint"] = p.fingerprint;
-  if (!f.program_out.empty()) {
-    std::ofstream out(f.program_out);
-    ATOLL_CHECK(out.good(), kIo, "cannot write '{}'", f.program_out);
-    out << program_to_json_string(p);
-  }
+  if (!f.program_out.empty()) write_file_atomic(f.program_out, program_to_json_string(p));
   if (f.json) {
     fmt::print("{}\n", j.dump(2));
     return;

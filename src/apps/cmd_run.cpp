@@ -29,6 +29,7 @@ struct RunFlags {
   std::vector<std::string> inputs;  // NAME=FILE.npy
   std::string output_dir;
   std::string weights;
+  WeightsFileOptions weights_options;
   std::string l2_config;           // residency config applied on the GPU
   std::string l2_device = "h200";  // L2 preset the config's windows are planned for
 };
@@ -37,8 +38,17 @@ struct OutputSummary {
   std::string name;
   std::vector<int64_t> shape;
   double sum = 0, abs_sum = 0;
+  int64_t nan_count = 0, inf_count = 0;
   std::vector<std::pair<int64_t, float>> top5;  // of batch element 0, for [B, classes] outputs
 };
+
+// Top-k order of torch.topk: NaN ranks above every number; ties keep the lower index first.
+bool ranks_before(float a, int64_t ia, float b, int64_t ib) {
+  const bool nan_a = std::isnan(a), nan_b = std::isnan(b);
+  if (nan_a != nan_b) return nan_a;
+  if (!nan_a && a != b) return a > b;
+  return ia < ib;
+}
 
 OutputSummary summarize(const std::string& name, const Tensor& t) {
   OutputSummary s;
@@ -48,16 +58,53 @@ OutputSummary summarize(const std::string& name, const Tensor& t) {
   for (float x : d) {
     s.sum += x;
     s.abs_sum += std::fabs(x);
+    s.nan_count += std::isnan(x) ? 1 : 0;
+    s.inf_count += std::isinf(x) ? 1 : 0;
   }
   if (t.shape().rank() == 2 && t.shape()[1] >= 5) {
     std::vector<int64_t> idx(static_cast<size_t>(t.shape()[1]));
     std::iota(idx.begin(), idx.end(), 0);
+    const auto at = [&](int64_t i) { return d[static_cast<size_t>(i)]; };
     std::partial_sort(idx.begin(), idx.begin() + 5, idx.end(),
-                      [&](int64_t a, int64_t b) { return d[static_cast<size_t>(a)] > d[static_cast<size_t>(b)]; });
-    for (int i = 0; i < 5; ++i)
-      s.top5.emplace_back(idx[static_cast<size_t>(i)], d[static_cast<size_t>(idx[static_cast<size_t>(i)])]);
+                      [&](int64_t a, int64_t b) { return ranks_before(at(a), a, at(b), b); });
+    for (int i = 0; i < 5; ++i) s.top5.emplace_back(idx[static_cast<size_t>(i)], at(idx[static_cast<size_t>(i)]));
   }
   return s;
+}
+
+// JSON has no NaN or infinity (nlohmann writes null): non-finite numbers become the strings
+// "NaN", "Infinity" and "-Infinity", the spelling of JavaScript and Python's json module.
+nlohmann::json json_number(double v) {
+  if (std::isnan(v)) return "NaN";
+  if (std::isinf(v)) return v > 0 ? "Infinity" : "-Infinity";
+  return v;
+}
+
+// On stderr, so it shows beside --json output too: NaN or infinity in an output is almost always
+// broken weights or inputs, not a result.
+void warn_non_finite(const std::vector<OutputSummary>& summaries) {
+  for (const auto& s : summaries) {
+    if (s.nan_count + s.inf_count == 0) continue;
+    fmt::print(stderr, "atoll: warning: output '{}' is not finite: {} NaN and {} infinite of {} values\n", s.name,
+               s.nan_count, s.inf_count, Shape(s.shape).numel());
+  }
+}
+
+// What --allow-partial-weights / --allow-extra-weights let through, named in full.
+void warn_weights(const std::string& file, const WeightsFileReport& r) {
+  const auto names = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& n : v) out += (out.empty() ? "" : ", ") + n;
+    return out;
+  };
+  if (!r.left_seeded.empty()) {
+    fmt::print(stderr, "atoll: warning: '{}' lacks {} weights, left seeded-random: {}\n", file, r.left_seeded.size(),
+               names(r.left_seeded));
+  }
+  if (!r.unused.empty()) {
+    fmt::print(stderr, "atoll: warning: '{}': skipped {} tensors naming no weight: {}\n", file, r.unused.size(),
+               names(r.unused));
+  }
 }
 
 void run_model(const RunFlags& f) {
@@ -71,8 +118,10 @@ void run_model(const RunFlags& f) {
   so.device = f.device;
   so.model_options = f.model.options;
   so.weights_file = f.weights;
+  so.weights_options = f.weights_options;
   Session session(so);
   if (!session.device_note().empty()) fmt::print(stderr, "atoll: {}\n", session.device_note());
+  warn_weights(f.weights, session.weights_report());
   const bool gpu = session.device() != "cpu";
   const int iters = f.iters > 0 ? f.iters : (gpu ? 100 : 10);
   const int warmup = f.warmup >= 0 ? f.warmup : (gpu ? 10 : 1);
@@ -126,6 +175,7 @@ void run_model(const RunFlags& f) {
   std::vector<double> kernel_ms;
   if (f.per_kernel) kernel_ms = inst.kernel_times_ms(std::max(5, iters));
 
+  warn_non_finite(summaries);
   const MemoryReport mem = inst.memory();
   if (f.json) {
     nlohmann::json j;
@@ -149,8 +199,13 @@ void run_model(const RunFlags& f) {
                          {"workspace", mem.workspace_bytes},
                          {"io", mem.io_bytes}};
     for (const auto& s : summaries) {
-      nlohmann::json o{{"name", s.name}, {"shape", s.shape}, {"sum", s.sum}, {"abs_sum", s.abs_sum}};
-      for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", v}});
+      nlohmann::json o{{"name", s.name},
+                       {"shape", s.shape},
+                       {"sum", json_number(s.sum)},
+                       {"abs_sum", json_number(s.abs_sum)},
+                       {"nan_count", s.nan_count},
+                       {"inf_count", s.inf_count}};
+      for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", json_number(v)}});
       j["outputs"].push_back(o);
     }
     for (size_t k = 0; k < kernel_ms.size(); ++k) {
@@ -173,7 +228,9 @@ void run_model(const RunFlags& f) {
                l2_config->setaside_bytes / 1048576.0, l2_granted / 1048576.0);
   }
   for (const auto& s : summaries) {
-    fmt::print("output   {} {}  sum {:.6g}  abs-sum {:.6g}\n", s.name, Shape(s.shape).str(), s.sum, s.abs_sum);
+    fmt::print("output   {} {}  sum {:.6g}  abs-sum {:.6g}", s.name, Shape(s.shape).str(), s.sum, s.abs_sum);
+    if (s.nan_count + s.inf_count > 0) fmt::print("  NaN {}  Inf {}", s.nan_count, s.inf_count);
+    fmt::print("\n");
     if (!s.top5.empty()) {
       fmt::print("top-5   ");
       for (const auto& [c, v] : s.top5) fmt::print(" {}:{:.4f}", c, v);
@@ -204,6 +261,10 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--input", f->inputs, "NAME=FILE.npy: feed a real input (repeatable)");
   cmd->add_option("--output", f->output_dir, "Write every model output to DIR/NAME.npy");
   cmd->add_option("--weights", f->weights, "Load weights from a safetensors file (names as in PyTorch)");
+  cmd->add_flag("--allow-partial-weights", f->weights_options.allow_partial,
+                "Accept a --weights file lacking some weights; those keep seeded-random values (listed)");
+  cmd->add_flag("--allow-extra-weights", f->weights_options.allow_extra,
+                "Skip --weights tensors that name no model weight (listed) instead of failing");
   cmd->add_option("--l2", f->l2_config, "Apply an L2 residency config (atoll l2 config) to the timed runs (GPU only)");
   cmd->add_option("--l2-device", f->l2_device, "L2 preset the config's windows are planned for: h200 or l4")
       ->check(CLI::IsMember({"h200", "l4"}));

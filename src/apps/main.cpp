@@ -1,6 +1,10 @@
 // atoll: one thin CLI over the layers. Each subcommand lives in its own cmd_*.cpp.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
 
 #include "apps/commands.h"
 #include "core/error.h"
@@ -24,6 +28,11 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const std::exception& e) {
     fmt::print(stderr, "atoll: error: {}\n", atl::printable(e.what()));
+    return 1;
+  }
+  // Printed results that never reached their file (a full disk, /dev/full) are a failure too.
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    fmt::print(stderr, "atoll: i/o error: cannot write standard output: {}\n", std::strerror(errno));
     return 1;
   }
   return 0;

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -14,6 +13,7 @@
 #include <tuple>
 
 #include "bench/timeline_recorder.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "models/zoo.h"
 #include "runtime/model_source.h"
@@ -264,13 +264,6 @@ class Runner {
   DisbProgress progress_;
 };
 
-void write_file(const std::filesystem::path& path, const std::string& text) {
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  ATOLL_CHECK(f.good(), kIo, "cannot write '{}'", path.string());
-}
-
 }  // namespace
 
 std::vector<std::string> shipped_workloads() {
@@ -310,18 +303,19 @@ BenchResults run_disb(const Workload& workload, const DisbOptions& options) {
   return Runner(workload, options).run();
 }
 
+void check_disb_output_dir(const std::string& dir) {
+  check_dir_replaceable(dir, {"results.json", "results.csv", "report.html", "trace.json"});
+}
+
 void write_disb_outputs(const BenchResults& results, const std::string& dir) {
   ATOLL_CHECK(!results.runs.empty(), kInvalidArgument, "no mode ran: nothing to write to '{}'", dir);
-  const std::filesystem::path out(dir);
-  std::error_code ec;
-  std::filesystem::create_directories(out, ec);
-  ATOLL_CHECK(!ec, kIo, "cannot create output directory '{}': {}", dir, ec.message());
   std::vector<std::string> modes;
   for (const ModeRun& r : results.runs) modes.push_back(r.mode);
-  write_file(out / "results.json", results_json(results).dump(2) + "\n");
-  write_file(out / "results.csv", results_csv(results));
-  write_file(out / "report.html", report_html(results));
-  write_file(out / "trace.json", perfetto_trace_json(results.runs[traced_index(modes)]));
+  // One set per run: a reader never finds one run's results beside another's trace.
+  write_dir_atomic(dir, {{"results.json", results_json(results).dump(2) + "\n"},
+                         {"results.csv", results_csv(results)},
+                         {"report.html", report_html(results)},
+                         {"trace.json", perfetto_trace_json(results.runs[traced_index(modes)])}});
 }
 
 }  // namespace atl::bench

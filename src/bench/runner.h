@@ -56,7 +56,10 @@ Workload load_disb_workload(const std::string& name_or_path, const std::vector<s
 // The traced mode (reset if it runs, otherwise the last) keeps a timeline of `timeline_ms`.
 BenchResults run_disb(const Workload& workload, const DisbOptions& options);
 
-// Writes results.json, results.csv, report.html and trace.json into `dir`, creating it.
+// Writes results.json, results.csv, report.html and trace.json as `dir`, replacing an earlier set
+// there as a whole (see write_dir_atomic).
 void write_disb_outputs(const BenchResults& results, const std::string& dir);
+// Throws kIo when write_disb_outputs would refuse `dir` (it holds other files), before any run.
+void check_disb_output_dir(const std::string& dir);
 
 }  // namespace atl::bench

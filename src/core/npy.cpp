@@ -6,6 +6,7 @@
 #include <regex>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -115,17 +116,16 @@ void write_npy(const std::string& path, const Tensor& t) {
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  std::ofstream f(path, std::ios::binary);
-  ATOLL_CHECK(f.good(), kIo, "cannot write '{}'", path);
+  AtomicFile f(path);
   f.write(kMagic, 6);
   const char version[2] = {1, 0};
   f.write(version, 2);
   const uint16_t len = static_cast<uint16_t>(header.size());
   const char l[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   f.write(l, 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
-  ATOLL_CHECK(f.good(), kIo, "failed writing '{}'", path);
+  f.write(header);
+  f.write(t.raw(), t.nbytes());
+  f.commit();
 }
 
 }  // namespace atl

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace atl::l2 {
@@ -248,10 +249,7 @@ ResidencyConfig load_config(const std::string& path) {
 }
 
 void save_config(const ResidencyConfig& c, const std::string& path) {
-  std::ofstream out(path);
-  ATOLL_CHECK(out.good(), kIo, "cannot write L2 config '{}'", path);
-  out << config_to_json_string(c) << '\n';
-  ATOLL_CHECK(out.good(), kIo, "failed writing L2 config '{}'", path);
+  write_file_atomic(path, config_to_json_string(c) + '\n');
 }
 
 namespace {

@@ -2,14 +2,19 @@
 // {dtype, shape, data_offsets [begin, end)} relative to the data section, then raw little-endian data.
 #include "models/weights_file.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
 #include <vector>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/half.h"
 
@@ -159,6 +164,38 @@ void convert(FileDType type, const std::byte* src, Tensor& t) {
   }
 }
 
+// The header as JSON, refusing a tensor name given twice (JSON parsers would keep one silently).
+nlohmann::json parse_header(const std::string& path, const std::string& text) {
+  std::set<std::string> names;
+  const auto unique_names = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    if (event == nlohmann::json::parse_event_t::key && depth == 1) {
+      const std::string name = parsed.get<std::string>();
+      ATOLL_CHECK(names.insert(name).second, kParse, "{}: tensor '{}' appears twice in the header", path, name);
+    }
+    return true;
+  };
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text, unique_names);
+  } catch (const nlohmann::json::exception& e) {
+    ATOLL_THROW(kParse, "{}: bad header JSON: {}", path, e.what());
+  }
+  ATOLL_CHECK(j.is_object(), kParse, "{}: bad header JSON: expected an object of tensors, got {}", path, j.type_name());
+  return j;
+}
+
+// Tensors sharing bytes are a corrupt (or hand-crafted) file, never an export.
+void check_disjoint(const std::string& path, std::vector<Entry> entries) {
+  std::erase_if(entries, [](const Entry& e) { return e.begin == e.end; });
+  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < entries.size(); ++i) {
+    const Entry& a = entries[i - 1];
+    const Entry& b = entries[i];
+    ATOLL_CHECK(b.begin >= a.end, kParse, "{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data section",
+                path, a.name, a.begin, a.end, b.name, b.begin, b.end);
+  }
+}
+
 }  // namespace
 
 WeightStore read_safetensors(const std::string& path) {
@@ -182,21 +219,19 @@ WeightStore read_safetensors(const std::string& path) {
   f.read(header.data(), static_cast<std::streamsize>(header_bytes));
   ATOLL_CHECK(f.good(), kIo, "{}: read of the {}-byte header failed", path, header_bytes);
 
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(header);
-  } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "{}: bad header JSON: {}", path, e.what());
-  }
-  ATOLL_CHECK(j.is_object(), kParse, "{}: bad header JSON: expected an object of tensors, got {}", path, j.type_name());
-
+  const nlohmann::json j = parse_header(path, header);
   const uint64_t data_start = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start;
+  std::vector<Entry> entries;
+  for (const auto& [name, value] : j.items()) {
+    if (name != "__metadata__") entries.push_back(parse_entry(path, name, value, data_bytes));
+  }
+  check_disjoint(path, entries);
+
   WeightStore store;
   std::vector<std::byte> staging;
-  for (const auto& [name, value] : j.items()) {
-    if (name == "__metadata__") continue;
-    const Entry e = parse_entry(path, name, value, data_bytes);
+  for (const Entry& e : entries) {
+    const std::string& name = e.name;
     Tensor t(store_dtype(e.dtype.type), e.shape);
     const bool convert_after = needs_conversion(e.dtype.type);
     if (convert_after) staging.resize(e.end - e.begin);
@@ -224,15 +259,78 @@ void write_safetensors(const std::string& path, const WeightStore& store) {
   text.append((8 - text.size() % 8) % 8, ' ');
   const uint64_t header_bytes = text.size();
 
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  ATOLL_CHECK(f.is_open(), kIo, "{}: cannot open for writing", path);
-  f.write(reinterpret_cast<const char*>(&header_bytes), 8);
-  f.write(text.data(), static_cast<std::streamsize>(text.size()));
-  for (const auto& [name, t] : store) {
-    f.write(reinterpret_cast<const char*>(t.raw()), static_cast<std::streamsize>(t.nbytes()));
+  AtomicFile f(path);
+  f.write(&header_bytes, 8);
+  f.write(text);
+  for (const auto& [name, t] : store) f.write(t.raw(), t.nbytes());
+  f.commit();
+}
+
+namespace {
+
+// Training-time buffers of PyTorch modules that state_dict exports but inference never reads.
+bool is_unused_buffer(const std::string& name) {
+  for (const std::string suffix : {"num_batches_tracked", "position_ids"}) {
+    if (name == suffix || name.ends_with("." + suffix)) return true;
   }
-  f.close();
-  ATOLL_CHECK(!f.fail(), kIo, "{}: write failed", path);
+  return false;
+}
+
+// The model weight a file tensor names: itself, or itself without a wrapper module's prefix.
+std::optional<std::string> weight_named(const Graph& g, const std::string& name) {
+  for (const std::string& candidate : {name, name.substr(name.find('.') + 1)}) {
+    const auto id = g.find_value(candidate);
+    if (id && g.value(*id).kind == ValueKind::kWeight) return candidate;
+    if (name.find('.') == std::string::npos) break;
+  }
+  return std::nullopt;
+}
+
+// The first few names, so an error about a whole model's weights stays readable.
+std::string name_list(const std::vector<std::string>& names) {
+  constexpr size_t kShown = 8;
+  std::string out;
+  for (size_t i = 0; i < std::min(names.size(), kShown); ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kShown) out += fmt::format(" and {} more", names.size() - kShown);
+  return out;
+}
+
+}  // namespace
+
+WeightsFileReport load_weights_file(Graph& g, const std::string& path, const WeightsFileOptions& options) {
+  const WeightStore file = read_safetensors(path);
+  WeightStore by_weight;
+  std::map<std::string, std::string> source;  // weight name -> file tensor name
+  WeightsFileReport report;
+  for (const auto& [name, t] : file) {
+    if (is_unused_buffer(name)) continue;
+    const std::optional<std::string> w = weight_named(g, name);
+    if (!w) {
+      report.unused.push_back(name);
+      continue;
+    }
+    const auto [it, first] = source.emplace(*w, name);
+    ATOLL_CHECK(first, kInvalidArgument, "{}: tensors '{}' and '{}' both name weight '{}'", path, it->second, name, *w);
+    const DType want = g.value(*g.find_value(*w)).dtype;
+    ATOLL_CHECK(is_float(t.dtype()) == is_float(want), kInvalidArgument,
+                "{}: tensor '{}' holds {} values but weight '{}' is {}", path, name, dtype_name(t.dtype()), *w,
+                dtype_name(want));
+    by_weight[*w] = t;
+  }
+  ATOLL_CHECK(report.unused.empty() || options.allow_extra, kInvalidArgument,
+              "{}: {} tensors name no weight of the model: {} (--allow-extra-weights skips them)", path,
+              report.unused.size(), name_list(report.unused));
+  int64_t weights = 0;
+  for (const Value& v : g.values()) {
+    if (v.kind != ValueKind::kWeight) continue;
+    ++weights;
+    if (!source.count(v.name)) report.left_seeded.push_back(v.name);
+  }
+  ATOLL_CHECK(report.left_seeded.empty() || options.allow_partial, kInvalidArgument,
+              "{}: lacks {} of the model's {} weights: {} (--allow-partial-weights keeps seeded values for them)", path,
+              report.left_seeded.size(), weights, name_list(report.left_seeded));
+  report.loaded = g.load_weights(by_weight);
+  return report;
 }
 
 }  // namespace atl

@@ -16,9 +16,9 @@ Session::Session(const SessionOptions& options) {
   backend_ = make_backend(device_);
   graph_ = build_model(options.model, options.model_options);
   if (!options.weights_file.empty()) {  // overrides the seeded weights by name
-    const int loaded = graph_.load_weights(read_safetensors(options.weights_file));
-    ATOLL_CHECK(loaded > 0, kInvalidArgument, "'{}' holds no weight of model '{}'", options.weights_file,
-                options.model);
+    weights_report_ = load_weights_file(graph_, options.weights_file, options.weights_options);
+    ATOLL_CHECK(weights_report_.loaded > 0, kInvalidArgument, "'{}' holds no weight of model '{}'",
+                options.weights_file, options.model);
   }
   compiled_ = compile_graph(graph_, backend_->target(), options.compile_options);
   instance_ = backend_->load(compiled_.program, compiled_.weights);

@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "compile/compiler.h"
 #include "ir/graph.h"
+#include "models/weights_file.h"
 #include "models/zoo.h"
 
 namespace atl {
@@ -16,6 +17,7 @@ struct SessionOptions {
   std::string device = "auto";
   ModelOptions model_options;
   std::string weights_file;  // safetensors; empty = deterministic weights from the seed
+  WeightsFileOptions weights_options;
   CompileOptions compile_options;
 };
 
@@ -25,6 +27,8 @@ class Session {
 
   const std::string& device() const { return device_; }
   const std::string& device_note() const { return device_note_; }
+  // What a weights file left seeded or skipped (empty without one).
+  const WeightsFileReport& weights_report() const { return weights_report_; }
   const Graph& graph() const { return graph_; }
   const Program& program() const { return compiled_.program; }
   Backend& backend() { return *backend_; }
@@ -42,6 +46,7 @@ class Session {
 
   std::string device_;
   std::string device_note_;
+  WeightsFileReport weights_report_;
   Graph graph_;
   CompiledModel compiled_;
   std::unique_ptr<Backend> backend_;

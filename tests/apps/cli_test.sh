@@ -124,4 +124,76 @@ expect_error "disb too many arrivals before running" "client 'rt'.*limit of 1000
 expect_error "disb unwritable --out before running" "--out '/proc/atoll-x'" \
   "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 3600 --out /proc/atoll-x
 
+# Outputs: a failed write is an error, never a truncated file or a "wrote" and exit 0.
+# full CMD...: runs CMD on a "disk" that takes 1 KiB per file (EFBIG), as a full disk would.
+full() { (trap '' XFSZ; ulimit -f 1; exec "$@"); }
+expect_error "l2 config to /dev/full" "/dev/full.*No space left" "$atoll" l2 config tiny_cnn --slices 0 --out /dev/full
+expect_error "info --program to /dev/full" "/dev/full.*No space left" "$atoll" info tiny_cnn --program /dev/full
+expect_error "stdout to /dev/full" "standard output" sh -c "'$atoll' info tiny_cnn --json >/dev/full"
+"$atoll" info tiny_cnn --program "$work/program.json" >/dev/null
+cp "$work/program.json" "$work/program.before"
+expect_error "info --program on a full disk" "program.json" full "$atoll" info tiny_cnn --batch 2 --program "$work/program.json"
+if cmp -s "$work/program.json" "$work/program.before" && ! ls "$work" | grep -q tmp; then
+  pass "a failed write keeps the previous file and no temp"
+else
+  fail "a failed write keeps the previous file and no temp"
+fi
+expect_error "run --output on a full disk" "logits.npy" \
+  full "$atoll" run resnet18 --device cpu --iters 1 --warmup 0 --output "$work/full_out"
+if [ ! -e "$work/full_out/logits.npy" ]; then pass "no truncated logits.npy"; else fail "no truncated logits.npy"; fi
+
+# bench disb writes its four files as one set: a failed run keeps the previous set whole.
+disb() { "$atoll" bench disb --workload "$work/w.json" --modes rt-only,reset --duration 0.05 "$@"; }
+disb --seed 1 --out "$work/set" >/dev/null 2>&1
+cp "$work/set/results.json" "$work/set.before"
+# (disb reports progress on stderr, so only its last line is the error.)
+if ! full "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 0.05 --seed 2 --out "$work/set" \
+  >/dev/null 2>"$work/err" && tail -1 "$work/err" | grep -q "i/o error: cannot write .*File too large"; then
+  pass "disb on a full disk fails"
+else
+  fail "disb on a full disk fails: $(cat "$work/err")"
+fi
+if cmp -s "$work/set/results.json" "$work/set.before" && [ -s "$work/set/trace.json" ] && [ -s "$work/set/report.html" ]; then
+  pass "failed disb keeps the previous set"
+else
+  fail "failed disb keeps the previous set"
+fi
+disb --seed 3 --out "$work/set" >/dev/null 2>&1
+if ! cmp -s "$work/set/results.json" "$work/set.before" && [ "$(ls -A "$work/set" | wc -l)" -eq 4 ] &&
+  ! ls -A "$work" | grep -q '^\.set'; then
+  pass "disb replaces the set, leaving no staging folder"
+else
+  fail "disb replaces the set, leaving no staging folder"
+fi
+echo mine >"$work/set/notes.txt"
+expect_error "disb refuses a folder with other files" "notes.txt" disb --out "$work/set"
+
+# Weights files must cover the model exactly; partial ones only with a flag, listing the rest.
+/usr/bin/python3 - "$work" <<'PY'
+import json, struct, sys
+import numpy as np
+def save(path, tensors):
+    header, data = {}, b""
+    for name, a in tensors.items():
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [len(data), len(data) + a.nbytes]}
+        data += a.astype("<f4").tobytes()
+    h = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+save(sys.argv[1] + "/bias.safetensors", {"fc.bias": np.zeros(10, np.float32)})
+save(sys.argv[1] + "/nan_bias.safetensors", {"fc.bias": np.array([0, 0, 0, 0, 0, 0, 0, np.nan, 0, 0], np.float32)})
+np.save(sys.argv[1] + "/nan.npy", np.full((1, 3, 32, 32), np.nan, dtype=np.float32))
+PY
+expect_error "partial weights file" "lacks 26 of the model's 27 weights: stem.conv.weight.*--allow-partial-weights" \
+  "$atoll" run tiny_cnn --device cpu --iters 1 --weights "$work/bias.safetensors"
+expect_ok "partial weights allowed, listed" "left seeded-random: .*fc.weight" \
+  "$atoll" run tiny_cnn --device cpu --iters 1 --weights "$work/bias.safetensors" --allow-partial-weights
+
+# NaN is reported, not hidden: a warning, per-output counts, and explicit strings in JSON.
+expect_ok "NaN input warns" "warning: output 'logits' is not finite: 10 NaN" \
+  "$atoll" run tiny_cnn --device cpu --iters 1 --input "input=$work/nan.npy"
+expect_ok "NaN output in JSON" '"sum": "NaN"' "$atoll" run tiny_cnn --device cpu --iters 1 --json --input "input=$work/nan.npy"
+expect_ok "top-5 ranks NaN first, as torch.topk" "top-5 +7:nan " \
+  "$atoll" run tiny_cnn --device cpu --iters 1 --weights "$work/nan_bias.safetensors" --allow-partial-weights
+expect_ok "NaN counted in JSON" '"nan_count": 10' "$atoll" run tiny_cnn --device cpu --iters 1 --json --input "input=$work/nan.npy"
+
 [ "$failures" -eq 0 ]

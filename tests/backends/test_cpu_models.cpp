@@ -127,6 +127,20 @@ void print_timing(const std::string& model, int iters) {
 }
 
 // A report, not an assertion: CPU speed varies by machine.
+// A negative BatchNorm variance makes its scale NaN; as in PyTorch, the logits must show it,
+// folded into the conv or not, rather than a ReLU turning it back into zeros.
+TEST(CpuModelNaN, NegativeBatchNormVarianceGivesNaNLogits) {
+  Graph g = build_model("tiny_cnn", ModelOptions{});
+  for (float& v : g.weights().at("block.bn1.running_var").as<float>()) v = -1.0f;
+  for (const bool fold : {true, false}) {
+    CompileOptions o;
+    o.fold_batchnorm = fold;
+    const CompiledModel m = compile_graph(g, make_cpu_backend()->target(), o);
+    const Tensor logits = run_model(m, random_inputs(m.program, 3))[0];
+    for (float v : logits.as<float>()) EXPECT_TRUE(std::isnan(v)) << "fold " << fold << ": " << v;
+  }
+}
+
 TEST(CpuModelTiming, ResNet50) {
   print_timing("resnet50", 3);
 }

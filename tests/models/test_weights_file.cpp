@@ -204,6 +204,18 @@ TEST_F(WeightsFileTest, MalformedFilesAreParseErrors) {
   cases.push_back({"missing offsets",
                    write_raw("no_offsets.safetensors", R"({"a":{"dtype":"F32","shape":[2]}})", sixteen),
                    "data_offsets"});
+  cases.push_back({"a name given twice",
+                   write_raw("twice.safetensors",
+                             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                             R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                             sixteen),
+                   "'a' appears twice"});
+  cases.push_back({"overlapping tensors",
+                   write_raw("overlap.safetensors",
+                             R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+                             R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                             sixteen),
+                   "overlap"});
   for (const Case& c : cases) {
     const std::string msg = error_message([&] { read_safetensors(c.file); }, ErrorCode::kParse);
     EXPECT_NE(msg.find(c.file), std::string::npos) << c.what << ": " << msg;
@@ -239,6 +251,70 @@ TEST_F(WeightsFileTest, LoadWeightsRejectsAShapeMismatch) {
   const std::string msg = error_message([&] { g.load_weights(read_safetensors(file)); }, ErrorCode::kInvalidArgument);
   EXPECT_NE(msg.find("fc.weight"), std::string::npos) << msg;
   EXPECT_NE(msg.find("[10, 32]"), std::string::npos) << msg;
+}
+
+// A weights file must cover the model exactly: every weight once, nothing unknown.
+class LoadWeightsFileTest : public WeightsFileTest {
+ protected:
+  LoadWeightsFileTest() : model_(build_model("tiny_cnn", ModelOptions{})) {}
+  std::string write(const WeightStore& store) {
+    const std::string file = path("w.safetensors");
+    write_safetensors(file, store);
+    return file;
+  }
+  Graph model_;
+};
+
+TEST_F(LoadWeightsFileTest, FullExportLoadsSkippingTrainingBuffers) {
+  ModelOptions o;
+  o.seed = 5;
+  WeightStore exported = build_model("tiny_cnn", o).weights();
+  exported["block.bn1.num_batches_tracked"] = Tensor(DType::kI64, {});
+  const WeightsFileReport r = load_weights_file(model_, write(exported));
+  EXPECT_EQ(r.loaded, static_cast<int>(model_.weights().size()));
+  EXPECT_TRUE(r.left_seeded.empty());
+  EXPECT_TRUE(r.unused.empty());
+  EXPECT_TRUE(same_bytes(model_.weights().at("fc.bias"), exported.at("fc.bias")));
+}
+
+TEST_F(LoadWeightsFileTest, PartialFileIsRefusedUnlessAllowed) {
+  WeightStore only_bias{{"fc.bias", model_.weights().at("fc.bias").clone()}};
+  only_bias["fc.bias"].as<float>()[0] = 42.0f;
+  const std::string file = write(only_bias);
+  const std::string msg = error_message([&] { load_weights_file(model_, file); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(msg.find(file), std::string::npos) << msg;
+  EXPECT_NE(msg.find("lacks 26 of the model's 27 weights: stem.conv.weight"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--allow-partial-weights"), std::string::npos) << msg;
+
+  const WeightsFileReport r = load_weights_file(model_, file, {.allow_partial = true});
+  EXPECT_EQ(r.loaded, 1);
+  EXPECT_EQ(r.left_seeded.size() + 1, model_.weights().size());
+  EXPECT_NE(std::find(r.left_seeded.begin(), r.left_seeded.end(), "fc.weight"), r.left_seeded.end());
+  EXPECT_EQ(model_.weights().at("fc.bias").as<float>()[0], 42.0f);
+}
+
+TEST_F(LoadWeightsFileTest, UnknownTensorIsNamedUnlessAllowed) {
+  WeightStore store = model_.weights();
+  store["head.extra"] = Tensor(DType::kF32, {3});
+  const std::string file = write(store);
+  const std::string msg = error_message([&] { load_weights_file(model_, file); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(msg.find("head.extra"), std::string::npos) << msg;
+  const WeightsFileReport r = load_weights_file(model_, file, {.allow_extra = true});
+  EXPECT_EQ(r.unused, std::vector<std::string>{"head.extra"});
+}
+
+TEST_F(LoadWeightsFileTest, WeightNamedTwiceIsRefused) {
+  WeightStore store = model_.weights();
+  store["model.fc.bias"] = store.at("fc.bias");
+  const std::string msg = error_message([&] { load_weights_file(model_, write(store)); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(msg.find("'fc.bias' and 'model.fc.bias' both name weight 'fc.bias'"), std::string::npos) << msg;
+}
+
+TEST_F(LoadWeightsFileTest, IntegerTensorForAFloatWeightIsRefused) {
+  WeightStore store = model_.weights();
+  store["fc.bias"] = Tensor(DType::kI64, store.at("fc.bias").shape());
+  const std::string msg = error_message([&] { load_weights_file(model_, write(store)); }, ErrorCode::kInvalidArgument);
+  EXPECT_NE(msg.find("'fc.bias' holds i64"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -29,8 +29,9 @@ inline void parallel_for(int64_t n, int64_t work, F&& body) {
 
 template <Act A>
 inline float activate(float x) {
-  if constexpr (A == Act::kRelu) return x > 0.0f ? x : 0.0f;
-  if constexpr (A == Act::kRelu6) return std::min(std::max(x, 0.0f), 6.0f);
+  // Written so NaN fails the comparison and passes through, as in PyTorch.
+  if constexpr (A == Act::kRelu) return x <= 0.0f ? 0.0f : x;
+  if constexpr (A == Act::kRelu6) return x <= 0.0f ? 0.0f : (x >= 6.0f ? 6.0f : x);
   // Exact GELU, not the tanh approximation.
   if constexpr (A == Act::kGelu) return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f));
   if constexpr (A == Act::kTanh) return std::tanh(x);

@@ -60,7 +60,8 @@ void run_pool(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
         for (int64_t ix = ix0; ix < ix1; ++ix) {
           const float* in = x + ((b * p.h + iy) * p.w + ix) * p.c;
           if (p.max) {
-            for (int64_t c = 0; c < p.c; ++c) out[c] = std::max(out[c], in[c]);
+            // PyTorch's max pool propagates NaN; std::max would keep the running maximum.
+            for (int64_t c = 0; c < p.c; ++c) out[c] = (in[c] > out[c] || std::isnan(in[c])) ? in[c] : out[c];
           } else {
             for (int64_t c = 0; c < p.c; ++c) out[c] += in[c];
           }

@@ -1,0 +1,124 @@
+// Output files are seen whole or not at all, and every failed write is an error.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../models/error_matchers.h"
+#include "core/atomic_file.h"
+#include "core/npy.h"
+
+namespace atl {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+fs::path fresh_dir(const std::string& name) {
+  const fs::path d = fs::temp_directory_path() / (name + "." + std::to_string(::getpid()));
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// Files past `bytes` fail with EFBIG, as on a full disk, for the lifetime of the object.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    rlimit l = saved_;
+    l.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() { setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+TEST(AtomicFile, WritesAndReplaces) {
+  const fs::path d = fresh_dir("atoll_atomic_write");
+  write_file_atomic((d / "a.txt").string(), "first");
+  write_file_atomic((d / "a.txt").string(), "second");
+  EXPECT_EQ(read_all(d / "a.txt"), "second");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);  // no temp left
+  fs::remove_all(d);
+}
+
+TEST(AtomicFile, DevFullFailsNamingThePath) {
+  const std::string msg = testing::error_message([] { write_file_atomic("/dev/full", "data"); }, ErrorCode::kIo);
+  EXPECT_NE(msg.find("/dev/full"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("No space left"), std::string::npos) << msg;
+}
+
+TEST(AtomicFile, FullDiskKeepsThePreviousFileAndNoTemp) {
+  const fs::path d = fresh_dir("atoll_atomic_full");
+  const fs::path p = d / "logits.npy";
+  write_file_atomic(p.string(), "previous");
+  {
+    FileSizeLimit limit(100);
+    const std::string msg =
+        testing::error_message([&] { write_file_atomic(p.string(), std::string(1000, 'x')); }, ErrorCode::kIo);
+    EXPECT_NE(msg.find(p.string()), std::string::npos) << msg;
+    Tensor t(DType::kF32, Shape{1000});
+    testing::error_message([&] { write_npy(p.string(), t); }, ErrorCode::kIo);
+  }
+  EXPECT_EQ(read_all(p), "previous");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
+  fs::remove_all(d);
+}
+
+TEST(AtomicDir, ReplacesTheWholeSet) {
+  const fs::path d = fresh_dir("atoll_atomic_dir");
+  const std::string out = (d / "disb").string();
+  write_dir_atomic(out, {{"results.json", "1"}, {"trace.json", "1"}});
+  write_dir_atomic(out, {{"results.json", "2"}, {"trace.json", "2"}});
+  EXPECT_EQ(read_all(d / "disb" / "results.json"), "2");
+  EXPECT_EQ(read_all(d / "disb" / "trace.json"), "2");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);  // no staging folder left
+  fs::remove_all(d);
+}
+
+TEST(AtomicDir, FailedWriteKeepsThePreviousSet) {
+  const fs::path d = fresh_dir("atoll_atomic_dir_full");
+  const std::string out = (d / "disb").string();
+  write_dir_atomic(out, {{"results.json", "old"}, {"trace.json", "old"}});
+  {
+    FileSizeLimit limit(100);
+    testing::error_message(
+        [&] {
+          write_dir_atomic(out, {{"results.json", "new"}, {"trace.json", std::string(1000, 'x')}});
+        },
+        ErrorCode::kIo);
+  }
+  EXPECT_EQ(read_all(d / "disb" / "results.json"), "old");
+  EXPECT_EQ(read_all(d / "disb" / "trace.json"), "old");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
+  fs::remove_all(d);
+}
+
+TEST(AtomicDir, RefusesToDeleteForeignFiles) {
+  const fs::path d = fresh_dir("atoll_atomic_dir_foreign");
+  write_file_atomic((d / "notes.txt").string(), "mine");
+  const std::string msg = testing::error_message(
+      [&] {
+        write_dir_atomic(d.string(), {{"results.json", "1"}});
+      },
+      ErrorCode::kIo);
+  EXPECT_NE(msg.find("notes.txt"), std::string::npos) << msg;
+  EXPECT_EQ(read_all(d / "notes.txt"), "mine");
+  fs::remove_all(d);
+}
+
+}  // namespace
+}  // namespace atl

@@ -231,8 +231,12 @@ void run_tune(const L2Flags& f) {
     report_tune(tune_with(ev, f), ev, f);
     return;
   }
-  std::string why;
-  ATOLL_CHECK(resolve_device("auto", &why) == "cuda", kUnsupported, "--evaluator cuda needs a CUDA GPU: {}", why);
+#ifdef ATOLL_HAVE_CUDA
+  constexpr const char* kNoGpu = "no CUDA device is available";
+#else
+  constexpr const char* kNoGpu = "this atoll was built without the CUDA backend";
+#endif
+  ATOLL_CHECK(resolve_device("auto") == "cuda", kUnsupported, "--evaluator cuda needs a CUDA GPU: {}", kNoGpu);
   SessionOptions so;
   so.model = model_or_default(f.model);
   so.device = "cuda";

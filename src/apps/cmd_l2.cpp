@@ -11,8 +11,10 @@
 #include "compile/compiler.h"
 #include "core/error.h"
 #include "l2/l2.h"
+#include "runtime/devices.h"
 #include "runtime/l2_measure.h"
 #include "runtime/session.h"
+#include "tune/tuner.h"
 
 namespace atl::apps {
 
@@ -31,6 +33,11 @@ struct L2Flags {
   std::string run_device = "cuda";        // measure: where the model runs
   std::vector<std::string> config_files;  // measure: each against no residency, one model load
   L2MeasureOptions measure;
+  std::string optimizer = "ea";  // tune
+  std::string evaluator = "sim";
+  double budget_s = 0;
+  int64_t steps = 20000;
+  std::string log_file;
 };
 
 // The Program the GPU runs: f16 activations, so slices and traces match the device.
@@ -178,6 +185,73 @@ void run_measure(const L2Flags& f) {
   if (f.json) fmt::print("{}\n", all.size() == 1 ? all[0].dump(2) : all.dump(2));
 }
 
+// At most one progress line every 2 s, and the last one.
+class ProgressPrinter {
+ public:
+  explicit ProgressPrinter(std::string unit) : unit_(std::move(unit)) {}
+  void operator()(const tune::Progress& p) {
+    if (p.step < p.max_steps && p.step > 1 && p.elapsed_s - last_s_ < 2.0) return;
+    last_s_ = p.elapsed_s;
+    const double change = p.none_cost != 0 ? 100.0 * (p.best_cost / p.none_cost - 1.0) : 0.0;
+    fmt::print(stderr, "step {}/{}  best {:.4g} {} ({:+.2f}% vs none)  {}\n", p.step, p.max_steps, p.best_cost, unit_,
+               change, p.left_s >= 0 ? fmt::format("{:.0f} s left", p.left_s) : fmt::format("{:.0f} s", p.elapsed_s));
+  }
+
+ private:
+  std::string unit_;
+  double last_s_ = 0;
+};
+
+tune::TuneResult tune_with(l2::Evaluator& ev, const L2Flags& f) {
+  tune::TuneOptions o;
+  o.max_steps = f.steps;
+  o.max_seconds = f.budget_s;
+  o.seed = f.model.options.seed;
+  o.progress = ProgressPrinter(ev.cost_unit());
+  return tune::tune(ev, tune::optimizer_from_name(f.optimizer), o);
+}
+
+void report_tune(const tune::TuneResult& r, const l2::ProgramEvaluator& ev, const L2Flags& f) {
+  const l2::ResidencyConfig c = ev.config(r.best);
+  if (!f.out.empty()) l2::save_config(c, f.out);
+  if (!f.log_file.empty()) tune::save_log(r, f.log_file);
+  fmt::print("{} batch {}: {} over {} with seed {}: {} steps in {:.1f} s{}\n", ev.program().model, ev.program().batch,
+             r.optimizer, r.evaluator, r.seed, r.steps, r.seconds, r.early_stop ? " (stopped early)" : "");
+  fmt::print("none         {:.6g} {}\n", r.none_fitness.cost, r.cost_unit);
+  fmt::print("best         {:.6g} {} ({:+.2f}%), {} of {} slices resident, set-aside {:.2f} MiB{}\n",
+             r.best_fitness.cost, r.cost_unit,
+             r.none_fitness.cost != 0 ? 100.0 * (r.best_fitness.cost / r.none_fitness.cost - 1.0) : 0.0,
+             c.resident_count(), c.resident.size(), c.setaside_bytes / 1048576.0,
+             r.fell_back_to_none ? " (the search's best was not better than none on re-evaluation)" : "");
+  if (!f.out.empty()) fmt::print("wrote        {}\n", f.out);
+}
+
+void run_tune(const L2Flags& f) {
+  const l2::L2Device d = l2::l2_device_by_name(f.device);
+  tune::optimizer_from_name(f.optimizer);  // a bad name fails before any model loads
+  if (f.evaluator == "sim") {
+    l2::SimOptions so;
+    so.hints = f.exact ? l2::HintMode::kExactSlices : l2::HintMode::kWindows;
+    l2::SimEvaluator ev(gpu_program(f.model), d, l2::policy_from_name(f.policy), f.hit_ratio, so);
+    report_tune(tune_with(ev, f), ev, f);
+    return;
+  }
+#ifdef ATOLL_HAVE_CUDA
+  constexpr const char* kNoGpu = "no CUDA device is available";
+#else
+  constexpr const char* kNoGpu = "this atoll was built without the CUDA backend";
+#endif
+  ATOLL_CHECK(resolve_device("auto") == "cuda", kUnsupported, "--evaluator cuda needs a CUDA GPU: {}", kNoGpu);
+  SessionOptions so;
+  so.model = model_or_default(f.model);
+  so.device = "cuda";
+  so.model_options = f.model.options;
+  Session session(so);
+  session.set_inputs(session.random_inputs(f.model.options.seed));
+  CudaL2Evaluator ev(session.instance(), d, f.hit_ratio, f.measure);
+  report_tune(tune_with(ev, f), ev, f);
+}
+
 }  // namespace
 
 void add_l2_command(CLI::App& app) {
@@ -230,6 +304,25 @@ void add_l2_command(CLI::App& app) {
         ->check(CLI::Range(1e-6, 1.0));
     c->add_flag("--energy", f->measure.energy, "Energy per iteration from NVML, if it loads");
     c->callback([f] { run_measure(*f); });
+  }
+  {
+    auto f = std::make_shared<L2Flags>();
+    auto* c = l2cmd->add_subcommand("tune", "Search for the residency config with the least cost (AutoScratch)");
+    add_common(c, *f);
+    c->add_option("--optimizer", f->optimizer, "ea, ppo, random or heuristic")
+        ->check(CLI::IsMember({"ea", "ppo", "random", "heuristic"}));
+    c->add_option("--evaluator", f->evaluator, "sim (simulated DRAM bytes) or cuda (measured time)")
+        ->check(CLI::IsMember({"sim", "cuda"}));
+    c->add_option("--steps", f->steps, "Evaluations at most, 'none' included")
+        ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+    c->add_option("--budget-s", f->budget_s, "Wall-time budget in seconds (0: none)")->check(CLI::Range(0.0, 1e9));
+    c->add_option("--out", f->out, "Write the best config here (as `l2 config` does)");
+    c->add_option("--log", f->log_file, "Write the search log (cost per step) as JSON");
+    c->add_option("--policy", f->policy, "sim: lru, ship, ship-sw or belady")
+        ->check(CLI::IsMember({"lru", "ship", "ship-sw", "belady"}));
+    c->add_option("--hit-ratio", f->hit_ratio, "Access-policy hit ratio of the configs")->check(CLI::Range(0.0, 1.0));
+    c->add_flag("--exact-slices", f->exact, "sim: hint exactly the resident slices instead of per-kernel windows");
+    c->callback([f] { run_tune(*f); });
   }
 }
 

@@ -279,7 +279,19 @@ int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, c
   return gpu->persisting_l2_limit();
 }
 
+namespace {
+bool is_cuda_instance(Instance& instance) {
+  return dynamic_cast<CudaInstance*>(&instance) != nullptr;
+}
+}  // namespace
+
 #else
+
+namespace {
+bool is_cuda_instance(Instance& /*instance*/) {
+  return false;
+}
+}  // namespace
 
 int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* /*config*/, const l2::L2Device& /*d*/) {
   ATOLL_THROW(kUnsupported,
@@ -294,5 +306,23 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* /*config
 }
 
 #endif
+
+CudaL2Evaluator::CudaL2Evaluator(Instance& instance, l2::L2Device d, double hit_ratio, L2MeasureOptions options)
+    : ProgramEvaluator(instance.program(), std::move(d), hit_ratio), instance_(instance), options_(options) {
+  ATOLL_CHECK(is_cuda_instance(instance), kUnsupported, "the GPU L2 evaluator needs '{}' loaded on the CUDA device",
+              instance.program().model);
+}
+
+l2::Fitness CudaL2Evaluator::evaluate(const l2::Residency& resident) {
+  check_size(resident);
+  const bool any = std::find(resident.begin(), resident.end(), true) != resident.end();
+  std::optional<l2::ResidencyConfig> c;
+  if (any) c = config(resident);
+  const L2Measurement m = measure_l2(instance_, c ? &*c : nullptr, device(), options_);
+  l2::Fitness f;
+  f.time_ms = m.config_ms;
+  f.cost = m.baseline_ms > 0 ? 1.0 + m.median_diff_ms / m.baseline_ms : 1.0;
+  return f;
+}
 
 }  // namespace atl

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backends/backend.h"
+#include "l2/evaluator.h"
 #include "l2/slices.h"
 
 namespace atl {
@@ -59,5 +60,23 @@ void to_json(nlohmann::json& j, const L2Measurement& m);
 // limit 0. Returns the set-aside the driver granted (0 after removal). Throws kUnsupported when
 // the instance is not a CUDA one or the build has no CUDA.
 int64_t apply_l2_config(Instance& instance, const l2::ResidencyConfig* config, const l2::L2Device& d);
+
+// The GPU fitness of a config for the tuners: its iteration time relative to no residency, from
+// one paired measurement (measure_l2), cost = 1 + median paired difference / median time without
+// residency. Paired against the incumbent each time, so drift between evaluations cancels; a
+// config with no resident slice is measured against itself (the noise floor). The instance must
+// stay alive and loaded; the constructor throws kUnsupported unless it is a CUDA instance.
+class CudaL2Evaluator : public l2::ProgramEvaluator {
+ public:
+  CudaL2Evaluator(Instance& instance, l2::L2Device d, double hit_ratio, L2MeasureOptions options = {});
+  std::string name() const override { return "cuda (" + device().name + ")"; }
+  std::string cost_unit() const override { return "time / time without residency"; }
+  bool deterministic() const override { return false; }
+  l2::Fitness evaluate(const l2::Residency& resident) override;
+
+ private:
+  Instance& instance_;
+  L2MeasureOptions options_;
+};
 
 }  // namespace atl

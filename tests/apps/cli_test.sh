@@ -41,6 +41,15 @@ expect_error "l2 config on the cpu" "applies on the GPU" "$atoll" run tiny_cnn -
 expect_error "missing l2 config" "cannot open L2 config" "$atoll" run tiny_cnn --device cpu --l2 "$work/none.json"
 echo '{"format": "atoll.l2config/1"' >"$work/bad_l2.json"
 expect_error "malformed l2 config" "bad_l2.json" "$atoll" run tiny_cnn --device cpu --l2 "$work/bad_l2.json"
+# The tuner writes a config the loaders take, and a search log.
+expect_ok "l2 tune on the simulator" "wrote" "$atoll" l2 tune tiny_bert --batch 8 --optimizer ea --evaluator sim \
+  --steps 40 --out "$work/tuned.json" --log "$work/tune_log.json"
+expect_ok "tuned config simulates" "DRAM" "$atoll" l2 simulate tiny_bert --batch 8 --config "$work/tuned.json"
+expect_ok "tune log has every step" '"step": 40' cat "$work/tune_log.json"
+expect_error "tuned config for another batch" "batch" "$atoll" l2 simulate tiny_bert --batch 4 --config "$work/tuned.json"
+if ! nvidia-smi >/dev/null 2>&1; then
+  expect_error "tune on a missing GPU" "--evaluator cuda needs a CUDA GPU" "$atoll" l2 tune tiny_cnn --evaluator cuda
+fi
 
 # Real inputs and outputs round-trip through NumPy files.
 /usr/bin/python3 - "$work" <<'PY'

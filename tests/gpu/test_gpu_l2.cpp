@@ -20,6 +20,7 @@
 #include "l2/slices.h"
 #include "runtime/devices.h"
 #include "runtime/l2_measure.h"
+#include "tune/tuner.h"
 
 namespace atl {
 namespace {
@@ -212,6 +213,29 @@ TEST(GpuL2, AppliedConfigKeepsResultsAndRemovesCleanly) {
   const l2::ResidencyConfig foreign = l2::make_config(other.program, d, one, 0.9);
   EXPECT_EQ(gputest::code_of([&] { apply_l2_config(*inst, &foreign, d); }), ErrorCode::kInvalidArgument);
   EXPECT_EQ(gpu.persisting_l2_limit(), 0);
+}
+
+// The tuner over measured time: the GPU evaluator answers every config with a time ratio
+// against no residency, and the tuner's answer is never slower than none.
+TEST(GpuL2, TunerOnTheGpuEvaluatorIsNeverWorseThanNone) {
+  ATL_REQUIRE_GPU();
+  const l2::L2Device d = l2::h200_l2();
+  const CompiledModel cm = compile_chain(kSmall, 1);
+  auto backend = make_cuda_backend(0);
+  std::unique_ptr<Instance> inst = backend->load(cm.program, cm.weights);
+  L2MeasureOptions quick;
+  quick.min_pairs = quick.max_pairs = 6;
+  CudaL2Evaluator ev(*inst, d, 0.9, quick);
+  EXPECT_EQ(ev.slices(), l2::slice_count(cm.program.arena_bytes, l2::kDefaultSliceBytes));
+  EXPECT_FALSE(ev.deterministic());
+  tune::TuneOptions o;
+  o.max_steps = 6;
+  const tune::TuneResult r = tune::tune(ev, tune::Optimizer::kRandom, o);
+  EXPECT_EQ(r.steps, 6);
+  EXPECT_NEAR(r.none_fitness.cost, 1.0, 0.1) << "none against itself is the noise floor";
+  EXPECT_GT(r.none_fitness.time_ms, 0.0);
+  EXPECT_LE(r.best_fitness.cost, r.none_fitness.cost);
+  EXPECT_EQ(gputest::as_cuda(*inst).persisting_l2_limit(), 0) << "evaluations leave no residency behind";
 }
 
 // Needs no GPU: the evaluator refuses, with kUnsupported, an instance that is not a CUDA one.

@@ -269,7 +269,8 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
 
   // hit_ratio as a threshold on a uniform 64-bit hash; 1.0 selects every line.
   const bool select_all = hit_ratio >= 1.0;
-  const auto threshold = static_cast<uint64_t>(hit_ratio * 18446744073709551616.0);
+  // 2^64 itself does not fit: converting it would be undefined, so every line is selected apart.
+  const uint64_t threshold = select_all ? UINT64_MAX : static_cast<uint64_t>(hit_ratio * 18446744073709551616.0);
   switch (policy) {
     case Policy::kLru:
       run_passes<Policy::kLru>(t, passes, threshold, select_all);

@@ -81,7 +81,7 @@ TEST(WorkloadInput, ReportsOutOfRangeNumbersAsInvalidJson) {
 }
 
 TEST(WorkloadInput, TraceLinesHoldExactlyOneTime) {
-  for (const std::string& bad : {"5abc\n", "10 20\n", "nan\n", "-1\n"}) {
+  for (const char* bad : {"5abc\n", "10 20\n", "nan\n", "-1\n"}) {
     const std::string e = trace_error(bad);
     EXPECT_NE(e.find("line 1"), std::string::npos) << bad << ": " << e;
   }

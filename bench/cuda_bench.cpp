@@ -9,11 +9,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <ctime>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "runtime/session.h"
 
@@ -153,7 +153,7 @@ int run(const Options& o) {
       }
       std::fflush(stdout);
       // Rewritten after every model, so a time limit loses only the model in progress.
-      std::ofstream(o.json_path) << doc.dump(1) << "\n";
+      write_file_atomic(o.json_path, doc.dump(1) + "\n");
     }
   }
   return 0;

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -15,6 +14,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/launch.h"
 #include "bench/kernel_exit_probe.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "runtime/session.h"
 
@@ -205,7 +205,7 @@ int run(const Options& o) {
       std::fflush(stdout);
       doc["models"].push_back(std::move(j));
       // Rewritten after every model, so a time limit loses only the model in progress.
-      std::ofstream(o.json_path) << doc.dump(1) << "\n";
+      write_file_atomic(o.json_path, doc.dump(1) + "\n");
     }
   }
   std::map<std::string, std::vector<const KernelResult*>> by_family;
@@ -217,7 +217,7 @@ int run(const Options& o) {
     print_row(family, s, "");
     doc["families"][family] = s;
   }
-  std::ofstream(o.json_path) << doc.dump(1) << "\n";
+  write_file_atomic(o.json_path, doc.dump(1) + "\n");
   return 0;
 }
 

@@ -33,7 +33,6 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -44,6 +43,7 @@
 #include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 #include "bench/preempt_kernels.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace atl {
@@ -184,7 +184,7 @@ class Sweep {
                                     {"start_latency_us", dist(st)},
                                     {"clock_rtt_us", dist(summarize(rtt))},
                                     {"be_drain_us", dist(summarize(drain))}});
-          std::ofstream(o_.json_path) << doc.dump(1) << "\n";
+          write_file_atomic(o_.json_path, doc.dump(1) + "\n");
         }
       }
     }
@@ -450,7 +450,7 @@ int main(int argc, char** argv) {
   try {
     if (stall_streams > 0) {
       const nlohmann::json probe = atl::stall_probe(stall_streams);
-      std::ofstream(o.json_path) << probe.dump(1) << "\n";
+      atl::write_file_atomic(o.json_path, probe.dump(1) + "\n");
       return 0;
     }
     atl::Sweep(o).run();

@@ -9,12 +9,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/host_copy.h"
+#include "core/atomic_file.h"
 
 namespace {
 
@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
                                 {"memcpy_upload_us", e},
                                 {"stream_upload_us", f}});
     }
-    std::ofstream(json_path) << doc.dump(1) << "\n";
+    atl::write_file_atomic(json_path, doc.dump(1) + "\n");
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "atoll_bench_staging: {}\n", e.what());

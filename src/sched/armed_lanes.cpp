@@ -15,10 +15,12 @@ namespace atl::sched {
 // only so many streams holding work without holding up the others (CUDA: hardware queues).
 void Scheduler::Impl::decide_arming() {
   arming_decided = true;
+  const bool wanted = traits.arms_rt && options.armed_rt && !rt_lanes.empty();
+  if (!wanted) return;
   std::vector<StreamId> streams;
   for (int i : rt_lanes) streams.push_back(lanes[static_cast<size_t>(i)].stream);
-  armed = traits.arms_rt && options.armed_rt && !rt_lanes.empty() && device.can_hold() && device.holds_isolate(streams);
-  if (traits.arms_rt && options.armed_rt && !rt_lanes.empty() && !armed) {
+  armed = device.can_hold() && device.holds_isolate(streams);
+  if (!armed) {
     spdlog::warn(
         "scheduler: {} cannot hold work on {} RT streams without delaying other streams; RT tasks are "
         "launched on arrival",

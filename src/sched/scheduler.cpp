@@ -204,7 +204,7 @@ bool Scheduler::Impl::bind(Lane& l, TaskPtr t) {
 
 void Scheduler::Impl::start_next(Lane& l) {
   while (!l.task) {
-    if (armed && armable(l)) {
+    if (armable(l)) {
       Client& c = client_of(l);
       if (!c.queue.empty()) start_armed(l, pop_front(c));
       return;

@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch side of the CUDA benchmark: the zoo's architectures in fp16 (CNNs channels_last),
-eager and CUDA-graph latency at each batch size, median of many event-timed replays, JSON out.
+eager and CUDA-graph latency at each batch size, and for the models named in --compile
+torch.compile(mode="reduce-overhead") (Inductor fusions plus CUDA graphs, the strongest thing a
+PyTorch user picks), median of many event-timed runs, JSON out.
 
 Models are built from their constructors with random weights (nothing is downloaded); latency
 does not depend on the weight values. BERT/DistilBERT come from transformers' configs.
@@ -66,7 +68,22 @@ def time_fn(fn, iters, warmup):
     return {"median_ms": statistics.median(samples), "min_ms": min(samples), "mean_ms": statistics.fmean(samples)}
 
 
-def bench(name, batch, seq_len, iters, warmup):
+def time_compiled(model, inputs, iters, warmup):
+    """torch.compile reduce-overhead: compiled once (timed), then timed like the graphs."""
+    import time
+
+    compiled = torch.compile(model, mode="reduce-overhead")
+    began = time.perf_counter()
+    for _ in range(3):  # the first calls compile and record the CUDA graph
+        compiled(*inputs)
+    torch.cuda.synchronize()
+    compile_s = time.perf_counter() - began
+    r = time_fn(lambda: compiled(*inputs), iters, warmup)
+    r["compile_s"] = compile_s
+    return r
+
+
+def bench(name, batch, seq_len, iters, warmup, compile_too):
     model, inputs = build(name, batch, seq_len)
     with torch.inference_mode():
         eager = time_fn(lambda: model(*inputs), iters, warmup)
@@ -81,9 +98,16 @@ def bench(name, batch, seq_len, iters, warmup):
         with torch.cuda.graph(graph):
             model(*inputs)
         graphed = time_fn(graph.replay, iters, warmup)
-    del graph, model
+        del graph
+        result = {"model": name, "batch": batch, "eager": eager, "graph": graphed}
+        if compile_too:
+            try:
+                result["compile"] = time_compiled(model, inputs, iters, warmup)
+            except Exception as e:  # keep eager and graph figures when Inductor fails
+                result["compile_error"] = f"{type(e).__name__}: {e}"
+    del model
     torch.cuda.empty_cache()
-    return {"model": name, "batch": batch, "eager": eager, "graph": graphed}
+    return result
 
 
 def main():
@@ -94,6 +118,8 @@ def main():
     p.add_argument("--iters", type=int, default=200)
     p.add_argument("--warmup", type=int, default=20)
     p.add_argument("--json", default="torch_models.json")
+    p.add_argument("--compile", nargs="*", default=[], metavar="MODEL",
+                   help='also time torch.compile(mode="reduce-overhead") for these models ("all": every one)')
     a = p.parse_args()
     torch.backends.cudnn.benchmark = True
     doc = {
@@ -106,9 +132,12 @@ def main():
     for name in a.models:
         for batch in a.batches:
             try:
-                r = bench(name, batch, a.seq_len, a.iters, a.warmup)
-                print(f"{name:<14} b{batch:<2} eager {r['eager']['median_ms']:8.3f} ms  graph {r['graph']['median_ms']:8.3f} ms",
-                      flush=True)
+                compile_too = name in a.compile or "all" in a.compile
+                r = bench(name, batch, a.seq_len, a.iters, a.warmup, compile_too)
+                line = f"{name:<14} b{batch:<2} eager {r['eager']['median_ms']:8.3f} ms  graph {r['graph']['median_ms']:8.3f} ms"
+                if "compile" in r:
+                    line += f"  compile {r['compile']['median_ms']:8.3f} ms ({r['compile']['compile_s']:.0f} s to compile)"
+                print(line, flush=True)
             except Exception as e:  # one model failing must not lose the others' numbers
                 r = {"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}"}
                 print(f"{name:<14} b{batch:<2} FAILED: {r['error']}", file=sys.stderr, flush=True)

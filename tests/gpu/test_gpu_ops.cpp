@@ -88,6 +88,8 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("3x3_s2_c32_o64_odd_map", Shape{2, 32, 17, 15}, 64, 3, 2, 1, 1, true, false, "none"));
   c.push_back(conv("3x3_group4_c64", Shape{1, 64, 9, 9}, 64, 3, 1, 1, 4, false, false, "relu"));
   c.push_back(conv("3x3_c256_7x7_split_k", Shape{1, 256, 7, 7}, 256, 3, 1, 1, 1, true, false, "relu"));
+  // K = 360: a multiple of 8 but not of the wgmma kernel's 64-wide K tile; N = 72 leaves a tail.
+  c.push_back(conv("3x3_c40_o72_k_tail", Shape{2, 40, 30, 30}, 72, 3, 1, 1, 1, true, true, "relu"));
   c.push_back(conv("stem_7x7_c3_o64", Shape{1, 3, 57, 57}, 64, 7, 2, 3, 1, true, false, "relu"));
   c.push_back(conv("stem_3x3_c3_o32_residual", Shape{2, 3, 19, 23}, 32, 3, 1, 1, 1, false, true, "relu6"));
   c.push_back(conv("stem_3x3_c4_o24_s2", Shape{1, 4, 16, 15}, 24, 3, 2, 1, 1, true, false, "none"));
@@ -106,6 +108,12 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(make_case("gemm_300x260x512_gelu", OpKind::kGemm, gemm_bias_gelu,
                         {act_input("x", Shape{3, 100, 512}), param("w", Shape{260, 512}, Layout::kRowMajor, fan_in(512)),
                          param("b", Shape{260})}));
+  // Enough tiles (M = 69,000) that every wgmma tile and the 64x64 mma.sync tile take the
+  // persistent grid, whose blocks walk several tiles each.
+  c.push_back(make_case("gemm_tall_persistent", OpKind::kGemm,
+                        {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("relu")}},
+                        {act_input("x", Shape{69000, 64}), param("w", Shape{128, 64}, Layout::kRowMajor, fan_in(64)),
+                         param("b", Shape{128})}));
   c.push_back(make_case("gemm_classifier_m1", OpKind::kGemm,
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("none")}},
                         {act_input("x", Shape{1, 2048}), param("w", Shape{1000, 2048}, Layout::kRowMajor, fan_in(2048)),

@@ -5,6 +5,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_instance.h"
+#include "backends/cuda/kernel_params.h"
 #include "core/error.h"
 
 namespace atl {
@@ -51,6 +52,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
+    info_.wgmma = cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }

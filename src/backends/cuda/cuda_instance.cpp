@@ -51,7 +51,8 @@ size_t device_elem_size(WeightFormat f) {
 }
 
 std::string choice_name(const GemmChoice& c) {
-  return fmt::format("{}x{}/s{}", gemm_tile_m(c.tile), gemm_tile_n(c.tile), c.splits);
+  return fmt::format("{}{}x{}/s{}", gemm_tile_is_wgmma(c.tile) ? "w" : "", gemm_tile_m(c.tile), gemm_tile_n(c.tile),
+                     c.splits);
 }
 
 double median(std::vector<double> v) {

@@ -4,11 +4,15 @@
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
+#include "core/error.h"
 #include "backends/cuda/device_common.cuh"
+#include "backends/cuda/gemm_common.cuh"
 
 namespace atl::cuda {
 
 namespace {
+
+using namespace gemm;
 
 constexpr int BK = kGemmTileK;
 constexpr int kStages = 4;
@@ -18,22 +22,6 @@ constexpr int kSmemPad = 8;  // halves; keeps ldmatrix rows on distinct banks
 // stops within two intervals of a raise. Every 2 tiles cost BERT ~1.7% more with the flag and
 // left GEMM exit p99 where it was (session 5 in docs/PERFORMANCE.md).
 constexpr int kPreemptCheckTiles = 4;
-
-__device__ __forceinline__ uint32_t smem_addr(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16-byte async copy; src_bytes = 0 writes zeros (padding and out-of-range rows).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::);
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
@@ -52,56 +40,6 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
       "{%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Where one A row (output pixel) reads its input: image base and the top-left tap position.
-struct RowOrigin {
-  const __half* base;
-  int ih0, iw0;  // ih0 = INT_MIN/2 marks a row past M: every tap then falls outside the image
-};
-
-__device__ __forceinline__ RowOrigin row_origin(const GemmParams& p, const __half* a, int m) {
-  RowOrigin o;
-  if (m >= p.M) {
-    o.base = a;
-    o.ih0 = -(1 << 29);
-    o.iw0 = 0;
-    return o;
-  }
-  const int per_img = p.out_h * p.out_w;
-  const int img = m / per_img;
-  const int rem = m - img * per_img;
-  const int oh = rem / p.out_w;
-  const int ow = rem - oh * p.out_w;
-  o.base = a + static_cast<int64_t>(img) * p.in_h * p.in_w * p.in_c;
-  o.ih0 = oh * p.stride_h - p.pad_t;
-  o.iw0 = ow * p.stride_w - p.pad_l;
-  return o;
-}
-
-// Column k of A -> (tap row offset, tap column offset, channel).
-struct ColTap {
-  int dh, dw, c;
-  bool valid;
-};
-
-__device__ __forceinline__ ColTap col_tap(const GemmParams& p, int k) {
-  ColTap t;
-  t.valid = k < p.K;
-  const int rs = k / p.cg;
-  t.c = k - rs * p.cg;
-  const int r = rs / p.kw;
-  t.dh = r * p.dil_h;
-  t.dw = (rs - r * p.kw) * p.dil_w;
-  return t;
-}
-
-__device__ __forceinline__ const __half* tap_address(const GemmParams& p, const RowOrigin& o, const ColTap& t,
-                                                     bool& valid) {
-  const int ih = o.ih0 + t.dh;
-  const int iw = o.iw0 + t.dw;
-  valid = t.valid && ih >= 0 && ih < p.in_h && iw >= 0 && iw < p.in_w;
-  return valid ? o.base + (static_cast<int64_t>(ih) * p.in_w + iw) * p.in_c + t.c : o.base;
 }
 
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
@@ -296,57 +234,16 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return true;
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
-  const bool split_mode = p.splits > 1;
-  float* part = split_mode ? p.partial + (static_cast<int64_t>(split) * p.batch + bidx) * p.M * p.N : nullptr;
-  __half* C = p.c + bidx * p.c_batch_stride;
-  const __half* R = p.residual ? p.residual + bidx * p.c_batch_stride : nullptr;
-  const float* bias = p.bias ? p.bias + bidx * p.bias_batch_stride : nullptr;
-  // Column pairs go out as one 4-byte store when both land on an even element offset.
-  const bool pairs_c = (p.ldc % 2 == 0) && ((bidx * p.c_batch_stride) % 2 == 0);
-  const bool pairs_part = p.N % 2 == 0;
+  const EpilogueTarget target = epilogue_target(p, bidx, split);
 #pragma unroll
   for (int i = 0; i < S::kMi; ++i) {
 #pragma unroll
     for (int j = 0; j < S::kNi; ++j) {
       const int col = n0 + warp_n * S::kWarpN + j * 8 + (lane & 3) * 2;
-      if (col >= p.N) continue;
-      const bool both = col + 1 < p.N;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int row = m0 + warp_m * S::kWarpM + i * 16 + (lane >> 2) + h * 8;
-        if (row >= p.M) continue;
-        const float v0 = acc[i][j][h * 2], v1 = acc[i][j][h * 2 + 1];
-        if (split_mode) {
-          float* dst = part + static_cast<int64_t>(row) * p.N + col;
-          if (both && pairs_part) {
-            *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-          } else {
-            dst[0] = v0;
-            if (both) dst[1] = v1;
-          }
-          continue;
-        }
-        const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
-        float r0 = p.alpha * v0, r1 = p.alpha * v1;
-        if (bias) {
-          r0 += bias[col];
-          if (both) r1 += bias[col + 1];
-        }
-        if (both && pairs_c) {
-          if (R) {
-            const float2 rr = __half22float2(*reinterpret_cast<const __half2*>(R + off));
-            r0 += rr.x;
-            r1 += rr.y;
-          }
-          *reinterpret_cast<__half2*>(C + off) = __floats2half2_rn(apply_act(r0, p.act), apply_act(r1, p.act));
-        } else {
-          if (R) r0 += __half2float(R[off]);
-          C[off] = __float2half(apply_act(r0, p.act));
-          if (both) {
-            if (R) r1 += __half2float(R[off + 1]);
-            C[off + 1] = __float2half(apply_act(r1, p.act));
-          }
-        }
+        store_pair(p, target, row, col, acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
       }
     }
   }
@@ -462,6 +359,8 @@ void dispatch(const GemmConfig& cfg, Args&&... args) {
       return Fn<64, 64, 2, 2, true, false>::run(args...);
     case GemmTile::k32x64:
       return Fn<32, 64, 1, 2, true, false>::run(args...);
+    default:
+      ATOLL_THROW(kInternal, "wgmma tile given to the mma.sync kernel");
   }
 }
 
@@ -479,18 +378,31 @@ struct PrepareFn {
 }  // namespace
 
 int gemm_tile_m(GemmTile t) {
-  return t == GemmTile::k32x64 ? 32 : (t == GemmTile::k64x64 ? 64 : 128);
+  switch (t) {
+    case GemmTile::k32x64: return 32;
+    case GemmTile::k64x64:
+    case GemmTile::kW64x128:
+    case GemmTile::kW64x64: return 64;
+    default: return 128;
+  }
 }
 int gemm_tile_n(GemmTile t) {
-  return t == GemmTile::k128x128 ? 128 : 64;
+  return t == GemmTile::k128x128 || t == GemmTile::kW128x128 || t == GemmTile::kW64x128 ? 128 : 64;
 }
+int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : kGemmTileK; }
+bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
+  if (gemm_tile_is_wgmma(cfg.tile)) return prepare_wgmma_gemm(cfg.tile);
   dispatch<PrepareFn>(cfg);
 }
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
-  dispatch<LaunchFn>(cfg, p, s, flag, name);
+  if (gemm_tile_is_wgmma(cfg.tile)) {
+    launch_wgmma_gemm(p, cfg.tile, s, flag, name);
+  } else {
+    dispatch<LaunchFn>(cfg, p, s, flag, name);
+  }
   if (p.splits > 1) {
     const int64_t total = static_cast<int64_t>(p.M) * p.N * p.batch;
     split_reduce_kernel<<<blocks_for(total, 256), 256, 0, s>>>(p, flag);

@@ -33,9 +33,20 @@ constexpr TileTraits kTiles[] = {
     {GemmTile::k64x64, 4, 1.0},
     {GemmTile::k32x64, 6, 0.8},
 };
+// Guesses before the first H200 run (wgmma's dense peak is ~4x what the mma.sync loop sustains);
+// autotuning at load measures them.
+constexpr TileTraits kWgmmaTiles[] = {
+    {GemmTile::kW128x128, 1, 3.0},
+    {GemmTile::kW128x64, 2, 2.5},
+    {GemmTile::kW64x128, 2, 2.5},
+    {GemmTile::kW64x64, 3, 2.0},
+};
 
 const TileTraits& traits(GemmTile t) {
   for (const TileTraits& tt : kTiles) {
+    if (tt.tile == t) return tt;
+  }
+  for (const TileTraits& tt : kWgmmaTiles) {
     if (tt.tile == t) return tt;
   }
   return kTiles[2];
@@ -49,12 +60,15 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
   std::vector<GemmTile> tiles;
   if (s.vec && !s.b_kn) {
     for (const TileTraits& t : kTiles) tiles.push_back(t.tile);
+    if (s.wgmma) {
+      for (const TileTraits& t : kWgmmaTiles) tiles.push_back(t.tile);
+    }
   } else {
     tiles.push_back(GemmTile::k64x64);  // the only instantiation of the scalar and [K, N] variants
   }
-  const int k_tiles = ceil_div(s.K, kGemmTileK);
   std::vector<GemmChoice> out;
   for (GemmTile t : tiles) {
+    const int k_tiles = ceil_div(s.K, gemm_tile_k(t));
     int last = 0;
     for (int splits = 1; splits <= kMaxSplits; splits *= 2) {
       if (splits > 1 && k_tiles / splits < kMinKTilesPerSplit) break;
@@ -71,13 +85,14 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
 double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count) {
   const TileTraits& t = traits(c.tile);
   const int bm = gemm_tile_m(c.tile), bn = gemm_tile_n(c.tile);
-  const int k_tiles = ceil_div(s.K, kGemmTileK);
+  const int tile_k = gemm_tile_k(c.tile);
+  const int k_tiles = ceil_div(s.K, tile_k);
   const int tiles_per_split = ceil_div(k_tiles, c.splits);
   const int64_t blocks = static_cast<int64_t>(ceil_div(s.M, bm)) * ceil_div(s.N, bn) * s.batch * c.splits;
   const int per_sm = ceil_div(blocks, sm_count);
   const int concurrent = std::min(per_sm, t.blocks_per_sm);
   const int rounds = ceil_div(per_sm, t.blocks_per_sm);
-  const double tile_flops = 2.0 * bm * bn * kGemmTileK;
+  const double tile_flops = 2.0 * bm * bn * tile_k;
   const double per_tile_us =
       std::max(kKTileLatencyUs, concurrent * tile_flops / (kSmFlopsPerUs * t.efficiency));
   double us = kBlockOverheadUs + rounds * tiles_per_split * per_tile_us;

@@ -11,6 +11,7 @@ namespace atl::cuda {
 struct GemmShape {
   int M = 0, N = 0, K = 0, batch = 1;
   bool vec = true, b_kn = false;
+  bool wgmma = false;  // the device and the build run the Hopper wgmma kernels
 };
 
 // Every (tile, splits) the kernel variants support for this shape.

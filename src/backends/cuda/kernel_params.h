@@ -42,7 +42,8 @@ struct GemmParams {
   int splits = 1, k_tiles_per_split = 0;
 };
 
-enum class GemmTile : uint8_t { k128x128, k128x64, k64x64, k32x64 };
+// mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).
+enum class GemmTile : uint8_t { k128x128, k128x64, k64x64, k32x64, kW128x128, kW128x64, kW64x128, kW64x64 };
 
 struct GemmConfig {
   GemmTile tile = GemmTile::k64x64;
@@ -50,9 +51,16 @@ struct GemmConfig {
   bool b_kn = false;  // B stored [K, N] (MatMul without trans_b) instead of [N, K]
 };
 
-constexpr int kGemmTileK = 32;
+constexpr int kGemmTileK = 32;       // K per pipeline stage of the mma.sync kernel
+constexpr int kWgmmaGemmTileK = 64;  // of the wgmma kernel (one 128-byte swizzle row)
 int gemm_tile_m(GemmTile t);
 int gemm_tile_n(GemmTile t);
+int gemm_tile_k(GemmTile t);
+bool gemm_tile_is_wgmma(GemmTile t);
+// Whether this build holds the wgmma kernels (an sm_90a architecture was built).
+bool wgmma_gemm_built();
+void prepare_wgmma_gemm(GemmTile tile);
+void launch_wgmma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
 // Raises the dynamic shared-memory limit of the kernel `cfg` selects; call at load.
 void prepare_gemm_kernel(const GemmConfig& cfg);
 // Enqueues the GEMM and, when p.splits > 1, the deterministic split-K reduction.

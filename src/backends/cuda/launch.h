@@ -15,6 +15,7 @@ namespace atl::cuda {
 
 struct DeviceInfo {
   int sm_count = 0;
+  bool wgmma = false;  // sm_90 device and an sm_90a build: the Hopper GEMM tiles are offered
 };
 
 // How a weight is stored on the device. Parameters read in f32 by epilogues and normalizations

@@ -25,7 +25,7 @@ int checked_int(int64_t v, const char* what) {
 class GemmLaunch final : public KernelLaunch {
  public:
   GemmLaunch(std::string name, const GemmParams& p, bool vec, bool b_kn, const DeviceInfo& dev)
-      : KernelLaunch(std::move(name)), params_(p), shape_{p.M, p.N, p.K, p.batch, vec, b_kn} {
+      : KernelLaunch(std::move(name)), params_(p), shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma} {
     config_.vec = vec;
     config_.b_kn = b_kn;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});
@@ -41,7 +41,8 @@ class GemmLaunch final : public KernelLaunch {
   GemmChoice gemm_choice() const override { return {config_.tile, params_.splits}; }
   void set_gemm_choice(const GemmChoice& c) override {
     config_.tile = c.tile;
-    const int k_tiles = (params_.K + kGemmTileK - 1) / kGemmTileK;
+    const int tile_k = gemm_tile_k(c.tile);
+    const int k_tiles = (params_.K + tile_k - 1) / tile_k;
     params_.splits = std::max(1, std::min(c.splits, k_tiles));
     params_.k_tiles_per_split = (k_tiles + params_.splits - 1) / params_.splits;
   }

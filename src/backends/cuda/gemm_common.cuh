@@ -1,0 +1,136 @@
+#pragma once
+// Device pieces both tensor-core GEMM kernels share: async copies, the implicit im2col address
+// arithmetic, and the fused epilogue (bias, residual, activation, or split-K partials).
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "backends/cuda/device_common.cuh"
+
+namespace atl::cuda::gemm {
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte async copy; src_bytes = 0 writes zeros (padding and out-of-range rows).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Where one A row (output pixel) reads its input: image base and the top-left tap position.
+struct RowOrigin {
+  const __half* base;
+  int ih0, iw0;  // ih0 = INT_MIN/2 marks a row past M: every tap then falls outside the image
+};
+
+__device__ __forceinline__ RowOrigin row_origin(const GemmParams& p, const __half* a, int m) {
+  RowOrigin o;
+  if (m >= p.M) {
+    o.base = a;
+    o.ih0 = -(1 << 29);
+    o.iw0 = 0;
+    return o;
+  }
+  const int per_img = p.out_h * p.out_w;
+  const int img = m / per_img;
+  const int rem = m - img * per_img;
+  const int oh = rem / p.out_w;
+  const int ow = rem - oh * p.out_w;
+  o.base = a + static_cast<int64_t>(img) * p.in_h * p.in_w * p.in_c;
+  o.ih0 = oh * p.stride_h - p.pad_t;
+  o.iw0 = ow * p.stride_w - p.pad_l;
+  return o;
+}
+
+// Column k of A -> (tap row offset, tap column offset, channel).
+struct ColTap {
+  int dh, dw, c;
+  bool valid;
+};
+
+__device__ __forceinline__ ColTap col_tap(const GemmParams& p, int k) {
+  ColTap t;
+  t.valid = k < p.K;
+  const int rs = k / p.cg;
+  t.c = k - rs * p.cg;
+  const int r = rs / p.kw;
+  t.dh = r * p.dil_h;
+  t.dw = (rs - r * p.kw) * p.dil_w;
+  return t;
+}
+
+__device__ __forceinline__ const __half* tap_address(const GemmParams& p, const RowOrigin& o, const ColTap& t,
+                                                     bool& valid) {
+  const int ih = o.ih0 + t.dh;
+  const int iw = o.iw0 + t.dw;
+  valid = t.valid && ih >= 0 && ih < p.in_h && iw >= 0 && iw < p.in_w;
+  return valid ? o.base + (static_cast<int64_t>(ih) * p.in_w + iw) * p.in_c + t.c : o.base;
+}
+
+// Where one (batch, split) tile's results go, resolved once per tile.
+struct EpilogueTarget {
+  float* part;  // split-K partials, or nullptr: finish the epilogue here
+  __half* c;
+  const __half* residual;
+  const float* bias;
+  bool pairs_c, pairs_part;  // column pairs may go out as one 4-byte store
+};
+
+__device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, int bidx, int split) {
+  EpilogueTarget t;
+  t.part = p.splits > 1 ? p.partial + (static_cast<int64_t>(split) * p.batch + bidx) * p.M * p.N : nullptr;
+  t.c = p.c + bidx * p.c_batch_stride;
+  t.residual = p.residual ? p.residual + bidx * p.c_batch_stride : nullptr;
+  t.bias = p.bias ? p.bias + bidx * p.bias_batch_stride : nullptr;
+  t.pairs_c = (p.ldc % 2 == 0) && ((bidx * p.c_batch_stride) % 2 == 0);
+  t.pairs_part = p.N % 2 == 0;
+  return t;
+}
+
+// Stores accumulators (row, col) and (row, col + 1); either may fall outside the matrix.
+__device__ __forceinline__ void store_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col, float v0,
+                                           float v1) {
+  if (row >= p.M || col >= p.N) return;
+  const bool both = col + 1 < p.N;
+  if (t.part != nullptr) {
+    float* dst = t.part + static_cast<int64_t>(row) * p.N + col;
+    if (both && t.pairs_part) {
+      *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+    } else {
+      dst[0] = v0;
+      if (both) dst[1] = v1;
+    }
+    return;
+  }
+  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+  float r0 = p.alpha * v0, r1 = p.alpha * v1;
+  if (t.bias) {
+    r0 += t.bias[col];
+    if (both) r1 += t.bias[col + 1];
+  }
+  if (both && t.pairs_c) {
+    if (t.residual) {
+      const float2 rr = __half22float2(*reinterpret_cast<const __half2*>(t.residual + off));
+      r0 += rr.x;
+      r1 += rr.y;
+    }
+    *reinterpret_cast<__half2*>(t.c + off) = __floats2half2_rn(apply_act(r0, p.act), apply_act(r1, p.act));
+    return;
+  }
+  if (t.residual) r0 += __half2float(t.residual[off]);
+  t.c[off] = __float2half(apply_act(r0, p.act));
+  if (both) {
+    if (t.residual) r1 += __half2float(t.residual[off + 1]);
+    t.c[off + 1] = __float2half(apply_act(r1, p.act));
+  }
+}
+
+}  // namespace atl::cuda::gemm

@@ -28,6 +28,7 @@ struct Options {
   int warmup = 20;
   int tune_repeats = 3;  // 0 = keep the cost model's choices
   int top_kernels = 8;
+  bool wgmma = true;  // offer the Hopper wgmma tiles to the tuner (ATOLL_CUDA_WGMMA)
   std::string json_path = "atoll_cuda.json";
 };
 
@@ -133,11 +134,13 @@ std::string today() {
 int run(const Options& o) {
   // Sessions load with the cost model's choices; tune_gemms() then does what autotuning would.
   setenv("ATOLL_CUDA_AUTOTUNE", "0", 1);
+  setenv("ATOLL_CUDA_WGMMA", o.wgmma ? "1" : "0", 1);
   ATOLL_CHECK(cuda_device_available(), kUnsupported, "no CUDA device: {}", cuda_unavailable_reason());
   nlohmann::json doc;
   doc["date"] = today();
   doc["device"] = make_cuda_backend()->device_description();
   doc["iters"] = o.iters;
+  doc["wgmma"] = o.wgmma;
   doc["results"] = nlohmann::json::array();
   for (const std::string& model : o.models) {
     for (int64_t batch : o.batches) {
@@ -171,6 +174,7 @@ int main(int argc, char** argv) {
   app.add_option("--warmup", o.warmup, "untimed replays first");
   app.add_option("--tune", o.tune_repeats, "time every GEMM tile/split choice this many times and keep the best");
   app.add_option("--top", o.top_kernels, "slowest kernels listed per model");
+  app.add_option("--wgmma", o.wgmma, "offer the Hopper wgmma GEMM tiles (1) or only mma.sync (0)");
   app.add_option("--json", o.json_path, "output file");
   CLI11_PARSE(app, argc, argv);
   try {

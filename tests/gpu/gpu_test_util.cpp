@@ -9,6 +9,12 @@
 
 namespace atl::gputest {
 
+namespace {
+// The GPU suite runs with the opt-in wgmma GEMM tiles offered (they are what it must validate);
+// a run can still turn them off with ATOLL_CUDA_WGMMA=0.
+const bool kWgmmaOffered = setenv("ATOLL_CUDA_WGMMA", "1", /*overwrite=*/0) == 0;
+}  // namespace
+
 uint64_t fresh_seed() {
   if (const char* pinned = std::getenv("ATOLL_TEST_SEED")) return std::strtoull(pinned, nullptr, 10);
   std::random_device rd;

@@ -52,7 +52,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
-    info_.wgmma = cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
+    info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -91,6 +91,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.device = device;
   const char* env = std::getenv("ATOLL_CUDA_AUTOTUNE");
   options.autotune = env == nullptr || std::string_view(env) != "0";
+  const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
+  options.wgmma = wgmma != nullptr && std::string_view(wgmma) == "1";
   return make_cuda_backend(options);
 }
 

@@ -28,6 +28,10 @@ struct CudaBackendOptions {
   // geometry, on random operands) and keep the fastest; off keeps the cost model's choice.
   // Either way an instance's choices are fixed once loaded, so its results are deterministic.
   bool autotune = true;
+  // Offer the Hopper wgmma GEMM tiles (sm_90 device, sm_90a build) to the planner and autotuner.
+  // Opt-in until their first H200 run validates them: autotuning picks by time alone, so an
+  // unverified kernel must not be a default (docs/PERFORMANCE.md, session 6).
+  bool wgmma = false;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);

@@ -6,6 +6,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_instance.h"
 #include "backends/cuda/kernel_params.h"
+#include "backends/cuda/tune_cache.h"
 #include "core/error.h"
 
 namespace atl {
@@ -42,7 +43,7 @@ const std::string& unavailable_reason() {
 
 class CudaBackend final : public Backend {
  public:
-  explicit CudaBackend(const CudaBackendOptions& options) : device_(options.device), autotune_(options.autotune) {
+  explicit CudaBackend(const CudaBackendOptions& options) : device_(options.device) {
     const int device = options.device;
     ATOLL_CHECK(cuda_device_available(), kUnsupported, "CUDA backend: {}", unavailable_reason());
     int count = 0;
@@ -53,6 +54,15 @@ class CudaBackend final : public Backend {
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
+    tuning_.autotune = options.autotune;
+    tuning_.cache_path = options.tune_cache;
+    int driver = 0, runtime = 0;
+    ATL_CUDA_CHECK(cudaDriverGetVersion(&driver));
+    ATL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
+    // Everything that changes which choices exist or which is fastest.
+    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}", prop.name,
+                                     prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
+                                     info_.wgmma ? "mma.sync+wgmma v1" : "mma.sync v1");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -66,12 +76,12 @@ class CudaBackend final : public Backend {
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
-    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, autotune_);
+    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, tuning_);
   }
 
  private:
   int device_;
-  bool autotune_;
+  cuda::TuneSettings tuning_;
   cuda::DeviceInfo info_;
   std::string description_;
 };
@@ -93,6 +103,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.autotune = env == nullptr || std::string_view(env) != "0";
   const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
   options.wgmma = wgmma != nullptr && std::string_view(wgmma) == "1";
+  options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }
 

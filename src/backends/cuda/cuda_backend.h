@@ -32,6 +32,10 @@ struct CudaBackendOptions {
   // Opt-in until their first H200 run validates them: autotuning picks by time alone, so an
   // unverified kernel must not be a default (docs/PERFORMANCE.md, session 6).
   bool wgmma = false;
+  // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
+  // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
+  // cache folder). Only geometries not found there are timed at load.
+  std::string tune_cache;
 };
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
@@ -39,6 +43,12 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options);
 std::unique_ptr<Backend> make_cuda_backend(int device = 0);
 
 // A GEMM-backed kernel's tile/split-K choice, before and after timing the alternatives.
+// How a load found its GEMM choices: timed now, or taken from the tuning cache.
+struct LoadTuning {
+  int timed = 0, cached = 0;  // distinct geometries
+  double seconds = 0;         // spent timing and reading and writing the cache
+};
+
 struct GemmTuneResult {
   int kernel = -1;
   std::string before, after;  // e.g. "64x64/s4"
@@ -109,6 +119,7 @@ class CudaInstance : public Instance {
   // Times every tile/split-K alternative of each GEMM-backed kernel in place, on the operands of
   // a real run, and keeps the fastest (what autotune does at load, but per kernel and reported).
   virtual std::vector<GemmTuneResult> tune_gemms(int repeats) = 0;
+  virtual LoadTuning load_tuning() const = 0;
   // The current tile/split-K choice of a kernel, e.g. "64x64/s4" ("" if it is not GEMM-backed),
   // how many alternatives it has, and selecting one of them (tests run every alternative).
   virtual std::string gemm_choice(int kernel) const = 0;

@@ -2,9 +2,13 @@
 // launches, the instance's stream and flags, and the optional CUDA graph of a whole run.
 #include "backends/cuda/cuda_instance.h"
 
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_plan.h"
@@ -12,6 +16,7 @@
 #include "backends/cuda/host_copy.h"
 #include "backends/cuda/io_convert.h"
 #include "backends/cuda/timing.h"
+#include "backends/cuda/tune_cache.h"
 #include "core/error.h"
 
 namespace atl::cuda {
@@ -55,6 +60,17 @@ std::string choice_name(const GemmChoice& c) {
                      c.splits);
 }
 
+// The cache's choice for this kernel's geometry, if it holds one the kernel still offers.
+std::optional<GemmChoice> cached_choice(const TuneCache& cache, const KernelLaunch& l,
+                                        const std::vector<GemmChoice>& choices) {
+  const std::optional<std::string> name = cache.find(l.tune_key());
+  if (!name) return std::nullopt;
+  for (const GemmChoice& c : choices) {
+    if (choice_name(c) == *name) return c;
+  }
+  return std::nullopt;
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -63,7 +79,7 @@ double median(std::vector<double> v) {
 }  // namespace
 
 CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& weights, int device,
-                                   const DeviceInfo& info, bool autotune)
+                                   const DeviceInfo& info, const TuneSettings& tuning)
     : program_(program), info_(info), device_(device) {
   ATOLL_CHECK(program_.act_dtype == DType::kF16, kUnsupported,
               "program '{}' stores activations as {}; the CUDA backend needs f16 (compile for the CUDA target)",
@@ -88,7 +104,7 @@ CudaInstanceImpl::CudaInstanceImpl(const Program& program, const WeightStore& we
   size_t ws = 0;
   for (const auto& l : launches_) ws = std::max(ws, l->workspace_bytes());
   set_workspace(ws);
-  if (autotune) autotune_gemms();
+  if (tuning.autotune) autotune_gemms(tuning);
   // Like the CPU backend, a fresh instance has NaN everywhere a kernel writes, so an element
   // no kernel writes shows up in any comparison.
   poison(0xFF);
@@ -501,7 +517,7 @@ double CudaInstanceImpl::time_one(size_t kernel, int repeats) {
   return best;
 }
 
-std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_key) {
+std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_key, TuneCache* cache) {
   size_t need = workspace_.size();
   for (const auto& l : launches_) {
     for (const GemmChoice& c : l->gemm_choices()) need = std::max(need, l->workspace_bytes_for(c));
@@ -516,6 +532,14 @@ std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_ke
     if (share_by_key) {
       if (auto it = tuned.find(l.tune_key()); it != tuned.end()) {
         l.set_gemm_choice(it->second);
+        continue;
+      }
+    }
+    if (cache != nullptr) {
+      if (const std::optional<GemmChoice> c = cached_choice(*cache, l, choices)) {
+        l.set_gemm_choice(*c);
+        tuned.emplace(l.tune_key(), *c);
+        ++load_tuning_.cached;
         continue;
       }
     }
@@ -539,6 +563,10 @@ std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_ke
     r.after = choice_name(best);
     r.after_ms = best_ms;
     tuned.emplace(l.tune_key(), best);
+    if (cache != nullptr) {
+      cache->remember(l.tune_key(), r.after);
+      ++load_tuning_.timed;
+    }
     results.push_back(std::move(r));
   }
   size_t ws = 0;
@@ -547,7 +575,14 @@ std::vector<GemmTuneResult> CudaInstanceImpl::tune(int repeats, bool share_by_ke
   return results;
 }
 
-void CudaInstanceImpl::autotune_gemms() {
+void CudaInstanceImpl::autotune_gemms(const TuneSettings& tuning) {
+  const auto began = std::chrono::steady_clock::now();
+  TuneCache cache(tuning.cache_path, tuning.device_key);
+  try {
+    cache = TuneCache::load(tuning.cache_path, tuning.device_key);
+  } catch (const Error& e) {
+    spdlog::warn("{}; tuning without it", e.message());
+  }
   // Random operands stand in for activations (timing on zeros or NaN poison flatters kernels);
   // index inputs keep their bytes, and no kernel that reads them is timed here.
   launch_fill_random(arena_.get(), static_cast<int64_t>(arena_.size() / 2), 1, stream_.get());
@@ -556,7 +591,15 @@ void CudaInstanceImpl::autotune_gemms() {
     if (spec.dtype != DType::kF16) continue;
     launch_fill_random(io_.bytes_ptr() + input_offsets_[i], spec.shape.numel(), 2, stream_.get());
   }
-  tune(kAutotuneRepeats, /*share_by_key=*/true);
+  tune(kAutotuneRepeats, /*share_by_key=*/true, &cache);
+  if (cache.dirty()) {
+    try {
+      cache.save();
+    } catch (const Error& e) {  // a read-only cache folder costs the next load time, nothing else
+      spdlog::warn("could not save the GEMM tuning cache: {}", e.message());
+    }
+  }
+  load_tuning_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
 }
 
 std::vector<GemmTuneResult> CudaInstanceImpl::tune_gemms(int repeats) {

@@ -9,10 +9,19 @@
 
 namespace atl::cuda {
 
+// Load-time GEMM tuning: whether to time alternatives, and where choices persist.
+struct TuneSettings {
+  bool autotune = true;
+  std::string cache_path;  // "" = no cache
+  std::string device_key;  // the cache section for this device and kernel set
+};
+
+class TuneCache;
+
 class CudaInstanceImpl final : public CudaInstance, private LoadContext {
  public:
   CudaInstanceImpl(const Program& program, const WeightStore& weights, int device, const DeviceInfo& info,
-                   bool autotune);
+                   const TuneSettings& tuning);
   ~CudaInstanceImpl() override;
 
   const Program& program() const override { return program_; }
@@ -38,6 +47,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void set_preemptible(bool on) override;
   std::vector<double> time_kernels(int repeats) override;
   std::vector<GemmTuneResult> tune_gemms(int repeats) override;
+  LoadTuning load_tuning() const override { return load_tuning_; }
   std::string gemm_choice(int kernel) const override;
   int gemm_choice_count(int kernel) const override;
   void select_gemm_choice(int kernel, int choice) override;
@@ -73,8 +83,10 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   double time_one(size_t kernel, int repeats);
   // Times every GEMM alternative of every GEMM-backed kernel and keeps the fastest; with
   // share_by_key, kernels of equal geometry reuse the first one's result.
-  std::vector<GemmTuneResult> tune(int repeats, bool share_by_key);
-  void autotune_gemms();
+  // With a cache, kernels whose geometry it holds take the cached choice (when still offered)
+  // and the rest are timed and remembered.
+  std::vector<GemmTuneResult> tune(int repeats, bool share_by_key, TuneCache* cache = nullptr);
+  void autotune_gemms(const TuneSettings& tuning);
   KernelLaunch& launch_at(int kernel) const;
   // Launches kernel k on s with its residency window when a residency is set.
   void launch_windowed(size_t k, cudaStream_t s, const int* flag) const;
@@ -85,6 +97,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   Program program_;
   DeviceInfo info_;
   int device_ = 0;
+  LoadTuning load_tuning_;
   std::vector<WeightFormat> formats_;
   std::vector<size_t> weight_offsets_, input_offsets_, output_offsets_;
   DeviceBuffer weights_, arena_, workspace_, io_, flag_;

@@ -5,6 +5,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
       python3 python3-numpy
+      clang libclang-rt-14-dev libomp-dev  # the sanitizer and libFuzzer build (scripts/test-sanitizers.sh)
       chromium)  # renders the DISB HTML report in a test
 missing=()
 for p in "${pkgs[@]}"; do

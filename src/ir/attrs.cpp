@@ -44,7 +44,8 @@ std::string Attrs::get_string(const std::string& key, std::string def) const {
 // 1.0 does not come back as the integer 1.
 void to_json(nlohmann::json& j, const Attrs& a) {
   j = nlohmann::json::object();
-  for (const auto& [k, v] : a.items()) {
+  for (const auto& item : a.items()) {
+    const std::string& k = item.first;  // a plain name: lambdas may not capture structured bindings before clang 16
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
@@ -54,7 +55,7 @@ void to_json(nlohmann::json& j, const Attrs& a) {
             j[k] = x;
           }
         },
-        v);
+        item.second);
   }
 }
 

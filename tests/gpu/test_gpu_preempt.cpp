@@ -108,9 +108,12 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
   for (size_t i = 0; i < clean.size(); ++i) EXPECT_TRUE(gputest::same_bytes(rerun[i], clean[i])) << "output " << i;
 }
 
-TEST(GpuPreemption, LongBlocksStopInsideTheirMainLoop) {
+// Tiles of both GEMM kernels: mma.sync, and the wgmma ones where the device offers them.
+class GpuLongBlocks : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
   ATL_REQUIRE_GPU();
-  // One GEMM with four 64x64 blocks, each running thousands of K tiles (about a millisecond).
+  // One GEMM of a few blocks, each running thousands of K tiles (about a millisecond).
   opcases::OpCase c;
   c.name = "long_gemm";
   c.op = OpKind::kGemm;
@@ -130,8 +133,9 @@ TEST(GpuPreemption, LongBlocksStopInsideTheirMainLoop) {
   int unsplit = -1;
   for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
     gpu.select_gemm_choice(0, i);
-    if (gpu.gemm_choice(0) == "64x64/s1") unsplit = i;
+    if (gpu.gemm_choice(0) == GetParam()) unsplit = i;
   }
+  if (unsplit < 0 && GetParam().front() == 'w') GTEST_SKIP() << "this device or build offers no wgmma tiles";
   ASSERT_GE(unsplit, 0);
   gpu.select_gemm_choice(0, unsplit);
   inst->set_input(0, data.inputs[0]);
@@ -157,6 +161,12 @@ TEST(GpuPreemption, LongBlocksStopInsideTheirMainLoop) {
   inst->run();
   EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean));
 }
+
+INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks, ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.substr(0, info.param.find('/'));
+                           return name;
+                         });
 
 TEST(GpuMemory, FlatOverManyRuns) {
   ATL_REQUIRE_GPU();

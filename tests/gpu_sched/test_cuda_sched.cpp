@@ -47,7 +47,10 @@ class CudaPreemption : public ::testing::TestWithParam<std::string> {};
 
 // Launches like the scheduler (at most 4 kernels in flight), raises the flag after a random number
 // of launches, rolls back to the cursor read before the flag as the scheduler does, and resumes;
-// 200 points per model.
+// 200 points per model. Each trial takes other inputs than the one before, so the arena holds
+// another request's activations when it starts: a resume point one kernel too late reads them
+// and the outputs differ (with the same inputs every trial, stale activations would be right).
+// The resumed run must also run to the end, so a flag left up fails too.
 TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
   REQUIRE_GPU();
   constexpr uint64_t kCap = 4;
@@ -58,14 +61,22 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
   const InstanceId inst = device->load(cm.program, cm.weights);
   const StreamId be = device->create_stream(StreamPriority::kLow);
   const StreamId rt = device->create_stream(StreamPriority::kHigh);
-  const std::vector<Tensor> inputs = seeded_inputs(cm.program, seed);
-  device->write_inputs(inst, be, inputs);
-  const std::vector<Tensor> want = run_to_end(*device, be, inst, 0);
+  constexpr int kInputSets = 3;
+  std::vector<Tensor> inputs[kInputSets], want[kInputSets];
+  for (int i = 0; i < kInputSets; ++i) {
+    inputs[i] = seeded_inputs(cm.program, seed + static_cast<uint64_t>(i));
+    device->write_inputs(inst, be, inputs[i]);
+    want[i] = run_to_end(*device, be, inst, 0);
+  }
+  ASSERT_FALSE(same_bytes(want[0], want[1]));
 
   Rng rng(seed);
   const int n = static_cast<int>(cm.program.kernels.size());
   int preempted_mid_model = 0;
+  int current = kInputSets - 1;  // what the arena holds now
   for (int trial = 0; trial < 200; ++trial) {
+    current = (current + 1 + static_cast<int>(rng.next_u64() % (kInputSets - 1))) % kInputSets;
+    device->write_inputs(inst, be, inputs[current]);
     const uint64_t base = device->completed(be);
     const int stop_after = 1 + static_cast<int>(rng.next_u64() % static_cast<uint64_t>(n));
     uint64_t launched = base;
@@ -81,8 +92,8 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
     ASSERT_LE(first_unfinished, stop_after);
     preempted_mid_model += launched - snapshot > 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
-    ASSERT_TRUE(same_bytes(got, want)) << "trial " << trial << ": resumed at kernel " << first_unfinished << " of "
-                                       << n;
+    ASSERT_TRUE(same_bytes(got, want[current])) << "trial " << trial << ": resumed at kernel " << first_unfinished
+                                                << " of " << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
 }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Runs every libFuzzer target in fuzz/ for FUZZ_SECONDS (default 15) each, starting from the
+# checked-in seed corpus (never written to; new inputs go to a scratch folder). A finding stops
+# the script with the crashing input saved under $FUZZ_ARTIFACTS (default build-fuzz/artifacts):
+# add it to fuzz/corpus/<target>/ once fixed, so it stays a regression input.
+# Usage: scripts/fuzz.sh BUILD_DIR (built with -DATOLL_FUZZ=ON, see scripts/test-sanitizers.sh)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:?usage: scripts/fuzz.sh BUILD_DIR}
+seconds=${FUZZ_SECONDS:-15}
+artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
+mkdir -p "$artifacts"
+for target in fuzz/corpus/*/; do
+  name=$(basename "$target")
+  bin="$build/fuzz/fuzz_$name"
+  [ -x "$bin" ] || { echo "fuzz: $bin is missing (configure with -DATOLL_FUZZ=ON)"; exit 1; }
+  scratch=$(mktemp -d)
+  # -rss_limit_mb: a parser that allocates what a header claims shows up as a finding.
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    "$bin" -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$artifacts/${name}-" "$scratch" "$target" 2>"$scratch.log" ||
+    { tail -40 "$scratch.log"; echo "fuzz: fuzz_$name found a problem (input in $artifacts)"; exit 1; }
+  echo "fuzz_$name: $(grep -E 'stat::number_of_executed_units' "$scratch.log" | awk '{print $2}') inputs in ${seconds} s, no finding"
+  rm -rf "$scratch" "$scratch.log"
+done

@@ -1,13 +1,19 @@
 #!/usr/bin/env bash
-# Runs every libFuzzer target in fuzz/ for FUZZ_SECONDS (default 15) each, starting from the
-# checked-in seed corpus (never written to; new inputs go to a scratch folder). A finding stops
-# the script with the crashing input saved under $FUZZ_ARTIFACTS (default build-fuzz/artifacts):
-# add it to fuzz/corpus/<target>/ once fixed, so it stays a regression input.
-# Usage: scripts/fuzz.sh BUILD_DIR (built with -DATOLL_FUZZ=ON, see scripts/test-sanitizers.sh)
+# Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan, coverage-instrumented libraries,
+# only what the parsers need) into ${ATOLL_FUZZ_DIR:-build-fuzz}, then runs each for FUZZ_SECONDS
+# (default 10) from the checked-in seed corpus (never written to; new inputs go to a scratch
+# folder). A finding stops the script with the crashing input saved under $FUZZ_ARTIFACTS
+# (default <build>/artifacts): add it to fuzz/corpus/<target>/ once fixed, so it stays a
+# regression input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-build=${1:?usage: scripts/fuzz.sh BUILD_DIR}
-seconds=${FUZZ_SECONDS:-15}
+build=${ATOLL_FUZZ_DIR:-build-fuzz}
+flags="-O1 -g -fsanitize=address,undefined,float-cast-overflow,fuzzer-no-link -fno-sanitize-recover=undefined"
+CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF \
+  -DATOLL_BUILD_TESTS=OFF -DATOLL_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" \
+  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
+cmake --build "$build" -j "$(nproc)" --target atoll_fuzz_targets
+seconds=${FUZZ_SECONDS:-10}
 artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
 mkdir -p "$artifacts"
 for target in fuzz/corpus/*/; do

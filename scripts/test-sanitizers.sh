@@ -1,19 +1,15 @@
 #!/usr/bin/env bash
 # The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (float-cast-overflow
-# included), every finding fatal, then every libFuzzer target in fuzz/ for a bounded time
-# (scripts/fuzz.sh, FUZZ_SECONDS each). One clang build serves both: the libraries carry the
-# fuzzer's coverage instrumentation (fuzzer-no-link), which the tests ignore. CPU backends only
-# (no CUDA), in ${ATOLL_SANITIZE_DIR:-build-asan}.
+# included), every finding fatal, in ${ATOLL_SANITIZE_DIR:-build-asan}; then every libFuzzer
+# target in fuzz/ for a bounded time (scripts/fuzz.sh, its own clang build). CPU only (no CUDA).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-deps.sh"
 dir="${ATOLL_SANITIZE_DIR:-build-asan}"
-flags="-O1 -g -fsanitize=address,undefined,float-cast-overflow,fuzzer-no-link -fno-sanitize-recover=undefined"
-flags="$flags -fno-omit-frame-pointer"
-CC=clang CXX=clang++ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF \
-  -DATOLL_BUILD_TESTS=ON -DATOLL_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags" \
-  -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+flags="-O1 -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
+cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF -DATOLL_BUILD_TESTS=ON \
+  -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
 cmake --build "$dir" -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$dir" -LE gpu --output-on-failure -j "$(nproc)" --timeout 600
-"$(dirname "$0")/fuzz.sh" "$dir"
+"$(dirname "$0")/fuzz.sh"

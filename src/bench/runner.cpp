@@ -148,7 +148,7 @@ class Runner {
     auto it = models_.find(key);
     if (it != models_.end()) return it->second;
     Prepared p;
-    const bool computes = !sched::is_simulated(device);
+    const bool computes = device.computes();
     const ZooModel model{.name = c.model, .batch = c.batch, .seed = o_.seed, .seq_len = c.seq_len};
     p.compiled = compile_zoo_model(model, device.target(), computes, o_.inflight_cap);
     p.inputs = seeded_inputs(p.compiled.program, o_.seed);

@@ -10,6 +10,7 @@ CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, con
   ATOLL_CHECK(target.act_dtype == DType::kF32 || target.act_dtype == DType::kF16, kInvalidArgument,
               "activations must be stored as f32 or f16, not {}", dtype_name(target.act_dtype));
   WorkGraph w(graph);
+  w.compute_values = options.compute_weights;
   drop_dropout(w);
   fold_batchnorm(w, options.fold_batchnorm);
   if (options.fuse_epilogues) {

@@ -14,6 +14,9 @@ struct CompileOptions {
   // after later ones already wrote: no buffer is reused until this many kernels after its last
   // reader, and re-running never reads clobbered memory.
   int inflight_window = 4;
+  // Off for devices that only time kernels: the weights keep their shapes, but no pass computes
+  // their values (folded and reordered weights stay zero, and untouched zero pages cost nothing).
+  bool compute_weights = true;
 };
 
 struct CompiledModel {

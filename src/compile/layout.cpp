@@ -29,9 +29,10 @@ bool follows_input(OpKind op) {
 bool is_view(OpKind op) { return op == OpKind::kReshape || op == OpKind::kFlatten; }
 
 // Reorders a conv weight OIHW -> [O, kh, kw, I]; the tensor keeps its logical shape.
-Tensor to_ohwi(const Tensor& t) {
+Tensor to_ohwi(const Tensor& t, bool compute_values) {
   const Shape& s = t.shape();
   Tensor out(DType::kF32, s);
+  if (!compute_values) return out;
   auto src = t.as<float>();
   auto dst = out.as<float>();
   const int64_t O = s[0], I = s[1], H = s[2], W = s[3];
@@ -81,7 +82,7 @@ void assign_layouts(WorkGraph& w) {
         if (it == reordered_weights.end()) {
           const WValue& src = w.values[static_cast<size_t>(wv)];
           ATOLL_CHECK(src.kind == ValueKind::kWeight, kUnsupported, "conv '{}': weights must be constants", n.name);
-          const int nv = w.add_weight(src.name + ".ohwi", to_ohwi(w.weights.at(src.name)));
+          const int nv = w.add_weight(src.name + ".ohwi", to_ohwi(w.weights.at(src.name), w.compute_values));
           w.values[static_cast<size_t>(nv)].layout = Layout::kNHWC;
           it = reordered_weights.emplace(wv, nv).first;
         }

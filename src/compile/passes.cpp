@@ -75,10 +75,10 @@ void fold_batchnorm(WorkGraph& w, bool fold_into_conv) {
       WNode& conv = w.nodes[static_cast<size_t>(p)];
       const Conv2dParams cp = conv2d_params(conv.attrs);
       const Tensor& wt = weight_of(w, conv.in[1]);
-      Tensor folded = wt.clone();
+      Tensor folded = w.compute_values ? wt.clone() : Tensor(wt.dtype(), wt.shape());
       auto fw = folded.as<float>();
       const size_t per_out = fw.size() / channels;
-      for (size_t o = 0; o < channels; ++o) {
+      for (size_t o = 0; o < channels && w.compute_values; ++o) {
         for (size_t k = 0; k < per_out; ++k) fw[o * per_out + k] = static_cast<float>(fw[o * per_out + k] * scale[o]);
       }
       Tensor bias(DType::kF32, Shape{static_cast<int64_t>(channels)});

@@ -34,6 +34,7 @@ struct WorkGraph {
   std::vector<int> outputs;
   std::vector<std::string> output_names;  // the graph's names, kept while passes swap values
   WeightStore weights;  // by value name; passes add folded/reordered weights here
+  bool compute_values = true;  // false: new weights get their shapes only (CompileOptions)
 
   explicit WorkGraph(const Graph& g);
   int add_value(WValue v);

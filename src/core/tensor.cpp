@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <new>
 
@@ -8,7 +10,16 @@
 namespace atl {
 
 namespace {
+// Large buffers come straight from mmap: the kernel hands out zero pages lazily, so a tensor that
+// is never written (the zero weights a timing-only compile uses) costs address space, not memory.
+constexpr size_t kMapAtBytes = size_t{1} << 20;
+
 std::shared_ptr<std::byte[]> allocate(size_t bytes) {
+  if (bytes >= kMapAtBytes) {
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    return std::shared_ptr<std::byte[]>(static_cast<std::byte*>(p), [bytes](std::byte* q) { munmap(q, bytes); });
+  }
   const size_t rounded = (bytes + 63) / 64 * 64;
   auto* p = static_cast<std::byte*>(::operator new[](rounded == 0 ? 64 : rounded, std::align_val_t{64}));
   std::memset(p, 0, rounded == 0 ? 64 : rounded);

@@ -20,7 +20,7 @@ struct ZooModel {
 };
 
 // Builds a zoo model and compiles it for `target`. A device that computes gets the zoo's seeded
-// weights; a timing-only one gets zeros, which are cheap for the big models. `inflight_cap` is
+// weights; for a timing-only one the model compiles on zeros and the result holds no weights. `inflight_cap` is
 // the scheduler's: the plan keeps buffers apart for that many kernels in flight.
 CompiledModel compile_zoo_model(const ZooModel& model, const CompileTarget& target, bool computes,
                                 int inflight_cap = 4);

@@ -322,7 +322,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   SimExecOptions sim;
   sim.gpu = o.sim;
   std::unique_ptr<ExecDevice> device = make_exec_device(o.device, sim);
-  const bool computes = !is_simulated(*device);
+  const bool computes = device->computes();
 
   Workload w;
   w.duration = static_cast<DeviceTime>(std::llround(o.duration_s * 1e9));

@@ -53,6 +53,9 @@ class ExecDevice {
   virtual std::string description() const = 0;
   // What compile_graph must produce for load().
   virtual CompileTarget target() const = 0;
+  // Whether launches compute outputs from weight values; a timing-only device loads programs
+  // with no weights at all.
+  virtual bool computes() const { return true; }
 
   // Uploads weights and allocates the activation arena. An instance serves one task at a time.
   virtual InstanceId load(const Program& program, const WeightStore& weights) = 0;

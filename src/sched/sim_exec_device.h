@@ -22,6 +22,7 @@ class SimExecDevice final : public ExecDevice {
   ~SimExecDevice() override;
 
   std::string name() const override { return "sim"; }
+  bool computes() const override { return options_.numerics; }
   std::string description() const override;
   CompileTarget target() const override;
 

@@ -98,7 +98,8 @@ TEST(CpuNaN, SoftmaxRowWithNaNIsNaN) {
   // first element the running maximum sees.
   const std::vector<std::pair<std::string, size_t>> cases = {
       {"softmax_last_axis", 1}, {"softmax_axis1", 12}, {"softmax_channels_nhwc", 12}};
-  for (const auto& [name, at] : cases) {
+  for (const auto& [name, nan_index] : cases) {
+    const size_t at = nan_index;  // lambdas capture structured bindings only from clang 16
     const Tensor out = run_filled(find_case(name), [&](size_t j, float v) { return j == at ? kNaN : v; });
     EXPECT_TRUE(std::isnan(out.as<float>()[0])) << name;
   }

@@ -67,7 +67,10 @@ using BurstCase = std::tuple<Mode, RtOrder, bool>;
 class RtBurst : public ::testing::TestWithParam<BurstCase> {};
 
 TEST_P(RtBurst, EveryRequestServedInTheRtOrder) {
-  const auto [mode, order, armed] = GetParam();
+  // Plain names: lambdas below capture them (structured bindings only from clang 16).
+  const Mode mode = std::get<0>(GetParam());
+  const RtOrder order = std::get<1>(GetParam());
+  const bool armed = std::get<2>(GetParam());
   SimExecDevice device;
   SchedulerOptions so;
   so.mode = mode;

@@ -1,6 +1,7 @@
+// CUDA builds only: the header includes the CUDA backend's.
+#ifdef ATOLL_HAVE_CUDA
 #include "runtime/kernel_profiler.h"
 
-#ifdef ATOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 #include <algorithm>

@@ -3,6 +3,7 @@
 // launches it, not preemptible, on its own low-priority stream. One padded kernel per lane is
 // in flight at a time; the lane's cursor moves on as it ends, so a padded kernel never runs
 // again, and a later reset cuts only the launches after it.
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -22,16 +23,27 @@ KernelCosts KernelCosts::from(const ModelProfile& profile) {
 }
 
 RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now) {
-  const auto k = static_cast<size_t>(kernel);
-  RtWindow w;
-  w.remaining_ns = rt.ns[k] - (now - since);
-  w.busy_share = k + 1 < rt.share.size() ? std::max(rt.share[k], rt.share[k + 1]) : rt.share[k];
-  return w;
+  return RtWindow{&rt, kernel, rt.ns[static_cast<size_t>(kernel)] - (now - since), 0.0};
 }
 
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns) {
-  const auto k = static_cast<size_t>(kernel);
-  return launch_ns + be.ns[k] <= window.remaining_ns && window.busy_share + be.share[k] <= 1.0;
+  // An RT kernel past its profiled time ends at an unknown moment: nothing is planned beside it.
+  if (window.rt == nullptr || window.remaining_ns <= 0) return false;
+  const KernelCosts& rt = *window.rt;
+  const DeviceTime need = launch_ns + be.ns[static_cast<size_t>(kernel)];
+  const double share = be.share[static_cast<size_t>(kernel)] + window.padded_share;
+  const auto first = static_cast<size_t>(window.kernel);
+  const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
+  DeviceTime ends_in = window.remaining_ns;  // until RT kernel j starts, in the loop
+  for (size_t j = first; j < end; ++j) {
+    if (share + rt.share[j] > 1.0) return false;
+    if (j > first) {
+      if (ends_in >= need) return true;
+      ends_in += rt.ns[j];
+    }
+  }
+  // The task's last kernels: nothing after them to collide with.
+  return end == rt.ns.size() && ends_in >= need;
 }
 
 // At add_client: a padding mode cannot plan without every client's profile, and says how to get one.
@@ -69,9 +81,9 @@ RtWindow Scheduler::Impl::running_rt_window() {
 
 void Scheduler::Impl::pad_be_lanes() {
   RtWindow window = running_rt_window();
-  if (window.remaining_ns <= options.padding_launch_ns) return;
+  if (window.rt == nullptr) return;
   for (const Lane& l : lanes) {
-    if (!is_rt(client_of(l)) && l.completed < l.padded_through) window.busy_share += l.padded_share;
+    if (!is_rt(client_of(l)) && l.completed < l.padded_through) window.padded_share += l.padded_share;
   }
   for (Lane& l : lanes) {
     if (is_rt(client_of(l))) continue;
@@ -106,7 +118,7 @@ bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   if (first) t.first_seq = seq;
   l.padded_through = seq;
   l.padded_share = c.costs.share[static_cast<size_t>(t.next_launch)];
-  window.busy_share += l.padded_share;
+  window.padded_share += l.padded_share;
   ++t.next_launch;
   ++stats.padded_kernels;
   return true;

@@ -1,9 +1,9 @@
 #pragma once
 // The fit rule of the padding modes, apart from the scheduler so that it can be tested and
-// timed alone. An RT kernel leaves some SMs idle for some time; a BE kernel fits beside it when
-// its profiled time, counted from the moment it could start, ends before the RT kernel's
-// profiled end, and its SM share fits in what the RT kernel (and BE kernels already padded)
-// leave. Every query is a few array reads: selection costs nanoseconds, not microseconds.
+// timed alone. RT kernels leave some SMs idle for some time; a BE kernel fits beside them when
+// its profiled time, counted from the moment it could start, ends before the RT kernels it
+// overlaps do by their profiles, and its SM share fits in what each of them (and BE kernels
+// already padded) leave. A query reads a few array entries: nanoseconds, not microseconds.
 #include <vector>
 
 #include "profile/kernel_profile.h"
@@ -18,19 +18,26 @@ struct KernelCosts {
   static KernelCosts from(const ModelProfile& profile);
 };
 
-// What a running RT kernel leaves: time until its profiled end and the SMs it keeps busy.
+// How far ahead of the running RT kernel a padded BE kernel may reach: a few kernels keep a
+// query a short loop.
+inline constexpr int kPaddingLookahead = 8;
+
+// The running RT task as padding sees it: its current kernel, the time that kernel has left by
+// its profile, and the SM share BE kernels padded earlier still hold.
 struct RtWindow {
+  const KernelCosts* rt = nullptr;  // null: no RT kernel runs, nothing fits
+  int kernel = 0;
   DeviceTime remaining_ns = 0;
-  double busy_share = 1.0;
+  double padded_share = 0;
 };
 
-// RT kernel `kernel`, seen running since `since`, at `now`. Its SM share counts with the next
-// kernel's (whichever is larger): the scheduler sees a kernel's end only when it next looks, so
-// the next kernel may already be running.
+// RT kernel `kernel` of `rt`, seen running since `since`, at `now`.
 RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now);
 
-// Whether BE kernel `kernel` fits beside `window` when launched now and able to start
-// `launch_ns` later.
+// Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends within the
+// RT kernels it would run beside (the current one and up to kPaddingLookahead after it) while
+// its share, with the padded share, fits beside each of them and beside the RT kernel after its
+// end: the scheduler sees an RT kernel end only when it next looks, so that one may have begun.
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);
 
 }  // namespace atl::sched

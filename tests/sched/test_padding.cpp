@@ -25,15 +25,32 @@ TEST(PaddingFit, TimeAndShareMustBothFit) {
   const KernelCosts be = costs({10'000, 90'000, 10'000}, {0.5, 0.1, 0.6});
   const RtWindow w = rt_window(rt, 0, /*since=*/1'000'000, /*now=*/1'005'000);
   EXPECT_EQ(w.remaining_ns, 95'000);
-  EXPECT_DOUBLE_EQ(w.busy_share, 0.5) << "the next RT kernel's share counts too";
   EXPECT_TRUE(fits_beside(be, 0, w, 6'000));
-  EXPECT_FALSE(fits_beside(be, 1, w, 6'000)) << "90 us + 6 us of launch past 95 us left";
   EXPECT_TRUE(fits_beside(be, 1, w, 5'000));
-  EXPECT_FALSE(fits_beside(be, 2, w, 6'000)) << "0.6 of the SMs beside 0.5";
-  const RtWindow last = rt_window(rt, 1, 0, 60'000);
-  EXPECT_LT(last.remaining_ns, 0) << "the kernel overran its profile: nothing fits";
-  EXPECT_FALSE(fits_beside(be, 0, last, 0));
-  EXPECT_DOUBLE_EQ(last.busy_share, 0.5);
+  EXPECT_FALSE(fits_beside(be, 2, w, 6'000)) << "0.6 of the SMs beside the next RT kernel's 0.5";
+  RtWindow padded = w;
+  padded.padded_share = 0.5;
+  EXPECT_FALSE(fits_beside(be, 0, padded, 6'000)) << "0.5 already padded, 0.5 more, beside 0.25";
+  const RtWindow overran = rt_window(rt, 1, 0, 60'000);
+  EXPECT_LT(overran.remaining_ns, 0);
+  EXPECT_FALSE(fits_beside(be, 0, overran, 0)) << "the kernel overran its profile: nothing fits";
+  EXPECT_FALSE(fits_beside(be, 0, RtWindow{}, 0)) << "no RT kernel runs";
+}
+
+// A BE kernel longer than what is left of the current RT kernel fits across the next ones, as
+// long as its share fits beside each of them and beside the one after its end.
+TEST(PaddingFit, ABeKernelMaySpanSeveralRtKernels) {
+  const KernelCosts rt = costs({10'000, 10'000, 10'000, 10'000, 10'000}, {0.2, 0.2, 0.2, 0.2, 0.9});
+  const KernelCosts be = costs({20'000, 30'000, 3'000}, {0.5, 0.5, 0.5});
+  const RtWindow w = rt_window(rt, 0, 0, 0);
+  EXPECT_TRUE(fits_beside(be, 0, w, 5'000)) << "25 us over RT kernels 0-2, and kernel 3 leaves room";
+  EXPECT_FALSE(fits_beside(be, 1, w, 5'000)) << "35 us reaches into RT kernel 3, so kernel 4 (0.9) counts";
+  const KernelCosts alone = costs({10'000}, {0.2});
+  EXPECT_FALSE(fits_beside(be, 0, rt_window(alone, 0, 0, 0), 5'000)) << "the task ends after 10 us";
+  EXPECT_TRUE(fits_beside(be, 2, rt_window(alone, 0, 0, 0), 5'000)) << "8 us within its last kernel";
+  const KernelCosts long_rt = costs(std::vector<DeviceTime>(20, 1'000), std::vector<double>(20, 0.1));
+  EXPECT_FALSE(fits_beside(be, 0, rt_window(long_rt, 0, 0, 0), 0))
+      << "the lookahead stops after " << kPaddingLookahead << " kernels";
 }
 
 // Selection reads a few array entries per BE lane: far below the 1 us budget.
@@ -49,7 +66,7 @@ TEST(PaddingFit, SelectionTakesWellUnderAMicrosecond) {
   int fits = 0;
   const auto start = std::chrono::steady_clock::now();
   for (int q = 0; q < kQueries; ++q) {
-    const RtWindow w = rt_window(rt, q % 499, 0, q % 50'000);
+    const RtWindow w = rt_window(rt, q % 499, 0, q % 5'000);
     fits += fits_beside(be, (q * 7) % 500, w, 6'000) ? 1 : 0;
   }
   const double ns_per_query =

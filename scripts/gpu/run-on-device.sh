@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding" runs only when
+#   named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
@@ -79,6 +80,26 @@ if has_step l2 && [[ -f .carry/l2/sim.json ]]; then
       echo "l2 measure $model failed: $(tail -1 "$out/l2_$model.log")"
   done
   python3 scripts/l2/rank.py .carry/l2/sim.json "$out"/l2_*.json --json "$out/l2_rank.json"
+fi
+if has_step padding; then
+  # Kernel profiles of PAD_MODELS at batch 1, then the high-contention pairs of the padding issue:
+  # RT and BE both closed loop, every ordered pair, PAIRS_SECONDS per pair and mode.
+  pad_models=${PAD_MODELS:-vgg19 resnet152 densenet201 inception_v3 bert_base}
+  profiles=()
+  for m in $pad_models; do
+    if timeout -k 5 "${PROFILE_LIMIT:-120}" "$bin/atoll" profile "$m" --batch 1 --device cuda \
+      --out "$out/profile_$m.json" >"$out/profile_$m.log" 2>&1; then
+      profiles+=(--profile "$out/profile_$m.json")
+      tail -2 "$out/profile_$m.log" | head -1
+    else
+      echo "profile $m failed: $(tail -1 "$out/profile_$m.log")"
+    fi
+  done
+  timeout -k 5 "${PAIRS_LIMIT:-500}" "$bin/atoll" bench pairs --device cuda --models "${pad_models// /,}" \
+    --modes "${PAIRS_MODES:-rt-only,reset,streams,padding-concurrent}" --duration "${PAIRS_SECONDS:-0.5}" \
+    "${profiles[@]}" --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
+    echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
+  cat "$out/pairs.txt"
 fi
 if has_step bench; then
   # shellcheck disable=SC2086

@@ -1,4 +1,5 @@
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,9 +10,12 @@
 
 #include "apps/commands.h"
 #include "apps/options.h"
+#include "bench/pairs.h"
 #include "bench/runner.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/text.h"
+#include "profile/kernel_profile.h"
 
 namespace atl::apps {
 
@@ -28,6 +32,7 @@ struct DisbFlags {
   double warmup_s = bench::DisbOptions{}.warmup_s;
   std::string rt_arrival = "armed";
   std::string rt_order = "fifo";
+  std::vector<std::string> profiles;  // kernel profile files
 };
 
 // Where shipped workloads are looked for: $ATOLL_WORKLOADS_DIR, the working directory's
@@ -127,6 +132,7 @@ void run_disb_command(const DisbFlags& f) {
   o.armed_rt = f.rt_arrival == "armed";
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
+  for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   const bool all = f.workload == "all";
   const std::vector<std::string> names = all ? bench::shipped_workloads() : std::vector<std::string>{f.workload};
   // Every file is read and checked before the first (long) run starts.
@@ -157,6 +163,73 @@ void run_disb_command(const DisbFlags& f) {
   }
 }
 
+struct PairFlags {
+  std::vector<std::string> models = bench::PairOptions{}.models;
+  std::vector<std::string> modes{"rt-only", "reset", "streams", "padding-concurrent"};
+  double duration_s = 1.0;
+  int64_t batch = 1;
+  std::string device = "sim";
+  std::string json;
+  std::vector<std::string> profiles;
+};
+
+void print_pairs(const bench::PairResults& r) {
+  fmt::print("RT + BE pairs, both closed loop, batch {}, {} s per pair and mode on {}\n", r.batch, r.duration_s,
+             r.device);
+  fmt::print("{:<14} {:<14} {:<19} {:>10} {:>10} {:>8} {:>8} {:>9} {:>7}\n", "RT", "BE", "mode", "RT mean ms",
+             "RT p99 ms", "RT/s", "BE/s", "total/s", "padded");
+  for (const bench::PairModeResult& p : r.runs) {
+    fmt::print("{:<14} {:<14} {:<19} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f} {:>9.1f} {:>7}\n", p.rt, p.be, p.mode,
+               p.rt_latency_ms.mean_ms, p.rt_latency_ms.p99_ms, p.rt_per_s, p.be_per_s, p.overall_per_s(),
+               p.padded_kernels);
+  }
+  fmt::print("\n{:<19} {:>16} {:>17} {:>14} {:>16}\n", "mode", "RT vs rt-only", "worst pair", "total/reset",
+             "total/streams");
+  for (const bench::PairModeSummary& s : r.summary) {
+    fmt::print("{:<19} {:>+15.2f}% {:>+16.2f}% {:>13.2f}x {:>15.2f}x\n", s.mode, s.rt_overhead_mean_pct,
+               s.rt_overhead_worst_pct, s.throughput_vs_reset, s.throughput_vs_streams);
+  }
+}
+
+void run_pairs_command(const PairFlags& f) {
+  bench::PairOptions o;
+  o.models = f.models;
+  o.modes.clear();
+  for (const std::string& m : f.modes) o.modes.push_back(sched::mode_from_name(m));
+  o.duration_s = f.duration_s;
+  o.batch = f.batch;
+  o.device = f.device;
+  for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
+  const bool tty = isatty(STDERR_FILENO) == 1;
+  o.on_progress = [tty](const std::string& what) {
+    if (!tty) return;
+    fmt::print(stderr, "\r\033[K{}", what);
+    std::fflush(stderr);
+  };
+  const bench::PairResults r = bench::run_pairs(o);
+  if (tty) fmt::print(stderr, "\r\033[K");
+  if (!f.json.empty()) write_file_atomic(f.json, bench::pairs_to_json(r));
+  print_pairs(r);
+}
+
+void add_pairs_command(CLI::App& bench, const std::vector<std::string>& modes) {
+  auto* cmd = bench.add_subcommand(
+      "pairs", "One RT and one BE client, both closed loop, for every pair of models, under each mode");
+  auto f = std::make_shared<PairFlags>();
+  cmd->add_option("--models", f->models, "Zoo models, comma-separated (every ordered pair runs)")->delimiter(',');
+  cmd->add_option("--modes", f->modes, fmt::format("Modes, comma-separated: {}", fmt::join(modes, ", ")))
+      ->delimiter(',')
+      ->check(CLI::IsMember(modes));
+  cmd->add_option("--duration", f->duration_s, "Seconds per pair and mode (simulated time on sim)")
+      ->check(CLI::Range(1e-3, 3600.0));
+  cmd->add_option("--batch", f->batch, "Batch size of every client")->check(CLI::Range(int64_t{1}, int64_t{4096}));
+  cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
+  cmd->add_option("--json", f->json, "Write the results here");
+  cmd->add_option("--profile", f->profiles, "Kernel profiles from `atoll profile` (repeatable)")
+      ->check(CLI::ExistingFile);
+  cmd->callback([f] { run_pairs_command(*f); });
+}
+
 }  // namespace
 
 void add_bench_command(CLI::App& app) {
@@ -166,9 +239,12 @@ void add_bench_command(CLI::App& app) {
       "disb", "DISB: RT and BE clients sharing the device under every scheduling mode (docs/DISB.md)");
   auto f = std::make_shared<DisbFlags>();
   cmd->add_option("--workload", f->workload, "A, B, C, D, E, F, G, REAL, all, or a workload JSON file")->required();
-  cmd->add_option("--modes", f->modes, "Modes to run, comma-separated (default: every mode)")
+  std::vector<std::string> modes;
+  for (const sched::Mode m : sched::all_modes()) modes.push_back(sched::mode_name(m));
+  cmd->add_option("--modes", f->modes,
+                  fmt::format("Modes to run, comma-separated (default: every mode): {}", fmt::join(modes, ", ")))
       ->delimiter(',')
-      ->check(CLI::IsMember({"rt-only", "seq", "streams", "streams-prio", "wait", "reset"}));
+      ->check(CLI::IsMember(modes));
   cmd->add_option("--duration", f->duration_s, "Seconds of arrivals per mode (simulated time on sim)")
       ->check(CLI::Range(1e-3, 3600.0));
   cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
@@ -187,7 +263,12 @@ void add_bench_command(CLI::App& app) {
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "
                   "client's deadline_ms)")
       ->check(CLI::IsMember({"fifo", "edf"}));
+  cmd->add_option("--profile", f->profiles,
+                  "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them, and the "
+                  "simulator runs their measured times; padding modes profile models without one on the device")
+      ->check(CLI::ExistingFile);
   cmd->callback([f] { run_disb_command(*f); });
+  add_pairs_command(*bench, modes);
 }
 
 }  // namespace atl::apps

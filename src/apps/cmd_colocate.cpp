@@ -1,4 +1,5 @@
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -9,6 +10,7 @@
 #include "apps/options.h"
 #include "core/error.h"
 #include "models/zoo.h"
+#include "profile/kernel_profile.h"
 #include "sched/colocate.h"
 
 namespace atl::apps {
@@ -27,6 +29,7 @@ struct ColocateFlags {
   int cap = 4;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   std::string rt_arrival = "armed";
+  std::vector<std::string> profiles;  // kernel profile files
   bool json = false;
 };
 
@@ -102,6 +105,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
                         {"staging_us", stats_json(r.preemption_staging_us)},
                         {"staging_share", {{"p50", r.staging_share_p50}, {"p99", r.staging_share_p99}}},
                         {"relaunched_kernels", r.relaunched_kernels}};
+    j["padded_kernels"] = r.padded_kernels;
     for (const auto& c : r.clients) {
       nlohmann::json cj{{"model", c.name},
                         {"class", sched::task_class_name(c.task_class)},
@@ -138,6 +142,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   fmt::print("  of which staging (arrival -> dispatch) p50 {:.1f} us ({:.0f}%)  p99 {:.1f} us ({:.0f}%)\n",
              r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
              100 * r.staging_share_p99);
+  if (sched::mode_traits(r.mode).pads_be) fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
 }
 
 void run_colocate_command(const ColocateFlags& f) {
@@ -159,6 +164,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
+  for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
   print_report(sched::run_colocate(o), f);
@@ -174,8 +180,10 @@ void add_colocate_command(CLI::App& app) {
       ->required()
       ->delimiter(',');
   cmd->add_option("--be", f->be, "BE models, closed loop: MODEL[@BATCH][,MODEL[@BATCH]...]")->delimiter(',');
-  cmd->add_option("--mode", f->mode, "rt-only, seq, streams, streams-prio, wait or reset")
-      ->check(CLI::IsMember({"rt-only", "seq", "streams", "streams-prio", "wait", "reset"}));
+  std::vector<std::string> modes;
+  for (const sched::Mode m : sched::all_modes()) modes.push_back(sched::mode_name(m));
+  cmd->add_option("--mode", f->mode, fmt::format("Scheduling mode: {}", fmt::join(modes, ", ")))
+      ->check(CLI::IsMember(modes));
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline; a request's "
                   "deadline is its arrival plus its client's period)")
@@ -193,6 +201,10 @@ void add_colocate_command(CLI::App& app) {
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")
       ->check(CLI::IsMember({"armed", "launch"}));
+  cmd->add_option("--profile", f->profiles,
+                  "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them, and the "
+                  "simulator runs their measured times; padding modes profile models without one on the device")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--json", f->json, "Print JSON");
   cmd->callback([f] { run_colocate_command(*f); });
 }

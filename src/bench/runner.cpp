@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "models/zoo.h"
 #include "runtime/model_source.h"
+#include "sched/profiles.h"
 
 namespace atl::bench {
 
@@ -63,7 +64,7 @@ size_t traced_index(const std::vector<std::string>& modes) {
 
 class Runner {
  public:
-  Runner(const Workload& w, const DisbOptions& o) : w_(w), o_(o) {
+  Runner(const Workload& w, const DisbOptions& o) : w_(w), o_(o), profiles_(o.profiles) {
     ATOLL_CHECK(!o.modes.empty(), kInvalidArgument, "DISB needs at least one scheduling mode");
     ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument,
                 "duration must be positive (got {} s)", o.duration_s);
@@ -180,6 +181,7 @@ class Runner {
       wc.name = spec.name;
       wc.task_class = spec.realtime ? sched::TaskClass::kRealTime : sched::TaskClass::kBestEffort;
       wc.instance = device->load(p.compiled.program, p.compiled.weights);
+      sched::attach_profile(*device, wc.instance, profiles_, sched::mode_traits(mode).pads_be);
       wc.closed_loop = spec.load == LoadType::kClosedLoop;
       wc.concurrency = spec.concurrency;
       for (double t : scheduled_arrivals(spec, duration_ms, o_.seed)) {
@@ -261,6 +263,7 @@ class Runner {
   const Workload& w_;
   const DisbOptions& o_;
   std::map<std::tuple<std::string, int64_t, int64_t>, Prepared> models_;
+  std::vector<ModelProfile> profiles_;  // given, then measured for the padding modes
   DisbProgress progress_;
 };
 

@@ -44,6 +44,10 @@ struct DisbOptions {
   // Makes each run's device instead of `device` (a test's wall-clock device).
   std::function<std::unique_ptr<sched::ExecDevice>()> make_device;
   std::function<void(const DisbProgress&)> on_progress;
+  // Kernel profiles (atoll profile), given to the clients whose programs they belong to in every
+  // run (the simulator then runs their measured times); the padding modes profile the others
+  // on the device once and reuse that.
+  std::vector<ModelProfile> profiles;
 };
 
 // The workloads shipped in bench/workloads: A B C D E F G REAL.

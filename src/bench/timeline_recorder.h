@@ -61,6 +61,13 @@ class TimelineRecorder final : public sched::ExecDevice {
   void stage_inputs(sched::InstanceId instance, std::span<const Tensor> inputs) override {
     inner_.stage_inputs(instance, inputs);
   }
+  void set_profile(sched::InstanceId instance, ModelProfile profile) override {
+    inner_.set_profile(instance, std::move(profile));
+  }
+  const ModelProfile* profile(sched::InstanceId instance) const override { return inner_.profile(instance); }
+  ModelProfile measure_profile(sched::InstanceId instance, const std::function<void(int, int)>& on_kernel) override {
+    return inner_.measure_profile(instance, on_kernel);
+  }
   sched::DeviceTime now() override { return inner_.now(); }
   void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }
   void synchronize(sched::StreamId stream) override { inner_.synchronize(stream); }

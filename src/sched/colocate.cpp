@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "runtime/model_source.h"
 #include "sched/cuda_exec_device.h"
+#include "sched/profiles.h"
 
 namespace atl::sched {
 
@@ -254,6 +255,7 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
   report.duration_s = static_cast<double>(w.duration) / 1e9;
   report.preemptions = run.stats.preemptions;
   report.relaunched_kernels = run.stats.relaunched_kernels;
+  report.padded_kernels = run.stats.padded_kernels;
   for (const RequestOutcome& o : run.requests) {
     if (o.status != RequestStatus::kServed) std::rethrow_exception(o.error);
     report.results.push_back(o.result);
@@ -332,6 +334,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;
+  std::vector<ModelProfile> profiles = o.profiles;
   auto add = [&](const std::string& model, const std::optional<int64_t>& batch, TaskClass cls) -> WorkloadClient& {
     batches.push_back(batch_of(model, batch));
     const CompiledModel cm = compile_zoo_model({.name = model, .batch = batches.back(), .seed = o.seed},
@@ -340,6 +343,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     c.name = model;
     c.task_class = cls;
     c.instance = device->load(cm.program, cm.weights);
+    attach_profile(*device, c.instance, profiles, mode_traits(o.mode).pads_be);
     c.inputs = seeded_inputs(cm.program, o.seed);
     w.clients.push_back(std::move(c));
     return w.clients.back();
@@ -364,6 +368,9 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   if (o.mode != Mode::kRtOnly) {
     for (const auto& be : o.be) add(be.model, be.batch, TaskClass::kBestEffort).closed_loop = true;
   }
+  std::vector<const Program*> programs;
+  for (const WorkloadClient& c : w.clients) programs.push_back(&device->program(c.instance));
+  check_profiles_used(o.profiles, programs);
   const double warmup_s = w.real_time ? o.warmup_s : 0.0;
   if (warmup_s > 0) {
     Workload warm = w;

@@ -117,6 +117,7 @@ struct WorkloadReport {
   LatencyStats preemption_staging_us;
   double staging_share_p50 = 0, staging_share_p99 = 0;
   int64_t relaunched_kernels = 0;
+  int64_t padded_kernels = 0;  // BE kernels run beside RT tasks (padding modes)
   double warmup_s = 0;    // the unmeasured run before (0: none, as on the simulator)
   bool armed_rt = false;  // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
   RtOrder rt_order = RtOrder::kArrival;
@@ -147,6 +148,9 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
+  // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
+  // simulator runs its measured times. The padding modes profile the others on the device.
+  std::vector<ModelProfile> profiles;
 };
 
 // Builds and compiles the zoo models, loads them (RT only in rt-only mode), runs periodic RT

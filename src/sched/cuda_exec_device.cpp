@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
+#include "runtime/kernel_profiler.h"
 
 namespace atl::sched {
 
@@ -86,6 +87,16 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   const Program& program(InstanceId instance) const override { return inst(instance).program(); }
+
+  // The kernel profiler (runtime/kernel_profiler.h) on the instance's own stream and flag.
+  ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel) override {
+    for (const StreamState& st : streams_) {
+      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot profile while work is held on a stream");
+    }
+    CudaProfileOptions o;
+    o.on_kernel = on_kernel;
+    return profile_cuda_instance(inst(instance), description(), o);
+  }
 
   using ExecDevice::write_inputs;
   bool write_inputs(InstanceId instance, StreamId stream, std::span<const Tensor> inputs,

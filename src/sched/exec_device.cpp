@@ -20,4 +20,22 @@ void ExecDevice::stage_inputs(InstanceId, std::span<const Tensor>) {
   ATOLL_THROW(kUnsupported, "device '{}' cannot stage inputs for an enqueued upload", name());
 }
 
+void ExecDevice::set_profile(InstanceId instance, ModelProfile profile) {
+  if (runs_foreign_profiles()) {
+    check_profile_program(profile, program(instance));
+  } else {
+    check_profile(profile, program(instance), description());
+  }
+  profiles_[instance] = std::move(profile);
+}
+
+const ModelProfile* ExecDevice::profile(InstanceId instance) const {
+  const auto it = profiles_.find(instance);
+  return it == profiles_.end() ? nullptr : &it->second;
+}
+
+ModelProfile ExecDevice::measure_profile(InstanceId, const std::function<void(int, int)>&) {
+  ATOLL_THROW(kUnsupported, "device '{}' cannot profile kernels", name());
+}
+
 }  // namespace atl::sched

@@ -13,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -20,6 +21,7 @@
 
 #include "core/tensor.h"
 #include "ir/graph.h"
+#include "profile/kernel_profile.h"
 #include "program/program.h"
 
 namespace atl::sched {
@@ -116,6 +118,17 @@ class ExecDevice {
   // enqueued upload reads them. The upload must still be held, or the instance idle.
   virtual void stage_inputs(InstanceId instance, std::span<const Tensor> inputs);
 
+  // ---- Kernel profiles (the padding modes) ----
+  // Attaches `profile` to an instance after checking it against the instance's program and,
+  // unless the device simulates whichever device a profile was measured on, this device's
+  // description (kInvalidArgument otherwise). Replaces an earlier one.
+  virtual void set_profile(InstanceId instance, ModelProfile profile);
+  // The instance's profile, or null when none is attached.
+  virtual const ModelProfile* profile(InstanceId instance) const;
+  // Profiles an idle instance on this device (the simulator: from its model; CUDA: the kernel
+  // profiler), calling `on_kernel(done, total)` after each kernel. kUnsupported by default.
+  virtual ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel);
+
   virtual DeviceTime now() = 0;
   // Blocks until a launch has ended since the previous call (or already had) or the clock
   // reaches `deadline`. May return early; never sleeps past the deadline. With kNever and
@@ -123,6 +136,13 @@ class ExecDevice {
   virtual void wait_until(DeviceTime deadline) = 0;
   // Waits until every launch on `stream` has ended.
   virtual void synchronize(StreamId stream) = 0;
+
+ protected:
+  // The simulator runs any device's profile (its kernels then take the measured times).
+  virtual bool runs_foreign_profiles() const { return false; }
+
+ private:
+  std::map<InstanceId, ModelProfile> profiles_;
 };
 
 }  // namespace atl::sched

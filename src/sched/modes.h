@@ -16,6 +16,9 @@ enum class Mode : uint8_t {
   kStreamsPrio,  // as kStreams with RT streams at high priority
   kWait,         // RT mode stops BE launches; BE kernels on the device finish
   kReset,        // RT mode stops BE launches and raises the flag: BE kernels exit
+  // As kReset, and while an RT task runs, BE kernels that fit (by their profiles) beside its
+  // current kernel run concurrently on the BE streams: the NVIDIA-native form of REEF's padding
+  kPaddingConcurrent,
 };
 
 enum class LaneLayout : uint8_t {
@@ -35,10 +38,15 @@ struct ModeTraits {
   // RT tasks can wait on the device behind holds (SchedulerOptions::armed_rt): the arrival
   // path every mode but seq shares, so that modes differ in policy alone.
   bool arms_rt;
+  // While an RT task runs, BE kernels whose profiled time fits in what is left of the RT task's
+  // current kernel and whose SM share fits in the SMs it leaves idle are launched beside it
+  // (padding.cpp). Every client needs a kernel profile (ExecDevice::profile).
+  bool pads_be;
 };
 
 const ModeTraits& mode_traits(Mode m);
-const char* mode_name(Mode m);               // "rt-only", "seq", "streams", "streams-prio", "wait", "reset"
+// "rt-only", "seq", "streams", "streams-prio", "wait", "reset", "padding-concurrent"
+const char* mode_name(Mode m);
 Mode mode_from_name(std::string_view name);  // throws kInvalidArgument listing the modes
 std::vector<Mode> all_modes();
 

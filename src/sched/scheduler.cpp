@@ -29,6 +29,8 @@ Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), opt
               options.armed_kernels);
   ATOLL_CHECK(options.stall_timeout_ns >= 1, kInvalidArgument, "stall timeout must be positive (got {} ns)",
               options.stall_timeout_ns);
+  ATOLL_CHECK(options.padding_launch_ns >= 0, kInvalidArgument, "padding launch time must not be negative (got {} ns)",
+              options.padding_launch_ns);
   if (traits.layout == LaneLayout::kOneLane) add_lane(-1, StreamPriority::kLow);
 }
 
@@ -55,7 +57,8 @@ ClientId Scheduler::Impl::add_client(TaskClass task_class, std::string name, Ins
               "CompileOptions::inflight_window >= the cap)",
               name, options.inflight_cap, program.inflight_window);
   const ClientId id = static_cast<ClientId>(clients.size());
-  clients.push_back(Client{std::move(name), task_class, instance, kernels, {}, -1});
+  KernelCosts costs = traits.pads_be ? profiled_costs(name, instance) : KernelCosts{};
+  clients.push_back(Client{std::move(name), task_class, instance, kernels, {}, -1, std::move(costs)});
   const bool rt = task_class == TaskClass::kRealTime;
   if (traits.layout != LaneLayout::kOneLane) {
     const bool high = rt && traits.rt_high_priority;
@@ -221,6 +224,7 @@ void Scheduler::Impl::top_up(Lane& l) {
   Task& t = *l.task;
   if (t.error || l.cut_at != kNoCut) return;
   const Client& c = clients[static_cast<size_t>(t.client)];
+  if (rt_mode && !is_rt(c)) return;  // RT mode stops BE launches (padding launches apart)
   const uint64_t cap = is_rt(c) ? UINT64_MAX : static_cast<uint64_t>(options.inflight_cap);
   while (t.next_launch < c.kernels && l.launched - l.completed < cap) {
     if (yield_to_rt(c)) return;
@@ -228,8 +232,9 @@ void Scheduler::Impl::top_up(Lane& l) {
     LaunchOptions lo;
     lo.preemptible = !is_rt(c);
     lo.timed = first || t.next_launch == c.kernels - 1;
-    // An RT task is never rolled back: only its last kernel's end matters.
-    lo.report = lo.preemptible || t.next_launch == c.kernels - 1;
+    // An RT task is never rolled back: only its last kernel's end matters, except to padding,
+    // which follows the RT task kernel by kernel.
+    lo.report = lo.preemptible || t.next_launch == c.kernels - 1 || traits.pads_be;
     uint64_t seq;
     try {
       seq = launch(l, c.instance, t.next_launch, lo);
@@ -344,81 +349,6 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
     t->promise.set_exception(t->error);
   } else {
     t->promise.set_value(std::move(r));
-  }
-}
-
-// ---- the RT queue: RT mode, RT tasks one at a time ----
-
-void Scheduler::Impl::enter_rt_mode() {
-  const DeviceTime at = device.now();
-  rt_mode = true;
-  int preempted = 0;
-  for (Lane& l : lanes) {
-    if (is_rt(client_of(l))) continue;
-    observe(l);
-    settle(l);
-    if (!l.task || l.launched == l.completed) continue;
-    ++preempted;
-    ++l.task->preemptions;
-    if (traits.raises_flag) l.cut_at = l.completed;
-  }
-  stats.preemptions += preempted;
-  pending_preempted = preempted;
-  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
-}
-
-void Scheduler::Impl::leave_rt_mode() {
-  for (const Lane& l : lanes) {
-    if (l.cut_at != kNoCut) return;  // still draining: the flag must stay up
-  }
-  const DeviceTime at = device.now();
-  if (flag_raised) {
-    device.lower_flag();
-    flag_raised = false;
-  }
-  rt_mode = false;
-  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, at, 0});
-}
-
-bool Scheduler::Impl::rt_running() const {
-  return std::any_of(rt_lanes.begin(), rt_lanes.end(),
-                     [&](int i) { return lanes[static_cast<size_t>(i)].task != nullptr; });
-}
-
-// Starts the RT task on its client's lane: from the work already waiting there (armed), or by
-// raising the flag (reset mode, BE work in flight) and launching its kernels.
-void Scheduler::Impl::start_rt(TaskPtr t) {
-  Lane& l = lane_of(t->client);
-  t->preempted_tasks = pending_preempted;
-  pending_preempted = 0;
-  if (armed) {
-    start_armed(l, std::move(t));
-    return;
-  }
-  if (traits.raises_flag && t->preempted_tasks > 0 && !flag_raised) {
-    device.raise_flag(l.stream);
-    flag_raised = true;
-  }
-  bind(l, std::move(t));  // RT staging is never interrupted
-}
-
-void Scheduler::Impl::schedule_rt_queue() {
-  for (;;) {
-    if (!rt_running() && rt_queued()) {
-      if (!rt_mode) enter_rt_mode();
-      start_rt(pop_rt());
-    }
-    if (rt_mode && !rt_running() && !rt_queued()) leave_rt_mode();
-    if (rt_mode) return;
-    for (Lane& l : lanes) {
-      if (!is_rt(client_of(l)) && !rt_queued()) feed(l);
-    }
-    // An RT client's first task is enqueued once BE work is on the device; later ones right
-    // behind the task before them (start_armed).
-    if (armed && !rt_queued()) arm_idle_lanes();
-    // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
-    // rather than after the next completion.
-    if (!rt_queued()) return;
   }
 }
 

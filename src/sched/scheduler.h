@@ -51,6 +51,9 @@ struct SchedulerOptions {
   // Work waiting on the device with no launch ending and no task finishing for this long fails
   // every request with an error naming what the scheduler waits on, instead of hanging.
   DeviceTime stall_timeout_ns = 10'000'000'000;
+  // Padding modes: how long after its launch call a padded BE kernel can start. It must end,
+  // this much plus its profiled time from now, before the RT kernel beside it does.
+  DeviceTime padding_launch_ns = 6'000;
 };
 
 // RT mode transitions (wait and reset modes), for timelines.
@@ -70,6 +73,7 @@ struct SchedulerStats {
   int64_t kernel_launches = 0;
   int64_t interrupted_stagings = 0;  // BE input copies abandoned for an RT arrival
   int64_t armed_rt_tasks = 0;        // RT tasks started from work enqueued before they arrived
+  int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
 };
 
 class Scheduler {

@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "sched/padding.h"
 #include "sched/scheduler.h"
 
 namespace atl::sched {
@@ -43,6 +44,7 @@ struct Scheduler::Impl {
     int kernels;
     std::deque<TaskPtr> queue;  // arrived and not started, in arrival order
     int lane = -1;              // its own lane; -1 where every client shares one (seq)
+    KernelCosts costs;          // from the instance's profile, in the padding modes
   };
 
   // A device stream and its virtual host queue: the unlaunched kernels of the bound task.
@@ -64,6 +66,14 @@ struct Scheduler::Impl {
     int holds = 0;
     uint64_t parked = 0;
     uint64_t armed_seq = 0;
+    // Padding (BE lanes): the last launch made beside an RT task (not preemptible, so never
+    // cut) and the SM share it takes while in flight.
+    uint64_t padded_through = 0;
+    double padded_share = 0;
+    // Padding (RT lanes): the running task's kernel as last seen, and since when.
+    uint64_t seen_task = 0;
+    int seen_kernel = -1;
+    DeviceTime seen_since = 0;
   };
 
   Impl(ExecDevice& d, const SchedulerOptions& o);
@@ -99,12 +109,18 @@ struct Scheduler::Impl {
   void finish(Lane& l);
   void deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime end);
 
-  // ---- the RT queue (layout kRtQueue; scheduler.cpp) ----
+  // ---- the RT queue (layout kRtQueue; rt_queue.cpp) ----
   void enter_rt_mode();
   void leave_rt_mode();
   bool rt_running() const;
   void start_rt(TaskPtr t);
   void schedule_rt_queue();
+
+  // ---- padding (padding.cpp) ----
+  KernelCosts profiled_costs(const std::string& client, InstanceId instance) const;
+  void pad_be_lanes();
+  RtWindow running_rt_window();
+  bool pad(Lane& l, RtWindow& window);
 
   // ---- armed lanes (armed_lanes.cpp) ----
   void decide_arming();

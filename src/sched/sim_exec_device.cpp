@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/sim/sim_profile.h"
 #include "core/error.h"
 
 namespace atl::sched {
@@ -133,9 +134,18 @@ std::optional<LaunchSpan> SimExecDevice::launch_span(StreamId stream, uint64_t s
   return LaunchSpan{s->start, s->end};
 }
 
-void SimExecDevice::set_profile(InstanceId instance, const std::vector<double>& kernel_ms) {
+ModelProfile SimExecDevice::measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel) {
+  const Loaded& l = loaded(instance);
+  ModelProfile p = sim::profile_of_shapes(l.program, l.shapes, options_.gpu, description());
+  if (on_kernel) on_kernel(static_cast<int>(l.shapes.size()), static_cast<int>(l.shapes.size()));
+  return p;
+}
+
+void SimExecDevice::run_profile(InstanceId instance, const ModelProfile& profile) {
   Loaded& l = loaded(instance);
-  l.shapes = sim::profiled_shapes(l.program, kernel_ms, options_.gpu);
+  std::vector<sim::SimKernelShape> shapes = sim::shapes_from_profile(l.program, profile, options_.gpu);
+  set_profile(instance, profile);
+  l.shapes = std::move(shapes);
 }
 
 void SimExecDevice::set_kernel_shapes(InstanceId instance, std::vector<sim::SimKernelShape> shapes) {

@@ -53,14 +53,20 @@ class SimExecDevice final : public ExecDevice {
   void wait_until(DeviceTime deadline) override { gpu_.run_until_completion(deadline); }
   void synchronize(StreamId stream) override { gpu_.synchronize(stream); }
 
-  // Launch shapes of an instance's kernels: the roofline by default; a profile or explicit
-  // shapes replace them (one per kernel).
-  void set_profile(InstanceId instance, const std::vector<double>& kernel_ms);
+  // The profile of the instance's current shapes (what `atoll profile --device sim` writes).
+  ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel) override;
+  // Launch shapes of an instance's kernels: the roofline by default; a profile measured on any
+  // device (its times and SM shares, sim::shapes_from_profile) or explicit shapes replace them.
+  // The profile is attached too (set_profile), so the scheduler plans with what the model runs.
+  void run_profile(InstanceId instance, const ModelProfile& profile);
   void set_kernel_shapes(InstanceId instance, std::vector<sim::SimKernelShape> shapes);
   const std::vector<sim::SimKernelShape>& kernel_shapes(InstanceId instance) const;
 
   sim::SimGpu& gpu() { return gpu_; }
   const sim::SimGpu& gpu() const { return gpu_; }
+
+ protected:
+  bool runs_foreign_profiles() const override { return true; }
 
  private:
   struct Loaded {

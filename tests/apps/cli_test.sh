@@ -118,6 +118,24 @@ expect_error "colocate empty BE spec" "--be" "$atoll" colocate --rt tiny_vgg --b
 expect_ok "colocate near-zero rate ends" '"samples": 1' "$atoll" colocate --rt tiny_cnn:1e-10 --mode rt-only --duration 0.01 --json
 expect_error "colocate too many arrivals" "limit of 10000000" \
   "$atoll" colocate --rt tiny_cnn:1000000 --mode rt-only --duration 3600
+
+# The kernel profiler on the simulator, and the padding mode planning with (or without) its file.
+expect_ok "profile on sim" "profiled tiny_cnn batch 2 on simulated GPU.*: 13 kernels" \
+  "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
+expect_ok "profile file is keyed" '"fingerprint": "[0-9a-f]{16}"' cat "$work/tiny_cnn.profile.json"
+expect_ok "colocate padding with a profile" '"padded_kernels": [1-9]' "$atoll" colocate --rt resnet50:1000 \
+  --be tiny_cnn@2 --mode padding-concurrent --duration 0.01 --profile "$work/tiny_cnn.profile.json" --json
+expect_ok "colocate padding profiles on the device" "BE kernels ran beside RT tasks" \
+  "$atoll" colocate --rt tiny_vgg:2000 --be tiny_cnn --mode padding-concurrent --duration 0.01
+expect_error "colocate profile of no client" "profile of 'tiny_cnn' batch 2 .* belongs to no client" \
+  "$atoll" colocate --rt tiny_vgg:2000 --be tiny_cnn@1 --mode reset --duration 0.01 --profile "$work/tiny_cnn.profile.json"
+echo '{"format": "atoll.profile/1"}' >"$work/bad.profile.json"
+expect_error "colocate malformed profile" "bad.profile.json: kernel profile JSON" \
+  "$atoll" colocate --rt tiny_vgg --be tiny_cnn --profile "$work/bad.profile.json"
+expect_error "profile unknown model" "unknown model 'resnet51'" "$atoll" profile resnet51 --device sim
+expect_ok "bench pairs" "padding-concurrent .*x" "$atoll" bench pairs --models tiny_vgg,tiny_cnn \
+  --modes rt-only,reset,streams,padding-concurrent --duration 0.005 --json "$work/pairs.json"
+expect_ok "bench pairs JSON" '"throughput_vs_reset"' cat "$work/pairs.json"
 sed 's/"name": "cli"/"name": "..\/..\/X"/' "$work/w.json" >"$work/escape.json"
 expect_error "disb workload name with a path" "field 'name': '../../X' holds a path separator" \
   "$atoll" bench disb --workload "$work/escape.json" --modes rt-only --duration 0.01 --out "$work/escape"

@@ -74,6 +74,10 @@ ScenarioRun run_scenario(const Scenario& s) {
     device.set_kernel_shapes(run.be_instances.back(), std::vector(be.program.kernels.size(), s.be_shape));
   }
 
+  if (mode_traits(s.mode).pads_be) {  // the padding modes plan with the shapes just set
+    device.set_profile(run.rt_instance, device.measure_profile(run.rt_instance, {}));
+    for (InstanceId be_instance : run.be_instances) device.set_profile(be_instance, device.measure_profile(be_instance, {}));
+  }
   SchedulerOptions so;
   so.mode = s.mode;
   so.inflight_cap = s.inflight_cap;

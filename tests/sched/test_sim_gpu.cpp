@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "backends/sim/sim_gpu.h"
+#include "backends/sim/sim_profile.h"
 #include "core/error.h"
 #include "models/zoo.h"
 #include "runtime/model_source.h"
@@ -280,13 +281,20 @@ TEST(SimShapes, RooflineGivesEachBlockOneSlotsShareOfThePeaks) {
   EXPECT_EQ(shapes[1], (SimKernelShape{264, 100000, 100000}));
   EXPECT_EQ(shapes[2], (SimKernelShape{1, c.block_floor_ns, c.block_floor_ns}));
 
-  // A profile keeps the grids and sets block times so each kernel alone takes its time.
-  const auto profiled = profiled_shapes(p, {0.016, 0.5, 0.004}, c);
+  // A profile of these shapes with other times keeps the grids and sets block times so each
+  // kernel alone takes its time.
+  ModelProfile profile = profile_of_shapes(p, shapes, c, "sim");
+  const double times_us[] = {16, 500, 4};
+  for (size_t i = 0; i < 3; ++i) profile.kernels[i].time_us = times_us[i];
+  const auto profiled = shapes_from_profile(p, profile, c);
   EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 8000}));
   EXPECT_EQ(profiled[1], (SimKernelShape{264, 500000, 500000}));
   EXPECT_EQ(profiled[2], (SimKernelShape{1, 4000, 4000}));
-  EXPECT_THROW(profiled_shapes(p, {0.1}, c), Error);
-  EXPECT_THROW(profiled_shapes(p, {0.1, -1.0, 0.1}, c), Error);
+  ModelProfile short_one = profile;
+  short_one.kernels.pop_back();
+  EXPECT_THROW(shapes_from_profile(p, short_one, c), Error);
+  profile.kernels[1].time_us = -1.0;
+  EXPECT_THROW(shapes_from_profile(p, profile, c), Error);
 }
 
 Kernel gemm_kernel(int64_t mn, int64_t k) {

@@ -58,9 +58,6 @@ std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpu
 // tested one check later (so those intervals count twice); every other kernel once per item (a
 // CUDA block of item_elems outputs). Never above block_ns: every block checks when it starts.
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config);
-// The roofline grids with block times scaled so each kernel takes its profiled time (ms, one per kernel).
-std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,
-                                            const SimGpuConfig& config);
 
 struct SimLaunch {
   SimKernelShape shape;

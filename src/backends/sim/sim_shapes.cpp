@@ -68,24 +68,4 @@ std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpu
   return shapes;
 }
 
-std::vector<SimKernelShape> profiled_shapes(const Program& program, const std::vector<double>& kernel_ms,
-                                            const SimGpuConfig& config) {
-  ATOLL_CHECK(kernel_ms.size() == program.kernels.size(), kInvalidArgument,
-              "profile has {} kernel times; program '{}' has {} kernels", kernel_ms.size(), program.model,
-              program.kernels.size());
-  std::vector<SimKernelShape> shapes = roofline_shapes(program, config);
-  const int64_t slots = slot_count(config);
-  for (size_t i = 0; i < kernel_ms.size(); ++i) {
-    ATOLL_CHECK(std::isfinite(kernel_ms[i]) && kernel_ms[i] > 0, kInvalidArgument,
-                "profiled time of kernel {} ('{}') is {} ms; it must be positive", i, program.kernels[i].name,
-                kernel_ms[i]);
-    // Same grid; blocks as long as makes the kernel, run alone, take its profiled time.
-    const int64_t waves = (shapes[i].blocks + slots - 1) / slots;
-    const double block_ns = kernel_ms[i] * 1e6 / static_cast<double>(waves);
-    shapes[i].block_ns = std::max<SimTime>(1, static_cast<SimTime>(std::llround(block_ns)));
-    shapes[i].check_ns = check_ns_of(program.kernels[i], shapes[i], config);
-  }
-  return shapes;
-}
-
 }  // namespace atl::sim

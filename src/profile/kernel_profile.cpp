@@ -1,0 +1,147 @@
+#include "profile/kernel_profile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/atomic_file.h"
+#include "core/error.h"
+
+namespace atl {
+
+namespace {
+
+constexpr const char* kProfileFormat = "atoll.profile/1";
+
+// Field checks shared by the parser (kParse) and the program check (kInvalidArgument).
+void check_fields(const ModelProfile& p, ErrorCode code, const std::string& source) {
+  const auto fail = [&](const std::string& what) {
+    throw Error(code, fmt::format("{}: {}", source, what), __FILE__, __LINE__);
+  };
+  if (p.sm_count < 1) fail(fmt::format("SM count {} must be positive", p.sm_count));
+  if (p.kernels.empty()) fail("no kernels");
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelProfile& k = p.kernels[i];
+    const std::string who = fmt::format("kernel {} ('{}')", i, k.name);
+    if (!std::isfinite(k.time_us) || k.time_us <= 0)
+      fail(fmt::format("{} time {} us must be positive", who, k.time_us));
+    if (k.grid_blocks < 1 || k.resident_blocks_per_sm < 1 || k.launches < 1 || k.threads_per_block < 0) {
+      fail(fmt::format("{} has {} blocks, {} resident per SM, {} launches, {} threads per block", who, k.grid_blocks,
+                       k.resident_blocks_per_sm, k.launches, k.threads_per_block));
+    }
+    if (!(k.sm_share > 0 && k.sm_share <= 1)) fail(fmt::format("{} SM share {} is outside (0, 1]", who, k.sm_share));
+    if (k.exit_us && !(std::isfinite(*k.exit_us) && *k.exit_us >= 0)) {
+      fail(fmt::format("{} exit latency {} us is negative", who, *k.exit_us));
+    }
+  }
+}
+
+nlohmann::json kernel_json(const KernelProfile& k) {
+  nlohmann::json j{{"name", k.name},
+                   {"time_us", k.time_us},
+                   {"grid_blocks", k.grid_blocks},
+                   {"threads_per_block", k.threads_per_block},
+                   {"resident_blocks_per_sm", k.resident_blocks_per_sm},
+                   {"launches", k.launches},
+                   {"sm_share", k.sm_share}};
+  if (k.exit_us) j["exit_us"] = *k.exit_us;
+  return j;
+}
+
+KernelProfile kernel_from(const nlohmann::json& j) {
+  KernelProfile k;
+  k.name = j.at("name").get<std::string>();
+  k.time_us = j.at("time_us").get<double>();
+  k.grid_blocks = j.at("grid_blocks").get<int64_t>();
+  k.threads_per_block = j.at("threads_per_block").get<int>();
+  k.resident_blocks_per_sm = j.at("resident_blocks_per_sm").get<int>();
+  k.launches = j.at("launches").get<int>();
+  k.sm_share = j.at("sm_share").get<double>();
+  if (j.contains("exit_us")) k.exit_us = j.at("exit_us").get<double>();
+  return k;
+}
+
+}  // namespace
+
+double ModelProfile::total_us() const {
+  double t = 0;
+  for (const KernelProfile& k : kernels) t += k.time_us;
+  return t;
+}
+
+double sm_share_of(int64_t grid_blocks, int resident_blocks_per_sm, int sm_count) {
+  const double capacity = static_cast<double>(std::max(1, resident_blocks_per_sm)) * std::max(1, sm_count);
+  return std::min(1.0, static_cast<double>(std::max<int64_t>(1, grid_blocks)) / capacity);
+}
+
+void check_profile_program(const ModelProfile& profile, const Program& program) {
+  const std::string source = fmt::format("profile of '{}' batch {}", profile.model, profile.batch);
+  check_fields(profile, ErrorCode::kInvalidArgument, source);
+  ATOLL_CHECK(profile.fingerprint == program.fingerprint, kInvalidArgument,
+              "{} belongs to program {}, not to '{}' batch {} (program {}): profile this build of the model again "
+              "(atoll profile {} --batch {})",
+              source, profile.fingerprint, program.model, program.batch, program.fingerprint, program.model,
+              program.batch);
+  ATOLL_CHECK(profile.kernels.size() == program.kernels.size(), kInvalidArgument,
+              "{} has {} kernels; the program has {}", source, profile.kernels.size(), program.kernels.size());
+  for (size_t i = 0; i < program.kernels.size(); ++i) {
+    ATOLL_CHECK(profile.kernels[i].name == program.kernels[i].name, kInvalidArgument,
+                "{}: kernel {} is '{}'; the program's is '{}'", source, i, profile.kernels[i].name,
+                program.kernels[i].name);
+  }
+}
+
+void check_profile(const ModelProfile& profile, const Program& program, const std::string& device) {
+  check_profile_program(profile, program);
+  ATOLL_CHECK(profile.device == device, kInvalidArgument,
+              "profile of '{}' batch {} was measured on '{}', not on this device ('{}')", profile.model, profile.batch,
+              profile.device, device);
+}
+
+std::string profile_to_json(const ModelProfile& p) {
+  nlohmann::json j{{"format", kProfileFormat},     {"model", p.model},        {"batch", p.batch},
+                   {"fingerprint", p.fingerprint}, {"device", p.device},      {"sm_count", p.sm_count},
+                   {"repeats", p.repeats},         {"total_us", p.total_us()}};
+  j["kernels"] = nlohmann::json::array();
+  for (const KernelProfile& k : p.kernels) j["kernels"].push_back(kernel_json(k));
+  return j.dump(1) + "\n";
+}
+
+ModelProfile profile_from_json(const std::string& text, const std::string& source) {
+  ModelProfile p;
+  try {
+    const nlohmann::json j = nlohmann::json::parse(text);
+    const std::string format = j.at("format").get<std::string>();
+    ATOLL_CHECK(format == kProfileFormat, kParse, "{}: not an atoll kernel profile (format '{}', expected '{}')",
+                source, format, kProfileFormat);
+    p.model = j.at("model").get<std::string>();
+    p.batch = j.at("batch").get<int64_t>();
+    p.fingerprint = j.at("fingerprint").get<std::string>();
+    p.device = j.at("device").get<std::string>();
+    p.sm_count = j.at("sm_count").get<int>();
+    p.repeats = j.at("repeats").get<int>();
+    for (const nlohmann::json& k : j.at("kernels")) p.kernels.push_back(kernel_from(k));
+  } catch (const nlohmann::json::exception& e) {
+    ATOLL_THROW(kParse, "{}: kernel profile JSON: {}", source, e.what());
+  }
+  check_fields(p, ErrorCode::kParse, source);
+  return p;
+}
+
+void save_profile(const ModelProfile& profile, const std::string& path) {
+  write_file_atomic(path, profile_to_json(profile));
+}
+
+ModelProfile load_profile(const std::string& path) {
+  ATOLL_CHECK(std::filesystem::is_regular_file(path), kNotFound, "kernel profile '{}' not found", path);
+  std::ifstream in(path);
+  ATOLL_CHECK(in.good(), kIo, "cannot open kernel profile '{}'", path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return profile_from_json(text.str(), path);
+}
+
+}  // namespace atl

@@ -1,0 +1,54 @@
+#pragma once
+// A model's kernel profile: per kernel of a compiled Program, how long it takes alone and how
+// much of the GPU it fills. Keyed to the Program's fingerprint and the device it was measured
+// on. Written by `atoll profile` (CUDA or the simulated GPU); read by the scheduler's padding
+// mode (which BE kernel fits beside the running RT kernel) and by the simulated GPU (measured
+// durations instead of its roofline guess).
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "program/program.h"
+
+namespace atl {
+
+struct KernelProfile {
+  std::string name;                // Program kernel name
+  double time_us = 0;              // median standalone time
+  int64_t grid_blocks = 0;         // blocks of the kernel's largest launch
+  int threads_per_block = 0;       // of that launch; 0 where the device does not model threads (sim)
+  int resident_blocks_per_sm = 0;  // occupancy of that launch
+  int launches = 1;                // device launches the kernel makes (split-K GEMMs make two)
+  // Share of the device's SMs the kernel fills: blocks / (resident per SM x SMs), at most 1.
+  double sm_share = 0;
+  std::optional<double> exit_us;  // median exit latency once the flag rises mid-kernel (CUDA)
+};
+
+struct ModelProfile {
+  std::string model;
+  int64_t batch = 0;
+  std::string fingerprint;  // Program::fingerprint
+  std::string device;       // ExecDevice::description() / Backend::device_description()
+  int sm_count = 0;
+  int repeats = 0;                     // timed launches per kernel
+  std::vector<KernelProfile> kernels;  // one per Program kernel, in order
+
+  double total_us() const;
+};
+
+double sm_share_of(int64_t grid_blocks, int resident_blocks_per_sm, int sm_count);
+
+// Checks the fields (one entry per kernel, names as in `program`, times and shares in range)
+// and that the profile belongs to `program`; throws kInvalidArgument naming the mismatch.
+void check_profile_program(const ModelProfile& profile, const Program& program);
+// ... and that it was measured on `device` (the description of the device about to use it).
+void check_profile(const ModelProfile& profile, const Program& program, const std::string& device);
+
+std::string profile_to_json(const ModelProfile& profile);
+// Parses and checks the fields (not the program: the reader knows which one); throws kParse.
+ModelProfile profile_from_json(const std::string& text, const std::string& source);
+void save_profile(const ModelProfile& profile, const std::string& path);  // through core/atomic_file
+ModelProfile load_profile(const std::string& path);                       // kNotFound, kParse
+
+}  // namespace atl

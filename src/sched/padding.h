@@ -1,0 +1,43 @@
+#pragma once
+// The fit rule of the padding modes, apart from the scheduler so that it can be tested and
+// timed alone. RT kernels leave some SMs idle for some time; a BE kernel fits beside them when
+// its profiled time, counted from the moment it could start, ends before the RT kernels it
+// overlaps do by their profiles, and its SM share fits in what each of them (and BE kernels
+// already padded) leave. A query reads a few array entries: nanoseconds, not microseconds.
+#include <vector>
+
+#include "profile/kernel_profile.h"
+#include "sched/exec_device.h"
+
+namespace atl::sched {
+
+// A profile as the scheduler reads it: per kernel, time in ns and SM share.
+struct KernelCosts {
+  std::vector<DeviceTime> ns;
+  std::vector<double> share;
+  static KernelCosts from(const ModelProfile& profile);
+};
+
+// How far ahead of the running RT kernel a padded BE kernel may reach: a few kernels keep a
+// query a short loop.
+inline constexpr int kPaddingLookahead = 8;
+
+// The running RT task as padding sees it: its current kernel, the time that kernel has left by
+// its profile, and the SM share BE kernels padded earlier still hold.
+struct RtWindow {
+  const KernelCosts* rt = nullptr;  // null: no RT kernel runs, nothing fits
+  int kernel = 0;
+  DeviceTime remaining_ns = 0;
+  double padded_share = 0;
+};
+
+// RT kernel `kernel` of `rt`, seen running since `since`, at `now`.
+RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now);
+
+// Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends within the
+// RT kernels it would run beside (the current one and up to kPaddingLookahead after it) while
+// its share, with the padded share, fits beside each of them and beside the RT kernel after its
+// end: the scheduler sees an RT kernel end only when it next looks, so that one may have begun.
+bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);
+
+}  // namespace atl::sched

@@ -1,0 +1,89 @@
+// The RT queue (layout kRtQueue): an RT arrival enters RT mode, which stops BE launches and, in
+// the preemptive modes, preempts BE work on the device; RT tasks then run one at a time, and BE
+// work resumes once the queue is empty. In the padding modes BE kernels that fit run beside
+// the RT task meanwhile (padding.cpp).
+#include <algorithm>
+
+#include "sched/scheduler_impl.h"
+
+namespace atl::sched {
+
+void Scheduler::Impl::enter_rt_mode() {
+  const DeviceTime at = device.now();
+  rt_mode = true;
+  int preempted = 0;
+  for (Lane& l : lanes) {
+    if (is_rt(client_of(l))) continue;
+    observe(l);
+    settle(l);
+    // Padded launches ignore the flag and run to their end: only launches after them can be cut.
+    const uint64_t uncut = std::max(l.completed, l.padded_through);
+    if (!l.task || l.launched == uncut) continue;
+    ++preempted;
+    ++l.task->preemptions;
+    if (traits.raises_flag) l.cut_at = uncut;
+  }
+  stats.preemptions += preempted;
+  pending_preempted = preempted;
+  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
+}
+
+void Scheduler::Impl::leave_rt_mode() {
+  for (const Lane& l : lanes) {
+    if (l.cut_at != kNoCut) return;  // still draining: the flag must stay up
+  }
+  const DeviceTime at = device.now();
+  if (flag_raised) {
+    device.lower_flag();
+    flag_raised = false;
+  }
+  rt_mode = false;
+  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, at, 0});
+}
+
+bool Scheduler::Impl::rt_running() const {
+  return std::any_of(rt_lanes.begin(), rt_lanes.end(),
+                     [&](int i) { return lanes[static_cast<size_t>(i)].task != nullptr; });
+}
+
+// Starts the RT task on its client's lane: from the work already waiting there (armed), or by
+// raising the flag (reset mode, BE work in flight) and launching its kernels.
+void Scheduler::Impl::start_rt(TaskPtr t) {
+  Lane& l = lane_of(t->client);
+  t->preempted_tasks = pending_preempted;
+  pending_preempted = 0;
+  if (armed) {
+    start_armed(l, std::move(t));
+    return;
+  }
+  if (traits.raises_flag && t->preempted_tasks > 0 && !flag_raised) {
+    device.raise_flag(l.stream);
+    flag_raised = true;
+  }
+  bind(l, std::move(t));  // RT staging is never interrupted
+}
+
+void Scheduler::Impl::schedule_rt_queue() {
+  for (;;) {
+    if (!rt_running() && rt_queued()) {
+      if (!rt_mode) enter_rt_mode();
+      start_rt(pop_rt());
+    }
+    if (rt_mode && !rt_running() && !rt_queued()) leave_rt_mode();
+    if (rt_mode) {
+      if (traits.pads_be) pad_be_lanes();
+      return;
+    }
+    for (Lane& l : lanes) {
+      if (!is_rt(client_of(l)) && !rt_queued()) feed(l);
+    }
+    // An RT client's first task is enqueued once BE work is on the device; later ones right
+    // behind the task before them (start_armed).
+    if (armed && !rt_queued()) arm_idle_lanes();
+    // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
+    // rather than after the next completion.
+    if (!rt_queued()) return;
+  }
+}
+
+}  // namespace atl::sched

@@ -1,0 +1,160 @@
+// Kernel profiles: the file format and its checks, the simulator's own profile, and the
+// simulator running the kernel durations a profile gives it.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "backends/sim/sim_profile.h"
+#include "core/error.h"
+#include "runtime/model_source.h"
+#include "sched/profiles.h"
+#include "sched/sim_exec_device.h"
+
+namespace atl::sched {
+namespace {
+
+const CompiledModel& tiny_cnn() {
+  static const CompiledModel m = compile_zoo_model({.name = "tiny_cnn"}, SimExecDevice().target(), false);
+  return m;
+}
+
+ErrorCode code_of(const std::function<void()>& f, std::string* message = nullptr) {
+  try {
+    f();
+  } catch (const Error& e) {
+    if (message != nullptr) *message = e.message();
+    return e.code();
+  }
+  ADD_FAILURE() << "no error";
+  return ErrorCode::kInternal;
+}
+
+TEST(Profile, SimProfileOfAZooModelHasOneSaneEntryPerKernel) {
+  ProfileRequest r;
+  r.model = {.name = "tiny_cnn"};
+  int last_done = 0, last_total = 0;
+  r.on_kernel = [&](int done, int total) {
+    last_done = done;
+    last_total = total;
+  };
+  const ModelProfile p = profile_zoo_model(r);
+  const Program& program = tiny_cnn().program;
+  EXPECT_EQ(p.fingerprint, program.fingerprint) << "profiled as the runners compile it";
+  ASSERT_EQ(p.kernels.size(), program.kernels.size());
+  EXPECT_EQ(last_done, last_total);
+  EXPECT_EQ(last_total, static_cast<int>(program.kernels.size()));
+  EXPECT_EQ(p.sm_count, sim::SimGpuConfig{}.sm_count);
+  for (size_t i = 0; i < p.kernels.size(); ++i) {
+    const KernelProfile& k = p.kernels[i];
+    EXPECT_EQ(k.name, program.kernels[i].name);
+    EXPECT_GT(k.time_us, 0);
+    EXPECT_GT(k.sm_share, 0);
+    EXPECT_LE(k.sm_share, 1);
+    EXPECT_GE(k.grid_blocks, 1);
+    EXPECT_EQ(k.resident_blocks_per_sm, sim::SimGpuConfig{}.blocks_per_sm);
+    ASSERT_TRUE(k.exit_us.has_value());
+    EXPECT_LE(*k.exit_us, k.time_us);
+  }
+  EXPECT_NO_THROW(check_profile(p, program, SimExecDevice().description()));
+}
+
+TEST(Profile, JsonRoundTripKeepsEveryField) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  ModelProfile p = device.measure_profile(i, {});
+  p.kernels[0].exit_us.reset();  // absent stays absent
+  p.kernels[1].threads_per_block = 256;
+  const ModelProfile q = profile_from_json(profile_to_json(p), "test");
+  EXPECT_EQ(profile_to_json(q), profile_to_json(p));
+  EXPECT_FALSE(q.kernels[0].exit_us.has_value());
+  EXPECT_EQ(q.kernels[1].threads_per_block, 256);
+}
+
+TEST(Profile, LoaderRefusesOtherProgramsOtherDevicesAndBadFiles) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  const ModelProfile p = device.measure_profile(i, {});
+  const Program& program = tiny_cnn().program;
+  std::string message;
+
+  ModelProfile other = p;
+  other.fingerprint = "0123456789abcdef";
+  EXPECT_EQ(code_of([&] { check_profile(other, program, p.device); }, &message), ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("0123456789abcdef"), std::string::npos) << message;
+  EXPECT_NE(message.find("atoll profile tiny_cnn"), std::string::npos) << message;
+
+  EXPECT_EQ(code_of([&] { check_profile(p, program, "NVIDIA H200"); }, &message), ErrorCode::kInvalidArgument);
+  EXPECT_NE(message.find("NVIDIA H200"), std::string::npos) << message;
+
+  ModelProfile renamed = p;
+  renamed.kernels[2].name = "elsewhere";
+  EXPECT_EQ(code_of([&] { check_profile(renamed, program, p.device); }), ErrorCode::kInvalidArgument);
+
+  const std::string dir = ::testing::TempDir();
+  const std::string path = dir + "/atoll_profile_test.json";
+  save_profile(p, path);
+  EXPECT_EQ(profile_to_json(load_profile(path)), profile_to_json(p));
+  std::ofstream(path) << R"({"format": "atoll.profile/1", "model": "x"})";
+  EXPECT_EQ(code_of([&] { load_profile(path); }), ErrorCode::kParse);
+  ModelProfile negative = p;
+  negative.kernels[0].time_us = -1;
+  EXPECT_EQ(code_of([&] { profile_from_json(profile_to_json(negative), "test"); }), ErrorCode::kParse);
+  ModelProfile overfull = p;
+  overfull.kernels[0].sm_share = 1.5;
+  EXPECT_EQ(code_of([&] { profile_from_json(profile_to_json(overfull), "test"); }), ErrorCode::kParse);
+  std::filesystem::remove(path);
+  EXPECT_EQ(code_of([&] { load_profile(path); }), ErrorCode::kNotFound);
+}
+
+TEST(Profile, SimOwnProfileGivesItsShapesBack) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  const std::vector<sim::SimKernelShape> before = device.kernel_shapes(i);
+  device.run_profile(i, device.measure_profile(i, {}));
+  EXPECT_EQ(device.kernel_shapes(i), before);
+}
+
+// A profile measured elsewhere (another SM count and occupancy): each kernel, run alone on the
+// simulator, takes its profiled time, and fills the same share of the slots.
+TEST(Profile, SimKernelDurationsFollowAGivenProfile) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  ModelProfile p = device.measure_profile(i, {});
+  p.device = "a measured GPU";
+  p.sm_count = 100;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    KernelProfile& kp = p.kernels[k];
+    kp.time_us = 7.0 + 3.0 * static_cast<double>(k);
+    kp.resident_blocks_per_sm = 4;
+    kp.grid_blocks = k % 2 == 0 ? 100 : 1000;  // a quarter of the SMs, or 2.5 waves
+    kp.sm_share = sm_share_of(kp.grid_blocks, kp.resident_blocks_per_sm, p.sm_count);
+  }
+  device.run_profile(i, p);
+  ASSERT_NE(device.profile(i), nullptr);
+  EXPECT_EQ(device.profile(i)->device, "a measured GPU");
+  const StreamId s = device.create_stream(StreamPriority::kLow);
+  const int64_t slots = device.gpu().slots();
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const uint64_t seq = device.launch(s, i, static_cast<int>(k), LaunchOptions{.timed = true});
+    device.synchronize(s);
+    const auto span = device.launch_span(s, seq);
+    ASSERT_TRUE(span.has_value());
+    EXPECT_NEAR(static_cast<double>(span->end - span->start), p.kernels[k].time_us * 1e3, 3.0) << "kernel " << k;
+    const int64_t blocks = device.kernel_shapes(i)[k].blocks;
+    EXPECT_EQ(blocks, k % 2 == 0 ? slots / 4 : slots * 5 / 2) << "kernel " << k;
+  }
+}
+
+TEST(Profile, SetProfileChecksTheProgramAndOffTheSimulatorTheDevice) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  ModelProfile p = device.measure_profile(i, {});
+  p.device = "another GPU";
+  EXPECT_NO_THROW(device.set_profile(i, p)) << "the simulator runs any device's profile";
+  p.fingerprint = "ffffffffffffffff";
+  EXPECT_EQ(code_of([&] { device.set_profile(i, p); }), ErrorCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace atl::sched

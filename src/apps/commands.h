@@ -12,5 +12,6 @@ void add_run_command(CLI::App& app);
 void add_l2_command(CLI::App& app);
 void add_colocate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace atl::apps

@@ -1,6 +1,8 @@
 #include "serve/engine.h"
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <chrono>
@@ -39,8 +41,9 @@ std::vector<int64_t> bucket_batches(int64_t max_batch_size) {
   return batches;
 }
 
+// Scheduler clients own their instances: two models never share one, even of the same zoo model.
 std::string program_key(const ModelSpec& spec, int64_t batch) {
-  return fmt::format("{}|{}|{}|{}", spec.zoo_model, batch, spec.seed, spec.seq_len);
+  return fmt::format("{}|{}|{}|{}|{}", spec.name, spec.zoo_model, batch, spec.seed, spec.seq_len);
 }
 
 std::string latest_version(const ModelSpec& spec) {
@@ -100,7 +103,7 @@ Engine::~Engine() {
   try {
     shutdown();
   } catch (const std::exception& e) {
-    spdlog::error("serve: shutdown failed: {}", e.what());
+    fmt::print(stderr, "atoll serve: shutdown failed: {}\n", e.what());
   }
 }
 
@@ -129,7 +132,7 @@ void Engine::start_driver() {
       try {
         scheduler_->run_until_idle();
       } catch (const std::exception& e) {
-        spdlog::error("serve: the scheduler failed; its requests were answered with the error: {}", e.what());
+        fmt::print(stderr, "atoll serve: the scheduler failed; its requests were answered with the error: {}\n", e.what());
       }
     }
   });
@@ -189,20 +192,33 @@ void Engine::load(const ModelSpec& spec) {
     drain(work);
   }
   stop_driver();
-  for (CompiledModel& cm : compiled) {
-    const std::string key = program_key(spec, cm.program.batch);
-    if (!programs_.contains(key)) {
-      auto p = std::make_shared<LoadedPrograms>();
-      p->rt_instance = device_->load(cm.program, cm.weights);
-      p->be_instance = device_->load(cm.program, cm.weights);
-      p->program = std::move(cm.program);
-      programs_[key] = p;
+  const std::shared_ptr<ServedModel> previous = models_.contains(spec.name) ? models_[spec.name] : nullptr;
+  try {
+    for (CompiledModel& cm : compiled) {
+      const std::string key = program_key(spec, cm.program.batch);
+      if (!programs_.contains(key)) {
+        auto p = std::make_shared<LoadedPrograms>();
+        p->rt_instance = device_->load(cm.program, cm.weights);
+        p->be_instance = device_->load(cm.program, cm.weights);
+        p->program = std::move(cm.program);
+        programs_[key] = p;
+      }
+      model->buckets.push_back({.batch = programs_[key]->program.batch, .program = programs_[key]->program});
     }
-    model->buckets.push_back({.batch = programs_[key]->program.batch, .program = programs_[key]->program});
+    models_[spec.name] = model;
+    rebuild_scheduler();
+  } catch (...) {
+    // The models served before keep being served.
+    if (previous) {
+      models_[spec.name] = previous;
+    } else {
+      models_.erase(spec.name);
+    }
+    rebuild_scheduler();
+    start_driver();
+    throw;
   }
-  models_[spec.name] = model;
   unavailable_.erase(spec.name);
-  rebuild_scheduler();
   start_driver();
 }
 
@@ -377,7 +393,7 @@ void Engine::complete(const Accepted& a, std::exception_ptr error, sched::TaskRe
     a.done(error, std::move(response));
   } catch (const std::exception& e) {
     // A protocol that cannot deliver its answer (the client left) must not stop the scheduler.
-    spdlog::warn("serve: answering request '{}' failed: {}", printable(a.id), e.what());
+    fmt::print(stderr, "atoll serve: answering request '{}' failed: {}\n", printable(a.id), e.what());
   }
   finish_one();
 }

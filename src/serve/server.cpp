@@ -1,6 +1,8 @@
 #include "serve/server.h"
 
-#include <spdlog/spdlog.h>
+#include <fmt/core.h>
+
+#include <cstdio>
 
 #include <algorithm>
 #include <limits>
@@ -23,7 +25,7 @@ Server::Server(const ServeOptions& options) : options_(options) {
       try {
         engine_->load(read_model_config(options.repository, name));
       } catch (const Error& e) {
-        spdlog::error("serve: model '{}' is unavailable: {}", printable(name), printable(e.message()));
+        fmt::print(stderr, "atoll serve: model '{}' is unavailable: {}\n", printable(name), printable(e.message()));
         engine_->mark_unavailable(name, e.message());
       }
     }

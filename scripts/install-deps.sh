@@ -4,8 +4,9 @@ set -euo pipefail
 pkgs=(build-essential cmake ninja-build pkg-config
       libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
-      python3 python3-numpy
-      clang libclang-rt-14-dev libomp-dev  # the sanitizer and libFuzzer build (scripts/test-sanitizers.sh)
+      libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev  # atoll serve
+      python3 python3-numpy python3-venv
+      clang libclang-rt-14-dev libomp-dev  # the libFuzzer build (scripts/fuzz.sh)
       chromium)  # renders the DISB HTML report in a test
 missing=()
 for p in "${pkgs[@]}"; do

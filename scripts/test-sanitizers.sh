@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-deps.sh"
+"$(dirname "$0")/serve-venv.sh"
 dir="${ATOLL_SANITIZE_DIR:-build-asan}"
 flags="-O1 -fsanitize=address,undefined,float-cast-overflow -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF -DATOLL_BUILD_TESTS=ON \

@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/build.sh" -DATOLL_BUILD_TESTS=ON
+"$(dirname "$0")/serve-venv.sh"  # tritonclient for the server test
 ctest --test-dir "${ATOLL_BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 600

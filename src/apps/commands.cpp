@@ -10,6 +10,7 @@ void add_commands(CLI::App& app) {
   add_colocate_command(app);
   add_bench_command(app);
   add_profile_command(app);
+  add_serve_command(app);
 }
 
 }  // namespace atl::apps

@@ -13,5 +13,6 @@ void add_l2_command(CLI::App& app);
 void add_colocate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace atl::apps

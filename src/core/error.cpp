@@ -11,6 +11,9 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kParse: return "parse error";
     case ErrorCode::kIo: return "i/o error";
     case ErrorCode::kCuda: return "cuda error";
+    case ErrorCode::kResourceExhausted: return "resource exhausted";
+    case ErrorCode::kUnavailable: return "unavailable";
+    case ErrorCode::kDeadlineExceeded: return "deadline exceeded";
     case ErrorCode::kInternal: return "internal error";
   }
   return "error";

@@ -15,6 +15,9 @@ enum class ErrorCode {
   kParse,            // malformed JSON / npy / weights file
   kIo,               // file system failure
   kCuda,             // CUDA runtime/driver/library failure
+  kResourceExhausted,  // a bounded queue or limit is full: retry later
+  kUnavailable,        // not ready or shutting down
+  kDeadlineExceeded,   // finished after the time the caller allowed
   kInternal,         // broken invariant: a bug in atoll
 };
 

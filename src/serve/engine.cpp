@@ -1,0 +1,420 @@
+#include "serve/engine.h"
+
+#include <fmt/core.h>
+
+#include <cstdio>
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "core/text.h"
+#include "runtime/devices.h"
+#include "runtime/model_source.h"
+#include "sched/cuda_exec_device.h"
+#include "sched/sim_exec_device.h"
+
+namespace atl::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+size_t class_index(sched::TaskClass c) {
+  return c == sched::TaskClass::kRealTime ? 0 : 1;
+}
+
+uint64_t elapsed_ns(Clock::time_point since) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
+}
+
+uint64_t device_span(sched::DeviceTime from, sched::DeviceTime to) {
+  return to > from ? static_cast<uint64_t>(to - from) : 0;
+}
+
+// Batch sizes a model is compiled at: powers of two below its limit, and the limit. A request
+// runs at the smallest that holds it, padded with zeros.
+std::vector<int64_t> bucket_batches(int64_t max_batch_size) {
+  std::vector<int64_t> batches;
+  for (int64_t b = 1; b < max_batch_size; b *= 2) batches.push_back(b);
+  batches.push_back(std::max<int64_t>(max_batch_size, 1));
+  return batches;
+}
+
+// Scheduler clients own their instances: two models never share one, even of the same zoo model.
+std::string program_key(const ModelSpec& spec, int64_t batch) {
+  return fmt::format("{}|{}|{}|{}|{}", spec.name, spec.zoo_model, batch, spec.seed, spec.seq_len);
+}
+
+std::string latest_version(const ModelSpec& spec) {
+  return std::to_string(spec.versions.back());
+}
+
+}  // namespace
+
+// A model's program at one batch, loaded twice: RT and BE clients each own an instance.
+struct Engine::LoadedPrograms {
+  Program program;
+  sched::InstanceId rt_instance = -1;
+  sched::InstanceId be_instance = -1;
+};
+
+// What the completion of an accepted request needs.
+struct Engine::Accepted {
+  std::shared_ptr<const ServedModel> model;
+  size_t bucket = 0;
+  int64_t batch = 1;
+  sched::TaskClass task_class = sched::TaskClass::kBestEffort;
+  std::optional<int64_t> timeout_us;
+  std::vector<std::string> outputs;
+  std::string id, version;
+  Clock::time_point received;
+  uint64_t compute_input_ns = 0;
+  InferDone done;
+};
+
+const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
+  for (const Bucket& b : buckets) {
+    if (b.batch >= batch) return b;
+  }
+  ATOLL_THROW(kInternal, "model '{}' has no program for batch {}", spec.name, batch);
+}
+
+Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+  ATOLL_CHECK(options_.max_queue_rt >= 1 && options_.max_queue_be >= 1, kInvalidArgument,
+              "queue limits must be at least 1 (got RT {}, BE {})", options_.max_queue_rt, options_.max_queue_be);
+  const std::string resolved = resolve_device(options_.device);
+  if (resolved == "cuda") {
+    device_ = sched::make_cuda_exec_device();
+  } else if (resolved == "cpu" || resolved == "sim") {
+    sched::SimExecOptions sim;
+    sim.numerics = true;
+    device_ = std::make_unique<sched::SimExecDevice>(sim);
+    simulated_ = true;
+  } else {
+    ATOLL_THROW(kInvalidArgument, "unknown device '{}' (expected auto, cuda, cpu or sim)", printable(options_.device));
+  }
+  device_name_ = resolved;
+  rebuild_scheduler();
+  start_driver();
+}
+
+Engine::~Engine() {
+  try {
+    shutdown();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll serve: shutdown failed: {}\n", e.what());
+  }
+}
+
+std::string Engine::device_description() const {
+  return device_->description();
+}
+
+void Engine::start_driver() {
+  if (!simulated_) {
+    scheduler_->start();
+    return;
+  }
+  {
+    std::lock_guard lock(work_mutex_);
+    driver_stop_ = false;
+  }
+  // The simulated clock moves only when driven: run the scheduler while requests are in flight
+  // and sleep otherwise, so an idle server takes no CPU.
+  driver_ = std::thread([this] {
+    for (;;) {
+      {
+        std::unique_lock lock(work_mutex_);
+        work_changed_.wait(lock, [&] { return driver_stop_ || in_flight_ > 0; });
+        if (in_flight_ == 0) return;
+      }
+      try {
+        scheduler_->run_until_idle();
+      } catch (const std::exception& e) {
+        fmt::print(stderr, "atoll serve: the scheduler failed; its requests were answered with the error: {}\n", e.what());
+      }
+    }
+  });
+}
+
+void Engine::stop_driver() {
+  if (!simulated_) {
+    scheduler_->stop();
+    return;
+  }
+  {
+    std::lock_guard lock(work_mutex_);
+    driver_stop_ = true;
+  }
+  work_changed_.notify_all();
+  if (driver_.joinable()) driver_.join();
+}
+
+void Engine::drain(std::unique_lock<std::mutex>& lock) {
+  work_changed_.wait(lock, [&] { return in_flight_ == 0; });
+}
+
+// Called with config_mutex_ held exclusively and the driver stopped: every model's clients on
+// a new scheduler (the old one's destructor releases work it held on the device).
+void Engine::rebuild_scheduler() {
+  scheduler_.reset();
+  sched::SchedulerOptions so;
+  so.mode = options_.mode;
+  so.inflight_cap = options_.inflight_cap;
+  scheduler_ = std::make_unique<sched::Scheduler>(*device_, so);
+  const bool admits_be = sched::mode_traits(options_.mode).admits_be;
+  for (auto& [name, model] : models_) {
+    for (ServedModel::Bucket& b : model->buckets) {
+      const LoadedPrograms& p = *programs_.at(program_key(model->spec, b.batch));
+      const std::string client = fmt::format("{}@{}", name, b.batch);
+      b.rt_client = scheduler_->add_client(sched::TaskClass::kRealTime, client + "/rt", p.rt_instance);
+      b.be_client = admits_be ? scheduler_->add_client(sched::TaskClass::kBestEffort, client + "/be", p.be_instance) : -1;
+    }
+  }
+}
+
+void Engine::load(const ModelSpec& spec) {
+  // Compiled before the scheduler stops, so requests to other models wait only for the device.
+  std::vector<CompiledModel> compiled;
+  for (int64_t batch : bucket_batches(spec.max_batch_size)) {
+    compiled.push_back(compile_zoo_model({.name = spec.zoo_model, .batch = batch, .seed = spec.seed,
+                                          .seq_len = spec.seq_len},
+                                         device_->target(), true, options_.inflight_cap));
+  }
+  check_spec_against_program(spec, compiled.front().program);
+  auto model = std::make_shared<ServedModel>();
+  model->spec = spec;
+  std::unique_lock config(config_mutex_);
+  ATOLL_CHECK(!shutting_down_, kUnavailable, "server is shutting down");
+  {
+    std::unique_lock work(work_mutex_);
+    drain(work);
+  }
+  stop_driver();
+  const std::shared_ptr<ServedModel> previous = models_.contains(spec.name) ? models_[spec.name] : nullptr;
+  try {
+    for (CompiledModel& cm : compiled) {
+      const std::string key = program_key(spec, cm.program.batch);
+      if (!programs_.contains(key)) {
+        auto p = std::make_shared<LoadedPrograms>();
+        p->rt_instance = device_->load(cm.program, cm.weights);
+        p->be_instance = device_->load(cm.program, cm.weights);
+        p->program = std::move(cm.program);
+        programs_[key] = p;
+      }
+      model->buckets.push_back({.batch = programs_[key]->program.batch, .program = programs_[key]->program});
+    }
+    models_[spec.name] = model;
+    rebuild_scheduler();
+  } catch (...) {
+    // The models served before keep being served.
+    if (previous) {
+      models_[spec.name] = previous;
+    } else {
+      models_.erase(spec.name);
+    }
+    rebuild_scheduler();
+    start_driver();
+    throw;
+  }
+  unavailable_.erase(spec.name);
+  start_driver();
+}
+
+void Engine::unload(const std::string& name) {
+  std::unique_lock config(config_mutex_);
+  ATOLL_CHECK(models_.contains(name) || unavailable_.contains(name), kNotFound, "unknown model '{}'", printable(name));
+  {
+    std::unique_lock work(work_mutex_);
+    drain(work);
+  }
+  stop_driver();
+  models_.erase(name);
+  unavailable_[name] = "unloaded";
+  rebuild_scheduler();
+  start_driver();
+}
+
+void Engine::mark_unavailable(const std::string& name, const std::string& reason) {
+  std::unique_lock config(config_mutex_);
+  if (!models_.contains(name)) unavailable_[name] = reason;
+}
+
+namespace {
+
+std::shared_ptr<const ServedModel> find_model(const std::map<std::string, std::shared_ptr<ServedModel>>& models,
+                                              const std::map<std::string, std::string>& unavailable,
+                                              const std::string& name, const std::string& version) {
+  const auto it = models.find(name);
+  if (it == models.end()) {
+    const auto down = unavailable.find(name);
+    ATOLL_CHECK(down == unavailable.end(), kUnavailable, "model '{}' is not ready: {}", printable(name),
+                down->second);
+    std::string known;
+    for (const auto& [n, m] : models) known += (known.empty() ? "" : ", ") + n;
+    ATOLL_THROW(kNotFound, "unknown model '{}' (models: {})", printable(name), known);
+  }
+  const std::vector<int64_t>& versions = it->second->spec.versions;
+  const bool listed = version.empty() || std::any_of(versions.begin(), versions.end(), [&](int64_t v) {
+                        return std::to_string(v) == version;
+                      });
+  ATOLL_CHECK(listed, kNotFound, "model '{}' has no version '{}' (latest: {})", name, printable(version),
+              versions.back());
+  return it->second;
+}
+
+}  // namespace
+
+std::shared_ptr<const ServedModel> Engine::model(const std::string& name, const std::string& version) const {
+  std::shared_lock config(config_mutex_);
+  return find_model(models_, unavailable_, name, version);
+}
+
+std::vector<ModelIndexEntry> Engine::index() const {
+  std::shared_lock config(config_mutex_);
+  std::map<std::string, ModelIndexEntry> entries;
+  for (const auto& [name, m] : models_) entries[name] = {name, latest_version(m->spec), "READY", ""};
+  for (const auto& [name, reason] : unavailable_) entries[name] = {name, "", "UNAVAILABLE", reason};
+  std::vector<ModelIndexEntry> out;
+  for (auto& [name, e] : entries) out.push_back(std::move(e));
+  return out;
+}
+
+std::map<std::string, std::string> Engine::ready_models() const {
+  std::shared_lock config(config_mutex_);
+  std::map<std::string, std::string> out;
+  for (const auto& [name, m] : models_) out[name] = latest_version(m->spec);
+  return out;
+}
+
+bool Engine::ready() const {
+  std::shared_lock config(config_mutex_);
+  return !shutting_down_;
+}
+
+uint64_t Engine::queued(sched::TaskClass task_class) const {
+  return static_cast<uint64_t>(queued_[class_index(task_class)].load());
+}
+
+std::string Engine::prometheus() const {
+  return stats_.prometheus(ready_models(), queued(sched::TaskClass::kRealTime), queued(sched::TaskClass::kBestEffort));
+}
+
+void Engine::infer(const InferRequest& request, InferDone done) {
+  const Clock::time_point received = Clock::now();
+  std::shared_lock config(config_mutex_);
+  ATOLL_CHECK(!shutting_down_, kUnavailable, "server is shutting down");
+  auto a = std::make_shared<Accepted>();
+  a->model = find_model(models_, unavailable_, request.model, request.version);
+  const ServedModel& model = *a->model;
+  ATOLL_CHECK(!request.timeout_us || *request.timeout_us > 0, kInvalidArgument,
+              "parameter 'timeout' must be a positive number of microseconds (got {})", request.timeout_us.value_or(0));
+  check_requested_outputs(model.batch1(), request.outputs);
+  a->batch = check_inputs(model.spec, model.batch1(), request);
+  a->task_class = request.priority == 1 ? sched::TaskClass::kRealTime : model.spec.default_class;
+  const ServedModel::Bucket& bucket = model.bucket_for(a->batch);
+  const bool rt = a->task_class == sched::TaskClass::kRealTime;
+  const sched::ClientId client = rt ? bucket.rt_client : bucket.be_client;
+  ATOLL_CHECK(client >= 0, kUnsupported, "mode {} serves RT requests only (send parameter priority 1)",
+              sched::mode_name(options_.mode));
+  std::atomic<int64_t>& queued = queued_[class_index(a->task_class)];
+  const int64_t limit = rt ? options_.max_queue_rt : options_.max_queue_be;
+  if (queued.fetch_add(1) >= limit) {
+    queued.fetch_sub(1);
+    stats_.record_rejection(a->task_class);
+    ATOLL_THROW(kResourceExhausted, "the {} queue is full ({} requests waiting); retry later",
+                sched::task_class_name(a->task_class), limit);
+  }
+  sched::Request scheduled;
+  try {
+    scheduled.inputs = pack_inputs(bucket.program, request);
+  } catch (...) {
+    queued.fetch_sub(1);
+    throw;
+  }
+  a->bucket = static_cast<size_t>(&bucket - model.buckets.data());
+  a->timeout_us = request.timeout_us;
+  a->outputs = request.outputs;
+  a->id = request.id;
+  a->version = request.version.empty() ? latest_version(model.spec) : request.version;
+  a->received = received;
+  a->compute_input_ns = elapsed_ns(received);
+  a->done = std::move(done);
+  {
+    std::lock_guard work(work_mutex_);
+    ++in_flight_;
+  }
+  work_changed_.notify_all();
+  scheduler_->submit(client, std::move(scheduled),
+                     [this, a](std::exception_ptr error, sched::TaskResult result) { complete(*a, error, std::move(result)); });
+}
+
+void Engine::complete(const Accepted& a, std::exception_ptr error, sched::TaskResult result) {
+  const Clock::time_point unpack_start = Clock::now();
+  const ServedModel& model = *a.model;
+  InferResponse response;
+  response.model = model.spec.name;
+  response.version = a.version;
+  response.id = a.id;
+  response.task_class = a.task_class;
+  bool late = false;
+  if (!error) {
+    late = a.timeout_us && result.latency() > *a.timeout_us * 1000;
+    try {
+      ATOLL_CHECK(!late || model.spec.timeout_policy != TimeoutPolicy::kReject, kDeadlineExceeded,
+                  "request to model '{}' took {} us, past its timeout of {} us", model.spec.name,
+                  result.latency() / 1000, a.timeout_us.value_or(0));
+      response.late = late;
+      response.outputs = unpack_outputs(model.spec, model.buckets[a.bucket].program, std::move(result.outputs), a.batch,
+                                        a.outputs);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  }
+  queued_[class_index(a.task_class)].fetch_sub(1);
+  if (error) {
+    stats_.record_failure(model.spec.name, a.task_class, elapsed_ns(a.received), late);
+  } else {
+    RequestTimings t;
+    t.task_class = a.task_class;
+    t.batch = a.batch;
+    t.compute_input_ns = a.compute_input_ns;
+    t.compute_output_ns = elapsed_ns(unpack_start);
+    t.wall_ns = elapsed_ns(a.received);
+    t.queue_ns = device_span(result.arrival, result.dispatch);
+    t.compute_infer_ns = device_span(result.dispatch, result.finish);
+    t.preemptions = a.task_class == sched::TaskClass::kRealTime ? result.preempted_tasks : result.preemptions;
+    t.preemption_latency_ns = device_span(result.arrival, result.start);
+    t.late = late;
+    stats_.record_success(model.spec.name, t);
+  }
+  try {
+    a.done(error, std::move(response));
+  } catch (const std::exception& e) {
+    // A protocol that cannot deliver its answer (the client left) must not stop the scheduler.
+    fmt::print(stderr, "atoll serve: answering request '{}' failed: {}\n", printable(a.id), e.what());
+  }
+  finish_one();
+}
+
+void Engine::finish_one() {
+  {
+    std::lock_guard work(work_mutex_);
+    --in_flight_;
+  }
+  work_changed_.notify_all();
+}
+
+void Engine::shutdown() {
+  std::unique_lock config(config_mutex_);
+  if (shutting_down_) return;
+  shutting_down_ = true;
+  {
+    std::unique_lock work(work_mutex_);
+    drain(work);
+  }
+  stop_driver();
+}
+
+}  // namespace atl::serve

@@ -1,0 +1,131 @@
+#pragma once
+// The serving engine: loaded models on one scheduler device, the bounded per-class queues in
+// front of the scheduler, and the thread that drives it. Both protocols call infer(); it checks
+// the request, packs its inputs and hands them to the scheduler, whose completion answers the
+// request exactly once. Loading or unloading a model drains the scheduler, rebuilds its clients
+// and starts it again: the scheduler takes clients only while stopped.
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "sched/exec_device.h"
+#include "sched/modes.h"
+#include "sched/scheduler.h"
+#include "serve/inference.h"
+#include "serve/model_repository.h"
+#include "serve/stats.h"
+
+namespace atl::serve {
+
+struct EngineOptions {
+  // auto (cuda when a GPU answers, else cpu), cuda, cpu or sim. cpu and sim both run the
+  // scheduler on the simulated GPU with every kernel computed by the CPU backend: outputs are
+  // the CPU's, timings (queue, compute) are simulated.
+  std::string device = "auto";
+  sched::Mode mode = sched::Mode::kReset;
+  int inflight_cap = 4;
+  // Requests of a class accepted and not yet answered; one more is refused (resource exhausted).
+  int64_t max_queue_rt = 64;
+  int64_t max_queue_be = 256;
+};
+
+// A model's programs at each batch it runs at, and the scheduler clients that run them.
+struct ServedModel {
+  struct Bucket {
+    int64_t batch = 1;
+    Program program;
+    sched::ClientId rt_client = -1;
+    sched::ClientId be_client = -1;  // -1 in rt-only mode
+  };
+  ModelSpec spec;
+  std::vector<Bucket> buckets;  // ascending batch; the first runs batch 1
+  const Program& batch1() const { return buckets.front().program; }
+  const Bucket& bucket_for(int64_t batch) const;
+};
+
+struct ModelIndexEntry {
+  std::string name;
+  std::string version;
+  std::string state;   // READY, UNAVAILABLE
+  std::string reason;  // why not ready
+};
+
+class Engine {
+ public:
+  explicit Engine(EngineOptions options);
+  ~Engine();  // shutdown()
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const std::string& device_name() const { return device_name_; }
+  std::string device_description() const;
+  const EngineOptions& options() const { return options_; }
+
+  // Compiles and loads the model (again, if loaded: its new spec replaces the old one).
+  void load(const ModelSpec& spec);
+  // Stops serving the model; its device memory is kept for a later load of the same programs.
+  void unload(const std::string& name);
+  // Remembers a model that could not load, for the repository index.
+  void mark_unavailable(const std::string& name, const std::string& reason);
+
+  // Throws kNotFound for an unknown model or version, kUnavailable for an unloaded one.
+  std::shared_ptr<const ServedModel> model(const std::string& name, const std::string& version) const;
+  std::vector<ModelIndexEntry> index() const;
+  std::map<std::string, std::string> ready_models() const;  // name -> latest version
+  bool ready() const;
+
+  // Checks and accepts the request, or throws (kInvalidArgument, kNotFound, kUnavailable,
+  // kResourceExhausted, kUnsupported) having accepted nothing. Once accepted, `done` is called
+  // exactly once.
+  void infer(const InferRequest& request, InferDone done);
+
+  // Refuses new requests (kUnavailable), answers every accepted one, stops the scheduler.
+  void shutdown();
+
+  const ServerStats& stats() const { return stats_; }
+  uint64_t queued(sched::TaskClass task_class) const;
+  std::string prometheus() const;
+
+ private:
+  struct Accepted;
+  struct LoadedPrograms;
+  std::shared_ptr<LoadedPrograms> programs_for(const ModelSpec& spec, int64_t batch);
+  void rebuild_scheduler();
+  void start_driver();
+  void stop_driver();
+  void drain(std::unique_lock<std::mutex>& lock);
+  void complete(const Accepted& a, std::exception_ptr error, sched::TaskResult result);
+  void finish_one();
+
+  EngineOptions options_;
+  std::string device_name_;
+  std::unique_ptr<sched::ExecDevice> device_;
+  bool simulated_ = false;
+
+  // Shared by requests while they are accepted; exclusive while models or the scheduler change.
+  mutable std::shared_mutex config_mutex_;
+  std::map<std::string, std::shared_ptr<ServedModel>> models_;
+  std::map<std::string, std::string> unavailable_;  // name -> reason
+  std::map<std::string, std::shared_ptr<LoadedPrograms>> programs_;  // device instances by program
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  bool shutting_down_ = false;
+
+  // Accepted and unanswered requests; the simulated device's driver runs while there are any.
+  std::mutex work_mutex_;
+  std::condition_variable work_changed_;
+  int64_t in_flight_ = 0;
+  bool driver_stop_ = false;
+  std::thread driver_;
+
+  std::atomic<int64_t> queued_[2] = {0, 0};  // per class, indexed as TaskClass
+  ServerStats stats_;
+};
+
+}  // namespace atl::serve

@@ -1,0 +1,351 @@
+"""`atoll serve` end to end, driven by Triton's own Python client (tritonclient, gRPC and HTTP).
+
+Starts the server on the simulated device (kernels computed by the CPU backend) on free loopback
+ports, then checks health and metadata, inference over gRPC (raw and typed tensors) and HTTP
+(binary and JSON tensors) against `atoll run` on the same input, the protocol's error codes,
+malformed and oversize requests, a bounded load of mixed RT and BE clients, metrics, repository
+load/unload, and that SIGTERM drains accepted requests. Exits 77 (skipped) without tritonclient.
+"""
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+try:
+    import numpy as np
+    import tritonclient.grpc as grpcclient
+    import tritonclient.http as httpclient
+    from tritonclient.grpc import service_pb2
+    from tritonclient.utils import InferenceServerException
+except ImportError as e:
+    print(f"SKIP: tritonclient is not installed ({e}); run scripts/serve-venv.sh")
+    sys.exit(77)
+
+ATOLL = sys.argv[1]
+results = {"passed": 0, "failed": 0}
+
+
+def check(name, condition, detail=""):
+    if condition:
+        results["passed"] += 1
+        print(f"ok   {name}")
+    else:
+        results["failed"] += 1
+        print(f"FAIL {name} {detail}")
+
+
+def expect_error(name, call, grpc_status=None, http_status=None, text=""):
+    try:
+        call()
+    except InferenceServerException as e:
+        got = e.status()
+        wanted = grpc_status if grpc_status is not None else str(http_status)
+        check(name, (got == wanted or str(got) == wanted) and text in e.message(), f"{got} {e.message()}")
+        return
+    check(name, False, "no error")
+
+
+def write_repository(root):
+    models = {
+        "cnn": """platform: "atoll_zoo"
+max_batch_size: 2
+input [ { name: "input" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] } ]
+instance_group [ { kind: KIND_GPU count: 1 } ]
+parameters { key: "zoo_model" value: { string_value: "tiny_cnn" } }
+""",
+        "broken": 'platform: "onnxruntime_onnx"\n',
+    }
+    for name, text in models.items():
+        os.makedirs(os.path.join(root, name, "1"))
+        with open(os.path.join(root, name, "config.pbtxt"), "w") as f:
+            f.write(text)
+    os.makedirs(os.path.join(root, "cnn_rt", "1"))
+    with open(os.path.join(root, "cnn_rt", "config.json"), "w") as f:
+        json.dump({"max_batch_size": 1, "parameters": {"zoo_model": {"string_value": "tiny_cnn"},
+                                                       "default_class": {"string_value": "rt"}}}, f)
+
+
+def start_server(repo, extra=()):
+    proc = subprocess.Popen([ATOLL, "serve", "--device", "sim", "--model-repository", repo, "--grpc-port", "0",
+                             "--http-port", "0", "--metrics-port", "0", *extra],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    ports = re.search(r"gRPC [\d.]+:(\d+), HTTP [\d.]+:(\d+), metrics [\d.]+:(\d+)", line)
+    if not ports:
+        proc.kill()
+        raise SystemExit(f"server did not start: {line} {proc.stderr.read()}")
+    return proc, [int(p) for p in ports.groups()]
+
+
+def rss_kib(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
+
+
+def grpc_input(x, datatype="FP32", name="input"):
+    i = grpcclient.InferInput(name, list(x.shape), datatype)
+    i.set_data_from_numpy(x)
+    return i
+
+
+def check_inference(g, h, work, port_grpc):
+    x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
+    np.save(os.path.join(work, "x.npy"), x)
+    subprocess.run([ATOLL, "run", "tiny_cnn", "--device", "cpu", "--iters", "1", "--warmup", "0", "--input",
+                    f"input={work}/x.npy", "--output", f"{work}/out"], check=True, capture_output=True)
+    expected = np.load(os.path.join(work, "out", "logits.npy"))
+    close = lambda a: a is not None and a.shape == expected.shape and np.allclose(a, expected, rtol=1e-5, atol=1e-6)
+
+    r = g.infer("cnn", [grpc_input(x)])
+    check("grpc raw tensors equal atoll run", close(r.as_numpy("logits")))
+    check("grpc default class is the model's (be)", r.get_response().parameters["atoll_class"].string_param == "be")
+    r = g.infer("cnn", [grpc_input(x)], priority=1)
+    check("grpc priority 1 runs RT", r.get_response().parameters["atoll_class"].string_param == "rt")
+    check("RT answer equals atoll run", close(r.as_numpy("logits")))
+
+    hi = httpclient.InferInput("input", list(x.shape), "FP32")
+    hi.set_data_from_numpy(x, binary_data=True)
+    r = h.infer("cnn", [hi], outputs=[httpclient.InferRequestedOutput("logits", binary_data=True)])
+    check("http binary tensors equal atoll run", close(r.as_numpy("logits")))
+    hi.set_data_from_numpy(x, binary_data=False)
+    r = h.infer("cnn", [hi], outputs=[httpclient.InferRequestedOutput("logits", binary_data=False)])
+    check("http JSON tensors equal atoll run", close(r.as_numpy("logits")))
+
+    x2 = np.concatenate([x, x])
+    r = g.infer("cnn", [grpc_input(x2)])
+    check("batch 2 answers both items", close(r.as_numpy("logits")[1:]) and r.as_numpy("logits").shape[0] == 2)
+
+    # Typed contents: the raw stub, as tritonclient always sends raw bytes.
+    stub = g._client_stub
+    req = service_pb2.ModelInferRequest(model_name="cnn")
+    t = req.inputs.add(name="input", datatype="FP32", shape=[1, 3, 32, 32])
+    t.contents.fp32_contents.extend(x.ravel().tolist())
+    resp = stub.ModelInfer(req)
+    typed = np.frombuffer(resp.raw_output_contents[0], dtype=np.float32).reshape(1, 10)
+    check("grpc typed contents equal atoll run", close(typed))
+
+
+def check_errors(g, h, port_http):
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    expect_error("unknown model: NOT_FOUND", lambda: g.infer("nope", [grpc_input(x)]), "StatusCode.NOT_FOUND",
+                 text="unknown model 'nope'")
+    expect_error("unknown model over http: 404", lambda: h.infer("nope", [httpclient.InferInput("input", [1], "FP32")
+                                                                        .set_data_from_numpy(np.zeros(1, np.float32))]),
+                 http_status=404)
+    expect_error("wrong datatype", lambda: g.infer("cnn", [grpc_input(x.astype(np.float64), "FP64")]),
+                 "StatusCode.INVALID_ARGUMENT", text="datatype FP64, expected FP32")
+    expect_error("wrong shape", lambda: g.infer("cnn", [grpc_input(np.zeros((1, 3, 16, 16), np.float32))]),
+                 "StatusCode.INVALID_ARGUMENT", text="expected [-1,3,32,32]")
+    expect_error("batch over max_batch_size", lambda: g.infer("cnn", [grpc_input(np.zeros((3, 3, 32, 32), np.float32))]),
+                 "StatusCode.INVALID_ARGUMENT", text="batch of 1..2")
+    req = service_pb2.ModelInferRequest(model_name="cnn")
+    req.inputs.add(name="input", datatype="FP32", shape=[1, 3, 32, 32])
+    req.raw_input_contents.append(b"\0" * 100)
+    try:
+        g._client_stub.ModelInfer(req)
+        check("wrong byte count", False, "no error")
+    except Exception as e:  # grpc.RpcError
+        check("wrong byte count", "carries 100 bytes" in e.details() and e.code().name == "INVALID_ARGUMENT", str(e))
+    req.inputs[0].shape[:] = [1 << 40, 1 << 40, 3, 3]
+    try:
+        g._client_stub.ModelInfer(req)
+        check("huge declared shape", False, "no error")
+    except Exception as e:
+        check("huge declared shape", e.code().name == "INVALID_ARGUMENT", str(e))
+    big = np.zeros((2, 3, 32, 32), np.float32)
+    req = service_pb2.ModelInferRequest(model_name="cnn")
+    req.inputs.add(name="input", datatype="FP32", shape=[2, 3, 32, 32])
+    req.raw_input_contents.append(b"\0" * (2 << 20))
+    try:
+        g._client_stub.ModelInfer(req)
+        check("oversize gRPC request", False, "no error")
+    except Exception as e:
+        check("oversize gRPC request: RESOURCE_EXHAUSTED", e.code().name == "RESOURCE_EXHAUSTED", str(e))
+    status, _ = raw_http(port_http, "POST", "/v2/models/cnn/infer", b"\0" * (2 << 20))
+    check("oversize HTTP request: 413", status == 413, str(status))
+    del big
+
+
+def raw_http(port, method, path, body, headers=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request(method, path, body=body, headers=headers or {})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def check_malformed(g, port_grpc, port_http):
+    status, body = raw_http(port_http, "POST", "/v2/models/cnn/infer", b"\x00\xffgarbage{")
+    check("garbage HTTP body: 400 with a message", status == 400 and b"error" in body, f"{status} {body[:80]}")
+    header = json.dumps({"inputs": [{"name": "input", "datatype": "FP32", "shape": [1, 3, 32, 32],
+                                     "parameters": {"binary_data_size": 12288}}]}).encode()
+    status, body = raw_http(port_http, "POST", "/v2/models/cnn/infer", header + b"\0" * 100,
+                            {"Inference-Header-Content-Length": str(len(header))})
+    check("truncated binary payload: 400", status == 400 and b"only 100 remain" in body, f"{status} {body[:120]}")
+    status, _ = raw_http(port_http, "POST", "/v2/models/cnn/infer", header,
+                         {"Inference-Header-Content-Length": "99999999"})
+    check("header length past the body: 400", status == 400, str(status))
+    for port in (port_grpc, port_http):
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(os.urandom(4096))
+            s.settimeout(2)
+            try:
+                s.recv(100)
+            except (socket.timeout, ConnectionResetError):
+                pass
+    check("server still live after garbage bytes", g.is_server_live() and g.is_model_ready("cnn"))
+
+
+def load_test(g_port, pid):
+    """Mixed RT and BE clients past what the server can serve: bounded, no lost or duplicated answer."""
+    x = np.random.default_rng(2).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
+    answers, lock, latencies = {}, threading.Lock(), {"rt": [], "be": []}
+    refused = {"rt": 0, "be": 0}
+    other_errors = []
+
+    def client(cls, n, outstanding):
+        c = grpcclient.InferenceServerClient(f"127.0.0.1:{g_port}")
+        done = threading.Semaphore(0)
+        sent = []
+
+        def on_done(rid, t0, result, error):
+            with lock:
+                answers[rid] = answers.get(rid, 0) + 1
+                if error is None:
+                    latencies[cls].append(time.monotonic() - t0)
+                    if result.get_response().id != rid:
+                        other_errors.append(f"answer for {result.get_response().id} came to {rid}")
+                elif error.status() == "StatusCode.RESOURCE_EXHAUSTED":
+                    refused[cls] += 1
+                else:
+                    other_errors.append(str(error))
+            done.release()
+
+        window = threading.Semaphore(outstanding)
+        for k in range(n):
+            window.acquire()
+            rid = f"{cls}-{threading.get_ident()}-{k}"
+            sent.append(rid)
+            t0 = time.monotonic()
+            c.async_infer("cnn", [grpc_input(x)], request_id=rid, priority=1 if cls == "rt" else 0,
+                          callback=lambda result, error, rid=rid, t0=t0: (on_done(rid, t0, result, error),
+                                                                          window.release()))
+            if cls == "rt":
+                time.sleep(0.01)
+        for _ in sent:
+            done.acquire(timeout=60)
+        c.close()
+        return sent
+
+    rss_before = rss_kib(pid)
+    sent = []
+    threads = [threading.Thread(target=lambda: sent.extend(client("be", 150, 16))) for _ in range(4)]
+    threads += [threading.Thread(target=lambda: sent.extend(client("rt", 40, 1))) for _ in range(2)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    elapsed = time.monotonic() - t0
+    rss_after = rss_kib(pid)
+    check("load: every request answered exactly once", len(sent) == 680 and
+          all(answers.get(r) == 1 for r in sent), f"{len(sent)} sent, {len(answers)} answered")
+    check("load: no error other than queue full", not other_errors, str(other_errors[:3]))
+    check("load: BE overload was refused (queue bounded)", refused["be"] > 0, str(refused))
+    check("load: every RT request served", refused["rt"] == 0 and len(latencies["rt"]) == 80, str(refused))
+    rt_p50, be_p50 = np.median(latencies["rt"]), np.median(latencies["be"])
+    check("load: RT served first (RT p50 below BE p50)", rt_p50 < be_p50, f"RT {rt_p50 * 1e3:.2f} ms, BE {be_p50 * 1e3:.2f} ms")
+    check("load: memory bounded (RSS grew < 64 MiB)", rss_after - rss_before < 65536, f"{rss_before} -> {rss_after} KiB")
+    print(f"     load: {len(sent)} requests in {elapsed:.1f} s, RT p50 {rt_p50 * 1e3:.2f} ms, BE p50 "
+          f"{be_p50 * 1e3:.2f} ms, refused {refused}")
+
+
+def check_observability(g, h, port_metrics):
+    stats = g.get_inference_statistics("cnn", as_json=True)["model_stats"][0]
+    check("statistics count successes", int(stats["inference_stats"]["success"]["count"]) > 0)
+    text = raw_http(port_metrics, "GET", "/metrics", None)[1].decode()
+    success = re.search(r'nv_inference_request_success\{model="cnn",version="1"\} (\d+)', text)
+    check("metrics: nv_inference_request_success", success and int(success.group(1)) > 0)
+    check("metrics: nv_inference_queue_duration_us", 'nv_inference_queue_duration_us{model="cnn"' in text)
+    rejected = re.search(r'atoll_requests_rejected_total\{class="be"\} (\d+)', text)
+    check("metrics: atoll BE rejections counted", rejected and int(rejected.group(1)) > 0)
+    check("metrics: atoll preemptions per class", 'atoll_preemptions_total{class="be"}' in text)
+    index = {m["name"]: m for m in g.get_model_repository_index(as_json=True)["models"]}
+    check("repository index lists the broken model UNAVAILABLE", index["broken"]["state"] == "UNAVAILABLE" and
+          "not served by atoll" in index["broken"]["reason"], str(index.get("broken")))
+    g.unload_model("cnn_rt")
+    check("unload: model not ready", not g.is_model_ready("cnn_rt"))
+    expect_error("unloaded model: UNAVAILABLE", lambda: g.infer("cnn_rt", [grpc_input(np.zeros((1, 3, 32, 32), np.float32))]),
+                 "StatusCode.UNAVAILABLE")
+    h.load_model("cnn_rt")
+    r = g.infer("cnn_rt", [grpc_input(np.zeros((1, 3, 32, 32), np.float32))])
+    check("reload over HTTP: RT default class served", r.get_response().parameters["atoll_class"].string_param == "rt")
+    meta = h.get_model_metadata("cnn")
+    check("http metadata", meta["inputs"][0]["shape"] == [-1, 3, 32, 32] and meta["outputs"][0]["name"] == "logits")
+    config = g.get_model_config("cnn", as_json=True)["config"]
+    check("grpc model config", int(config["max_batch_size"]) == 2 and config["input"][0]["data_type"] == "TYPE_FP32")
+    check("server metadata", g.get_server_metadata().name == "atoll")
+
+
+def check_sigterm_drains(proc, g_port):
+    x = np.zeros((1, 3, 32, 32), np.float32)
+    c = grpcclient.InferenceServerClient(f"127.0.0.1:{g_port}")
+    outcomes, lock = [], threading.Lock()
+    done = threading.Semaphore(0)
+
+    def on_done(result, error):
+        with lock:
+            outcomes.append("ok" if error is None else error.status())
+        done.release()
+
+    for _ in range(8):
+        c.async_infer("cnn", [grpc_input(x)], callback=on_done)
+    time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    for _ in range(8):
+        done.acquire(timeout=30)
+    try:
+        code = proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        code = "hung"
+    check("SIGTERM: server exits 0", code == 0, f"{code} {proc.stderr.read()[-500:]}")
+    check("SIGTERM: accepted requests answered", len(outcomes) == 8 and
+          all(o in ("ok", "StatusCode.UNAVAILABLE") for o in outcomes) and "ok" in outcomes, str(outcomes))
+
+
+def main():
+    with tempfile.TemporaryDirectory() as work:
+        repo = os.path.join(work, "repo")
+        write_repository(repo)
+        proc, (port_grpc, port_http, port_metrics) = start_server(
+            repo, ["--max-queue-rt", "8", "--max-queue-be", "16", "--max-request-bytes", "1048576"])
+        try:
+            g = grpcclient.InferenceServerClient(f"127.0.0.1:{port_grpc}")
+            h = httpclient.InferenceServerClient(f"127.0.0.1:{port_http}")
+            check("grpc live and ready", g.is_server_live() and g.is_server_ready() and g.is_model_ready("cnn"))
+            check("http live and ready", h.is_server_live() and h.is_server_ready() and h.is_model_ready("cnn"))
+            check("broken model not ready", not g.is_model_ready("broken"))
+            check_inference(g, h, work, port_grpc)
+            check_errors(g, h, port_http)
+            check_malformed(g, port_grpc, port_http)
+            load_test(port_grpc, proc.pid)
+            check_observability(g, h, port_metrics)
+            check_sigterm_drains(proc, port_grpc)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    print(f"{results['passed']} passed, {results['failed']} failed")
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

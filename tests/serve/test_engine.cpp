@@ -1,0 +1,135 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "serve/engine.h"
+
+namespace atl::serve {
+namespace {
+
+ModelSpec tiny_spec() {
+  ModelSpec spec = model_from_flag("tiny=tiny_cnn");
+  spec.max_batch_size = 2;
+  return spec;
+}
+
+struct Input {
+  std::vector<float> values;
+  InferRequest request;
+  Input(int64_t batch, int64_t priority) : values(static_cast<size_t>(batch * 3 * 32 * 32)) {
+    Rng rng(static_cast<uint64_t>(batch), "input");
+    for (float& v : values) v = rng.uniform(-1.0f, 1.0f);
+    request.model = "tiny";
+    if (priority) request.priority = priority;
+    request.inputs = {{"input", "FP32", {batch, 3, 32, 32}, std::as_bytes(std::span(values))}};
+  }
+};
+
+// Property: under concurrent mixed RT/BE submissions against small queues, every request is
+// either refused at once (resource exhausted) or answered exactly once, and answers for the same
+// input agree whatever class ran them.
+TEST(Engine, EveryAcceptedRequestIsAnsweredExactlyOnce) {
+  EngineOptions options;
+  options.device = "sim";
+  options.max_queue_rt = 2;
+  options.max_queue_be = 3;
+  Engine engine(options);
+  engine.load(tiny_spec());
+  constexpr int kThreads = 4, kPerThread = 40;
+  std::vector<std::atomic<int>> answers(kThreads * kPerThread);
+  std::atomic<int> accepted{0}, refused{0};
+  std::mutex outputs_mutex;
+  std::map<int64_t, std::vector<float>> first_output;  // by batch
+  bool outputs_agree = true;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int index = t * kPerThread + k;
+        const int64_t batch = 1 + (index % 2);
+        const Input in(batch, index % 3 == 0 ? 1 : 0);
+        try {
+          engine.infer(in.request, [&, index, batch](std::exception_ptr error, InferResponse r) {
+            answers[static_cast<size_t>(index)].fetch_add(1);
+            if (error) return;
+            const auto v = r.outputs.at(0).data.as<float>();
+            std::lock_guard lock(outputs_mutex);
+            auto [it, fresh] = first_output.try_emplace(batch, v.begin(), v.end());
+            if (!fresh && it->second != std::vector<float>(v.begin(), v.end())) outputs_agree = false;
+          });
+          accepted.fetch_add(1);
+        } catch (const Error& e) {
+          EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.message();
+          refused.fetch_add(1);
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  engine.shutdown();
+  int answered = 0;
+  for (const auto& a : answers) {
+    EXPECT_LE(a.load(), 1);
+    answered += a.load();
+  }
+  EXPECT_EQ(answered, accepted.load());
+  EXPECT_EQ(accepted + refused, kThreads * kPerThread);
+  EXPECT_GT(refused.load(), 0) << "the queues never filled: the test did not exercise refusal";
+  EXPECT_TRUE(outputs_agree);
+  EXPECT_EQ(engine.queued(sched::TaskClass::kRealTime) + engine.queued(sched::TaskClass::kBestEffort), 0u);
+  EXPECT_EQ(engine.stats().for_class(sched::TaskClass::kRealTime).rejected +
+                engine.stats().for_class(sched::TaskClass::kBestEffort).rejected,
+            static_cast<uint64_t>(refused.load()));
+}
+
+TEST(Engine, UnknownUnloadedAndStoppedModelsAreRefused) {
+  EngineOptions options;
+  options.device = "cpu";
+  Engine engine(options);
+  engine.load(tiny_spec());
+  const Input in(1, 0);
+  const auto code = [&](const InferRequest& r) {
+    try {
+      engine.infer(r, [](std::exception_ptr, InferResponse) { ADD_FAILURE() << "a refused request was answered"; });
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  InferRequest unknown = in.request;
+  unknown.model = "absent";
+  EXPECT_EQ(code(unknown), ErrorCode::kNotFound);
+  InferRequest bad_version = in.request;
+  bad_version.version = "2";
+  EXPECT_EQ(code(bad_version), ErrorCode::kNotFound);
+  engine.unload("tiny");
+  EXPECT_EQ(code(in.request), ErrorCode::kUnavailable);
+  EXPECT_EQ(engine.index().at(0).state, "UNAVAILABLE");
+  engine.load(tiny_spec());
+  std::promise<bool> served;
+  engine.infer(in.request, [&](std::exception_ptr error, InferResponse) { served.set_value(error == nullptr); });
+  EXPECT_TRUE(served.get_future().get());
+  engine.shutdown();
+  EXPECT_EQ(code(in.request), ErrorCode::kUnavailable);
+}
+
+TEST(Engine, RtOnlyModeRefusesBestEffortRequests) {
+  EngineOptions options;
+  options.device = "sim";
+  options.mode = sched::Mode::kRtOnly;
+  Engine engine(options);
+  engine.load(tiny_spec());
+  const Input be(1, 0);
+  EXPECT_THROW(engine.infer(be.request, [](std::exception_ptr, InferResponse) {}), Error);
+  const Input rt(1, 1);
+  std::promise<sched::TaskClass> served;
+  engine.infer(rt.request, [&](std::exception_ptr, InferResponse r) { served.set_value(r.task_class); });
+  EXPECT_EQ(served.get_future().get(), sched::TaskClass::kRealTime);
+}
+
+}  // namespace
+}  // namespace atl::serve

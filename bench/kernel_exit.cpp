@@ -1,5 +1,5 @@
 // atoll_bench_kernel_exit: how fast every kernel of the zoo models leaves once its preemption
-// flag rises mid-run, on the device clock (see kernel_exit_probe.h), and what the flag checks
+// flag rises mid-run, on the device clock (see exit_probe.h), and what the flag checks
 // cost a whole model run. Prints a table per op family and per model; writes one JSON document.
 #include <fmt/core.h>
 
@@ -13,7 +13,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/launch.h"
-#include "bench/kernel_exit_probe.h"
+#include "backends/cuda/exit_probe.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "runtime/session.h"

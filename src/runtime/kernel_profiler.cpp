@@ -9,7 +9,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/timing.h"
-#include "bench/kernel_exit_probe.h"
+#include "backends/cuda/exit_probe.h"
 #include "core/error.h"
 
 namespace atl {

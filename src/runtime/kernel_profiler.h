@@ -3,7 +3,7 @@
 // timed by CUDA events around single launches held behind a host gate (so the host's launch
 // call is never timed); its launch geometry read from a stream capture of the kernel (grid,
 // threads, resident blocks per SM from the occupancy calculator); its exit latency from the
-// kernel-exit probe (bench/kernel_exit_probe.h), the flag raised half way through its run.
+// kernel-exit probe (bench/exit_probe.h), the flag raised half way through its run.
 // CUDA builds only; `atoll profile` reaches it through ExecDevice::measure_profile.
 #include <functional>
 #include <string>

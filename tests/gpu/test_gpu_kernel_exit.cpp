@@ -1,12 +1,12 @@
 // Mid-kernel preemption of every kernel of every zoo model at batch 8: the flag rises at a
-// random moment of the kernel's run (device clock, bench/kernel_exit_probe.h); the kernel must
+// random moment of the kernel's run (device clock, bench/exit_probe.h); the kernel must
 // leave within a generous bound (atoll_bench_kernel_exit holds the real target), and re-running
 // it from scratch onto poisoned outputs must give the bits of an uninterrupted run.
 #include <gtest/gtest.h>
 
 #include <random>
 
-#include "bench/kernel_exit_probe.h"
+#include "backends/cuda/exit_probe.h"
 #include "gpu_test_util.h"
 #include "runtime/session.h"
 

@@ -1,9 +1,9 @@
-// Kernels and host side of ExitProbe (see kernel_exit_probe.h).
+// Kernels and host side of ExitProbe (see exit_probe.h).
 #include <algorithm>
 #include <vector>
 
 #include "backends/cuda/device_common.cuh"
-#include "bench/kernel_exit_probe.h"
+#include "backends/cuda/exit_probe.h"
 
 namespace atl::bench {
 

@@ -22,8 +22,25 @@ bool needs_nhwc(const WNode& n, const WorkGraph& w) {
 
 // Ops that work in whatever layout their rank-4 inputs share.
 bool follows_input(OpKind op) {
-  return op == OpKind::kRelu || op == OpKind::kRelu6 || op == OpKind::kGelu || op == OpKind::kTanh ||
-         op == OpKind::kAdd || op == OpKind::kMul || op == OpKind::kConcat;
+  switch (op) {
+    case OpKind::kRelu:
+    case OpKind::kRelu6:
+    case OpKind::kGelu:
+    case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kErf:
+    case OpKind::kSqrt:
+    case OpKind::kClip:
+    case OpKind::kAdd:
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow:
+    case OpKind::kConcat: return true;
+    default: return false;
+  }
 }
 
 bool is_view(OpKind op) { return op == OpKind::kReshape || op == OpKind::kFlatten; }

@@ -142,13 +142,22 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
     case OpKind::kRelu6:
     case OpKind::kGelu:
     case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kErf:
+    case OpKind::kSqrt:
+    case OpKind::kClip:
     case OpKind::kDropout: {
       expect_inputs(n, 1, 1);
       expect_float(n, in(g, n, 0));
       return {{in(g, n, 0).dtype, in(g, n, 0).shape}};
     }
     case OpKind::kAdd:
-    case OpKind::kMul: {
+    case OpKind::kMul:
+    case OpKind::kSub:
+    case OpKind::kDiv:
+    case OpKind::kPow: {
       expect_inputs(n, 2, 2);
       const Value& a = in(g, n, 0);
       const Value& b = in(g, n, 1);
@@ -343,6 +352,33 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
       NODE_CHECK(in(g, n, 1).shape == Shape({x.shape[1]}) && in(g, n, 2).shape == Shape({x.shape[1]}),
                  "scale and shift must be [{}]", x.shape[1]);
       return {{x.dtype, x.shape}};
+    }
+    case OpKind::kReduceMean: {
+      expect_inputs(n, 1, 1);
+      const Value& x = in(g, n, 0);
+      expect_float(n, x);
+      const auto& axes = n.attrs.get_ints("axes");
+      const bool keep = n.attrs.get_int("keepdims", 1) != 0;
+      NODE_CHECK(!axes.empty(), "needs at least one axis");
+      std::vector<bool> reduced(static_cast<size_t>(x.shape.rank()), false);
+      for (size_t i = 0; i < axes.size(); ++i) {
+        NODE_CHECK(axes[i] >= 0 && axes[i] < x.shape.rank() && (i == 0 || axes[i] > axes[i - 1]),
+                   "axes must be ascending and within rank {}", x.shape.rank());
+        reduced[static_cast<size_t>(axes[i])] = true;
+      }
+      std::vector<int64_t> out;
+      for (int d = 0; d < x.shape.rank(); ++d) {
+        if (!reduced[static_cast<size_t>(d)]) {
+          out.push_back(x.shape[d]);
+        } else if (keep) {
+          out.push_back(1);
+        }
+      }
+      return {{x.dtype, Shape(out)}};
+    }
+    case OpKind::kCast: {
+      expect_inputs(n, 1, 1);
+      return {{dtype_from_name(n.attrs.get_string("to")), in(g, n, 0).shape}};
     }
     case OpKind::kCount: break;
   }

@@ -10,7 +10,9 @@ namespace {
 constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kCount)> kOpNames = {
     "Conv2d",  "BatchNorm", "Relu",    "Relu6",  "Gelu",      "Tanh",      "Add",     "Mul",
     "MaxPool", "AvgPool",   "GlobalAvgPool", "Concat", "Flatten", "Reshape", "Transpose", "Gemm",
-    "MatMul",  "Softmax",   "LayerNorm", "Gather", "Slice",   "Dropout",   "LayoutToNHWC", "LayoutToNCHW", "ScaleShift"};
+    "MatMul",  "Softmax",   "LayerNorm", "Gather", "Slice",   "Dropout",   "LayoutToNHWC", "LayoutToNCHW", "ScaleShift",
+    "Sub",     "Div",       "Pow",     "Sigmoid", "HardSigmoid", "HardSwish", "Erf",   "Sqrt",
+    "Clip",    "ReduceMean", "Cast"};
 constexpr std::array<std::string_view, 5> kActNames = {"none", "relu", "relu6", "gelu", "tanh"};
 }  // namespace
 

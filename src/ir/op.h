@@ -31,6 +31,18 @@ enum class OpKind {
   kLayoutToNHWC,   // compiler-inserted: NCHW -> NHWC
   kLayoutToNCHW,   // compiler-inserted: NHWC -> NCHW
   kScaleShift,     // compiler-inserted (unfoldable BatchNorm): in: x, scale[C], shift[C]; attr act
+  // Ops that imported ONNX models need beyond the zoo's; the CPU backend runs them, CUDA refuses them.
+  kSub,            // NumPy broadcasting, a - b
+  kDiv,            // NumPy broadcasting, a / b
+  kPow,            // NumPy broadcasting, a ^ b
+  kSigmoid,
+  kHardSigmoid,    // max(0, min(1, alpha x + beta)); attrs alpha, beta
+  kHardSwish,      // x * hard_sigmoid(x) with alpha 1/6, beta 1/2
+  kErf,
+  kSqrt,
+  kClip,           // attrs min, max (either may be absent: unbounded)
+  kReduceMean,     // attrs axes (non-negative, ascending), keepdims
+  kCast,           // attr to (dtype name): integers <-> floats by value
   kCount,
 };
 

@@ -49,7 +49,7 @@ Tensor random_tensor(const Operand& o, uint64_t seed, bool round_to_f16) {
     return t;
   }
   for (auto& v : t.as<float>()) {
-    v = rng.uniform(-o.scale, o.scale);
+    v = rng.uniform(o.positive ? 0.0f : -o.scale, o.scale);
     if (round_to_f16) v = round_to_half(v);
   }
   return t;
@@ -324,6 +324,36 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                               {act_input("x", Shape{7, 33}), param("gamma", Shape{33}), param("beta", Shape{33})}));
 }
 
+// Ops that imported ONNX models bring beyond the zoo's.
+void add_imported_op_cases(std::vector<OpCase>& cases) {
+  const Shape s{3, 17, 5};
+  Operand positive = act_input("x", s, Layout::kRowMajor, 4.0f);
+  positive.positive = true;
+  cases.push_back(simple_case("sub_broadcast", OpKind::kSub, {},
+                              {act_input("a", Shape{2, 3, 4, 5}), act_input("b", Shape{3, 1, 5})}));
+  cases.push_back(simple_case("sub_from_weight", OpKind::kSub, {}, {param("one", Shape{1}), act_input("m", s)}));
+  cases.push_back(simple_case("div_broadcast", OpKind::kDiv, {}, {act_input("a", s), act_input("b", Shape{17, 1})}));
+  Operand base = positive;
+  base.name = "base";
+  cases.push_back(simple_case("pow_broadcast", OpKind::kPow, {}, {base, act_input("exp", Shape{5}, Layout::kRowMajor, 2.0f)}));
+  cases.push_back(simple_case("sigmoid", OpKind::kSigmoid, {}, {act_input("x", s, Layout::kRowMajor, 6.0f)}));
+  cases.push_back(simple_case("hard_sigmoid", OpKind::kHardSigmoid, {{"alpha", 0.3}, {"beta", 0.4}},
+                              {act_input("x", s, Layout::kRowMajor, 4.0f)}));
+  cases.push_back(simple_case("hard_swish_nhwc", OpKind::kHardSwish, {},
+                              {act_input("x", Shape{2, 6, 5, 3}, Layout::kNHWC, 5.0f)}, Layout::kNHWC));
+  cases.push_back(simple_case("erf", OpKind::kErf, {}, {act_input("x", s, Layout::kRowMajor, 3.0f)}));
+  cases.push_back(simple_case("sqrt", OpKind::kSqrt, {}, {positive}));
+  cases.push_back(simple_case("clip", OpKind::kClip, {{"min", -0.5}, {"max", 1.5}},
+                              {act_input("x", s, Layout::kRowMajor, 3.0f)}));
+  cases.push_back(simple_case("clip_min_only", OpKind::kClip, {{"min", 0.25}}, {act_input("x", s)}));
+  cases.push_back(simple_case("reduce_mean_last_keepdims", OpKind::kReduceMean,
+                              {{"axes", Ints{2}}, {"keepdims", int64_t{1}}}, {act_input("x", s)}));
+  cases.push_back(simple_case("reduce_mean_outer_axes", OpKind::kReduceMean,
+                              {{"axes", Ints{0, 2}}, {"keepdims", int64_t{0}}}, {act_input("x", Shape{4, 6, 3, 5})}));
+  cases.push_back(simple_case("cast_i64_to_f32", OpKind::kCast, {{"to", std::string("f32")}},
+                              {index_input("mask", Shape{2, 9}, 1000)}));
+}
+
 }  // namespace
 
 OpCaseData OpCase::build(DType act_dtype, uint64_t seed) const {
@@ -391,6 +421,7 @@ std::vector<OpCase> all_op_cases() {
   add_elementwise_cases(cases);
   add_data_cases(cases);
   add_gemm_norm_cases(cases);
+  add_imported_op_cases(cases);
   return cases;
 }
 

@@ -31,6 +31,7 @@ struct Operand {
   Shape shape;                        // logical
   Layout layout = Layout::kRowMajor;  // storage layout in the Program
   float scale = 1.0f;                 // f32 values are uniform in [-scale, scale)
+  bool positive = false;              // f32 values are uniform in [0, scale) instead
   int64_t index_limit = 0;            // i64 values are uniform in [0, index_limit)
 };
 

@@ -223,6 +223,48 @@ Tensor layer_norm(const Attrs& attrs, const std::vector<Tensor>& ops) {
   });
 }
 
+double arithmetic(OpKind op, double a, double b) {
+  switch (op) {
+    case OpKind::kAdd: return a + b;
+    case OpKind::kSub: return a - b;
+    case OpKind::kMul: return a * b;
+    case OpKind::kDiv: return a / b;
+    default: return std::pow(a, b);
+  }
+}
+
+double unary_math(OpKind op, const Attrs& attrs, double x) {
+  const double inf = std::numeric_limits<double>::infinity();
+  switch (op) {
+    case OpKind::kSigmoid: return 1.0 / (1.0 + std::exp(-x));
+    case OpKind::kHardSigmoid:
+      return std::clamp(attrs.get_float("alpha", 0.2) * x + attrs.get_float("beta", 0.5), 0.0, 1.0);
+    case OpKind::kHardSwish: return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0);
+    case OpKind::kErf: return std::erf(x);
+    case OpKind::kSqrt: return std::sqrt(x);
+    default: return std::clamp(x, attrs.get_float("min", -inf), attrs.get_float("max", inf));
+  }
+}
+
+// Mean over `axes` with plain index loops: every input index adds to the output index it maps to.
+Tensor reduce_mean(const Attrs& attrs, const Tensor& x, const Shape& out) {
+  const auto& axes = attrs.get_ints("axes");
+  const bool keep = attrs.get_int("keepdims", 1) != 0;
+  std::vector<double> sums(static_cast<size_t>(out.numel()), 0.0);
+  int64_t count = 1;
+  for (int64_t a : axes) count *= x.shape()[static_cast<int>(a)];
+  for_each_index(x.shape(), [&](const Index& i) {
+    Index o;
+    for (size_t d = 0; d < i.size(); ++d) {
+      const bool reduced = std::find(axes.begin(), axes.end(), static_cast<int64_t>(d)) != axes.end();
+      if (!reduced) o.push_back(i[d]);
+      else if (keep) o.push_back(0);
+    }
+    sums[static_cast<size_t>(flat_index(out, o))] += at(x, i);
+  });
+  return generate(out, [&](const Index& i) { return sums[static_cast<size_t>(flat_index(out, i))] / count; });
+}
+
 }  // namespace
 
 Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& ops, const Shape& out) {
@@ -249,13 +291,30 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
     case OpKind::kTanh:
       return generate(out, [&](const Index& i) { return activation("tanh", at(ops[0], i)); });
     case OpKind::kAdd:
-    case OpKind::kMul: {
+    case OpKind::kSub:
+    case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow: {
       const std::string act = attrs.get_string("act", "none");
       return generate(out, [&](const Index& i) {
         const double a = at(ops[0], broadcast_index(ops[0].shape(), i));
         const double b = at(ops[1], broadcast_index(ops[1].shape(), i));
-        return activation(act, op == OpKind::kAdd ? a + b : a * b);
+        return activation(act, arithmetic(op, a, b));
       });
+    }
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kErf:
+    case OpKind::kSqrt:
+    case OpKind::kClip:
+      return generate(out, [&](const Index& i) { return unary_math(op, attrs, at(ops[0], i)); });
+    case OpKind::kReduceMean:
+      return reduce_mean(attrs, ops[0], out);
+    case OpKind::kCast: {
+      const auto v = ops[0].as<int64_t>();
+      size_t n = 0;
+      return generate(out, [&](const Index&) { return static_cast<double>(v[n++]); });
     }
     case OpKind::kScaleShift: {
       const std::string act = attrs.get_string("act", "none");

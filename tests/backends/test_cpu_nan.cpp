@@ -38,7 +38,7 @@ Tensor run_filled(const OpCase& c, Fill fill) {
 
 // Cases where some output element legitimately comes from a weight or index alone.
 bool has_output_from_weights(const OpCase& c) {
-  if (c.op == OpKind::kGather) return true;
+  if (c.op == OpKind::kGather || c.op == OpKind::kCast) return true;  // the input is integers
   if (c.op != OpKind::kConcat) return false;
   for (const auto& o : c.operands)
     if (o.role == opcases::Operand::Role::kWeight) return true;

@@ -1,5 +1,6 @@
-// Elementwise kernels: activations, Add/Mul with NumPy broadcasting, ScaleShift.
+// Elementwise kernels: activations, Add/Sub/Mul/Div/Pow with NumPy broadcasting, ScaleShift.
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/kernel_registry.h"
@@ -48,12 +49,25 @@ void run_unary(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   apply_act(p.act, args.in_f32(0), args.out_f32(0), p.n);
 }
 
-// --- Add / Mul ----------------------------------------------------------------------------------
+// --- Add / Sub / Mul / Div / Pow ----------------------------------------------------------------------------------
 
 // Broadcasting reduced to a few dimensions: size-1 dimensions dropped and neighbours that step
 // through memory together merged, so the innermost loop is as long as possible.
+enum class BinOp { kAdd, kSub, kMul, kDiv, kPow };
+
+BinOp bin_op_of(OpKind op) {
+  switch (op) {
+    case OpKind::kAdd: return BinOp::kAdd;
+    case OpKind::kSub: return BinOp::kSub;
+    case OpKind::kMul: return BinOp::kMul;
+    case OpKind::kDiv: return BinOp::kDiv;
+    case OpKind::kPow: return BinOp::kPow;
+    default: ATOLL_THROW(kInternal, "{} is not a binary arithmetic op", op_name(op));
+  }
+}
+
 struct BinaryPlan {
-  bool add = true;
+  BinOp op = BinOp::kAdd;
   Act act = Act::kNone;
   std::vector<int64_t> dims, stride_a, stride_b;  // stride 0 where the operand is broadcast
   int64_t rows = 1;                               // product of all but the innermost dimension
@@ -63,7 +77,7 @@ KernelPlan validate_binary(const Kernel& k, int) {
   expect_arity(k, 2, 1);
   expect_f32(k);
   BinaryPlan p;
-  p.add = k.op == OpKind::kAdd;
+  p.op = bin_op_of(k.op);
   p.act = act_from_name(k.attrs.get_string("act", "none"));
   const Binding& a = k.inputs[0];
   const Binding& b = k.inputs[1];
@@ -116,27 +130,31 @@ KernelPlan validate_binary(const Kernel& k, int) {
   return {p, 0};
 }
 
-template <bool kAdd, Act A>
+template <BinOp Op, Act A>
 inline float combine(float x, float y) {
-  return activate<A>(kAdd ? x + y : x * y);
+  if constexpr (Op == BinOp::kAdd) return activate<A>(x + y);
+  if constexpr (Op == BinOp::kSub) return activate<A>(x - y);
+  if constexpr (Op == BinOp::kMul) return activate<A>(x * y);
+  if constexpr (Op == BinOp::kDiv) return activate<A>(x / y);
+  if constexpr (Op == BinOp::kPow) return activate<A>(std::pow(x, y));
 }
 
-template <bool kAdd, Act A>
+template <BinOp Op, Act A>
 void binary_span(const float* a, int64_t sa, const float* b, int64_t sb, float* y, int64_t n) {
   if (sa == 1 && sb == 1) {
-    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i], b[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<Op, A>(a[i], b[i]);
   } else if (sa == 1 && sb == 0) {
     const float bv = *b;
-    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i], bv);
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<Op, A>(a[i], bv);
   } else if (sa == 0 && sb == 1) {
     const float av = *a;
-    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(av, b[i]);
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<Op, A>(av, b[i]);
   } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = combine<kAdd, A>(a[i * sa], b[i * sb]);
+    for (int64_t i = 0; i < n; ++i) y[i] = combine<Op, A>(a[i * sa], b[i * sb]);
   }
 }
 
-template <bool kAdd, Act A>
+template <BinOp Op, Act A>
 void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float* y) {
   const int64_t inner = p.dims.back();
   const int64_t ia = p.stride_a.back(), ib = p.stride_b.back();
@@ -144,7 +162,7 @@ void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float
     const int64_t chunks = (inner + kChunk - 1) / kChunk;
     parallel_for(chunks, inner, [&](int64_t c) {
       const int64_t lo = c * kChunk;
-      binary_span<kAdd, A>(a + lo * ia, ia, b + lo * ib, ib, y + lo, std::min(kChunk, inner - lo));
+      binary_span<Op, A>(a + lo * ia, ia, b + lo * ib, ib, y + lo, std::min(kChunk, inner - lo));
     });
     return;
   }
@@ -157,17 +175,22 @@ void run_binary_typed(const BinaryPlan& p, const float* a, const float* b, float
       off_a += i * p.stride_a[static_cast<size_t>(d)];
       off_b += i * p.stride_b[static_cast<size_t>(d)];
     }
-    binary_span<kAdd, A>(a + off_a, ia, b + off_b, ib, y + row * inner, inner);
+    binary_span<Op, A>(a + off_a, ia, b + off_b, ib, y + row * inner, inner);
   });
 }
 
 void run_binary(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const auto& p = *std::any_cast<BinaryPlan>(&plan.params);
+  const float* a = args.in_f32(0);
+  const float* b = args.in_f32(1);
+  float* y = args.out_f32(0);
   with_act(p.act, [&]<Act A>() {
-    if (p.add) {
-      run_binary_typed<true, A>(p, args.in_f32(0), args.in_f32(1), args.out_f32(0));
-    } else {
-      run_binary_typed<false, A>(p, args.in_f32(0), args.in_f32(1), args.out_f32(0));
+    switch (p.op) {
+      case BinOp::kAdd: return run_binary_typed<BinOp::kAdd, A>(p, a, b, y);
+      case BinOp::kSub: return run_binary_typed<BinOp::kSub, A>(p, a, b, y);
+      case BinOp::kMul: return run_binary_typed<BinOp::kMul, A>(p, a, b, y);
+      case BinOp::kDiv: return run_binary_typed<BinOp::kDiv, A>(p, a, b, y);
+      case BinOp::kPow: return run_binary_typed<BinOp::kPow, A>(p, a, b, y);
     }
   });
 }
@@ -237,6 +260,9 @@ void register_elementwise_kernels(KernelRegistry& r) {
   r[static_cast<size_t>(OpKind::kTanh)] = {validate_unary<Act::kTanh>, run_unary};
   r[static_cast<size_t>(OpKind::kAdd)] = {validate_binary, run_binary};
   r[static_cast<size_t>(OpKind::kMul)] = {validate_binary, run_binary};
+  r[static_cast<size_t>(OpKind::kSub)] = {validate_binary, run_binary};
+  r[static_cast<size_t>(OpKind::kDiv)] = {validate_binary, run_binary};
+  r[static_cast<size_t>(OpKind::kPow)] = {validate_binary, run_binary};
   r[static_cast<size_t>(OpKind::kScaleShift)] = {validate_scale_shift, run_scale_shift};
 }
 

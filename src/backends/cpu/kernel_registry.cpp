@@ -12,6 +12,7 @@ KernelRegistry build_registry() {
   register_elementwise_kernels(r);
   register_norm_kernels(r);
   register_data_kernels(r);
+  register_math_kernels(r);
   return r;
 }
 

@@ -52,6 +52,7 @@ void register_pool_kernels(KernelRegistry& r);
 void register_elementwise_kernels(KernelRegistry& r);
 void register_norm_kernels(KernelRegistry& r);
 void register_data_kernels(KernelRegistry& r);
+void register_math_kernels(KernelRegistry& r);
 
 // --- validation helpers (throw kUnsupported) -------------------------------------------------
 

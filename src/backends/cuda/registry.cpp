@@ -68,7 +68,7 @@ std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext&
     throw Error(e.code(), fmt::format("kernel '{}' ({}): {}", k.name, op_name(k.op), e.message()), e.file(),
                 e.line());
   }
-  ATOLL_THROW(kUnsupported, "kernel '{}': the CUDA backend has no kernel for op {} (compiled programs never contain it)",
+  ATOLL_THROW(kUnsupported, "kernel '{}': the CUDA backend has no kernel for op {}; run the model with --device cpu",
               k.name, op_name(k.op));
 }
 

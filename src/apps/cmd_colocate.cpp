@@ -1,7 +1,6 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
-#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +10,7 @@
 #include "core/error.h"
 #include "models/zoo.h"
 #include "profile/kernel_profile.h"
+#include "runtime/model_source.h"
 #include "sched/colocate.h"
 
 namespace atl::apps {
@@ -70,11 +70,10 @@ ClientArg parse_client(const std::string& spec, const std::string& flag, bool ta
   }
   ATOLL_CHECK(!rest.empty() && rest.find_first_of(":@") == std::string::npos, kInvalidArgument, "{} '{}': expected {}",
               flag, spec, syntax);
-  const std::vector<ModelInfo> zoo = list_models();
-  if (std::none_of(zoo.begin(), zoo.end(), [&](const ModelInfo& m) { return m.name == rest; })) {
-    std::string names;
-    for (const ModelInfo& m : zoo) names += (names.empty() ? "" : ", ") + m.name;
-    ATOLL_THROW(kNotFound, "{} '{}': unknown model '{}' (models: {})", flag, spec, rest, names);
+  try {
+    check_model_exists(rest);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{} '{}': {}", flag, spec, e.message()), e.file(), e.line());
   }
   c.model = rest;
   return c;

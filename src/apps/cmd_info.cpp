@@ -7,6 +7,7 @@
 #include "compile/compiler.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "runtime/model_source.h"
 
 namespace atl::apps {
 
@@ -21,7 +22,7 @@ struct InfoFlags {
 void run_info(const InfoFlags& f) {
   const std::string name = model_or_default(f.model);
   ModelOptions mo = f.model.options;
-  const Graph g = build_model(name, mo);
+  const Graph g = load_model_graph(name, mo);
   CompileTarget target;
   target.act_dtype = dtype_from_name(f.dtype);
   ATOLL_CHECK(is_float(target.act_dtype), kInvalidArgument, "--dtype must be f16 or f32");

@@ -13,6 +13,7 @@
 #include "l2/l2.h"
 #include "runtime/devices.h"
 #include "runtime/l2_measure.h"
+#include "runtime/model_source.h"
 #include "runtime/session.h"
 #include "tune/tuner.h"
 
@@ -42,7 +43,7 @@ struct L2Flags {
 
 // The Program the GPU runs: f16 activations, so slices and traces match the device.
 Program gpu_program(const ModelFlags& f) {
-  const Graph g = build_model(model_or_default(f), f.options);
+  const Graph g = load_model_graph(model_or_default(f), f.options);
   CompileTarget t;
   t.act_dtype = DType::kF16;
   return compile_graph(g, t).program;

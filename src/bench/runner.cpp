@@ -9,7 +9,6 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <optional>
-#include <set>
 #include <tuple>
 
 #include "bench/timeline_recorder.h"
@@ -42,17 +41,15 @@ std::string message_of(const std::exception_ptr& error) {
 }
 
 void check_models(const Workload& w, const std::string& source) {
-  std::set<std::string> zoo;
-  std::string names;
-  for (const ModelInfo& m : list_models()) {
-    zoo.insert(m.name);
-    names += (names.empty() ? "" : ", ") + m.name;
-  }
   for (size_t i = 0; i < w.clients.size(); ++i) {
     const ClientSpec& c = w.clients[i];
-    ATOLL_CHECK(zoo.count(c.model) != 0, kNotFound,
-                "workload '{}': client '{}' (clients[{}].model): unknown model '{}' (models: {})", source, c.name, i,
-                c.model, names);
+    try {
+      check_model_exists(c.model);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("workload '{}': client '{}' (clients[{}].model): {}", source, c.name, i,
+                                        e.message()),
+                  e.file(), e.line());
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // The model zoo: reference architectures (torchvision / HuggingFace BERT) built as IR graphs whose
 // weight names match the reference state_dicts, so real pretrained weights load by name.
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct ModelOptions {
   int64_t seq_len = 128;  // BERT models only; tiny_bert caps it at its 64 positions
   uint64_t seed = 0;
   bool init_weights = true;  // false leaves the WeightStore empty (fast, for structure-only uses)
+  std::map<std::string, int64_t> dims;  // imported (ONNX) models: values of symbolic dimensions by name
 };
 
 struct ModelInfo {

@@ -1,10 +1,35 @@
 #include "runtime/model_source.h"
 
 #include <algorithm>
+#include <filesystem>
 
+#include "core/error.h"
 #include "core/rng.h"
+#include "onnx/onnx_import.h"
 
 namespace atl {
+
+Graph load_model_graph(const std::string& model, const ModelOptions& options) {
+  if (!is_onnx_path(model)) return build_model(model, options);
+  OnnxImportOptions onnx;
+  onnx.batch = options.batch;
+  onnx.dims = options.dims;
+  return import_onnx_file(model, onnx);
+}
+
+void check_model_exists(const std::string& model) {
+  if (is_onnx_path(model)) {
+    std::error_code ec;
+    ATOLL_CHECK(std::filesystem::is_regular_file(model, ec), kNotFound, "ONNX model '{}' does not exist", model);
+    return;
+  }
+  std::string names;
+  for (const ModelInfo& m : list_models()) {
+    if (m.name == model) return;
+    names += (names.empty() ? "" : ", ") + m.name;
+  }
+  ATOLL_THROW(kNotFound, "unknown model '{}' (models: {}, or a path to an .onnx file)", model, names);
+}
 
 CompiledModel compile_zoo_model(const ZooModel& model, const CompileTarget& target, bool computes, int inflight_cap) {
   ModelOptions mo;
@@ -12,12 +37,14 @@ CompiledModel compile_zoo_model(const ZooModel& model, const CompileTarget& targ
   mo.seq_len = model.seq_len;
   mo.seed = model.seed;
   mo.init_weights = false;
-  Graph g = build_model(model.name, mo);
-  if (computes) {
-    g.init_weights(model.seed);
-  } else {
-    for (const Value& v : g.values()) {
-      if (v.kind == ValueKind::kWeight) g.weights()[v.name] = Tensor(v.dtype, v.shape);
+  Graph g = load_model_graph(model.name, mo);
+  if (!is_onnx_path(model.name)) {  // an imported model carries its file's weights on every device
+    if (computes) {
+      g.init_weights(model.seed);
+    } else {
+      for (const Value& v : g.values()) {
+        if (v.kind == ValueKind::kWeight) g.weights()[v.name] = Tensor(v.dtype, v.shape);
+      }
     }
   }
   CompileOptions options;

@@ -8,13 +8,14 @@
 #include "core/rng.h"
 #include "models/weights_file.h"
 #include "runtime/devices.h"
+#include "runtime/model_source.h"
 
 namespace atl {
 
 Session::Session(const SessionOptions& options) {
   device_ = resolve_device(options.device, &device_note_);
   backend_ = make_backend(device_);
-  graph_ = build_model(options.model, options.model_options);
+  graph_ = load_model_graph(options.model, options.model_options);
   if (!options.weights_file.empty()) {  // overrides the seeded weights by name
     weights_report_ = load_weights_file(graph_, options.weights_file, options.weights_options);
     ATOLL_CHECK(weights_report_.loaded > 0, kInvalidArgument, "'{}' holds no weight of model '{}'",

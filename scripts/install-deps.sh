@@ -5,6 +5,7 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libeigen3-dev
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler libcpp-httplib-dev  # atoll serve
+      libonnx-dev  # ONNX import: the ONNX protobuf schema and op registry
       python3 python3-numpy python3-venv
       clang libclang-rt-14-dev libomp-dev  # the libFuzzer build (scripts/fuzz.sh)
       chromium)  # renders the DISB HTML report in a test

@@ -29,6 +29,7 @@ const std::map<std::string, OpImporter>& op_importers() {
 namespace {
 
 constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxInputElements = int64_t{1} << 31;  // 8 GiB of f32: beyond any request
 
 int64_t default_domain_opset(const ::onnx::ModelProto& model) {
   int64_t opset = -1;
@@ -63,7 +64,7 @@ Shape input_shape(const ::onnx::ValueInfoProto& in, const OnnxImportOptions& opt
     const auto& dim = shape.dim(d);
     if (dim.has_dim_value()) {
       const int64_t v = dim.dim_value();
-      ATOLL_CHECK(v > 0 && v <= kMaxConstantElements, kUnsupported, "input '{}' has dimension {} = {}", in.name(), d, v);
+      ATOLL_CHECK(v > 0 && v <= kMaxInputElements, kUnsupported, "input '{}' has dimension {} = {}", in.name(), d, v);
       dims.push_back(v);
       continue;
     }
@@ -79,7 +80,7 @@ Shape input_shape(const ::onnx::ValueInfoProto& in, const OnnxImportOptions& opt
                   in.name(), d, dim.dim_param());
     }
   }
-  checked_numel(dims, fmt::format("input '{}'", in.name()));
+  checked_numel(dims, fmt::format("input '{}'", in.name()), kMaxInputElements);
   return Shape(dims);
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fstream>
+#include <limits>
 
 #include "core/error.h"
 #include "core/half.h"
@@ -101,56 +102,48 @@ std::string read_external(const TP& t, const std::filesystem::path& model_dir, s
   return bytes;
 }
 
-// Typed-field storage: which repeated field holds this element type, and its element count.
-template <typename F>
-void from_typed_fields(const TP& t, Tensor& out, F check_count) {
-  const size_t n = static_cast<size_t>(out.numel());
-  auto put = [&](size_t i, auto v) {
+// How many values the typed field for this element type holds.
+int typed_count(const TP& t) {
+  switch (t.data_type()) {
+    case TP::FLOAT: return t.float_data_size();
+    case TP::DOUBLE: return t.double_data_size();
+    case TP::INT64: return t.int64_data_size();
+    case TP::UINT32:
+    case TP::UINT64: return t.uint64_data_size();
+    default: return t.int32_data_size();  // int8..int32, bool, and fp16 bit patterns
+  }
+}
+
+// Values from the typed field; the caller checked its count.
+void from_typed_fields(const TP& t, Tensor& out) {
+  const int n = static_cast<int>(out.numel());
+  auto put = [&](int i, auto v) {
     if (out.dtype() == DType::kF32) {
-      out.as<float>()[i] = static_cast<float>(v);
+      out.as<float>()[static_cast<size_t>(i)] = static_cast<float>(v);
     } else {
-      out.as<int64_t>()[i] = static_cast<int64_t>(v);
+      out.as<int64_t>()[static_cast<size_t>(i)] = static_cast<int64_t>(v);
     }
   };
-  switch (t.data_type()) {
-    case TP::FLOAT:
-      check_count(t.float_data_size());
-      for (size_t i = 0; i < n; ++i) put(i, t.float_data(static_cast<int>(i)));
-      return;
-    case TP::DOUBLE:
-      check_count(t.double_data_size());
-      for (size_t i = 0; i < n; ++i) put(i, t.double_data(static_cast<int>(i)));
-      return;
-    case TP::INT64:
-      check_count(t.int64_data_size());
-      for (size_t i = 0; i < n; ++i) put(i, t.int64_data(static_cast<int>(i)));
-      return;
-    case TP::UINT32:
-    case TP::UINT64:
-      check_count(t.uint64_data_size());
-      for (size_t i = 0; i < n; ++i) put(i, static_cast<int64_t>(t.uint64_data(static_cast<int>(i))));
-      return;
-    case TP::FLOAT16:  // fp16 bit patterns in int32_data
-      check_count(t.int32_data_size());
-      for (size_t i = 0; i < n; ++i) {
-        put(i, half_bits_to_float(static_cast<uint16_t>(t.int32_data(static_cast<int>(i)))));
-      }
-      return;
-    default:  // int8..int32 and bool in int32_data
-      check_count(t.int32_data_size());
-      for (size_t i = 0; i < n; ++i) put(i, t.int32_data(static_cast<int>(i)));
-      return;
+  for (int i = 0; i < n; ++i) {
+    switch (t.data_type()) {
+      case TP::FLOAT: put(i, t.float_data(i)); break;
+      case TP::DOUBLE: put(i, t.double_data(i)); break;
+      case TP::INT64: put(i, t.int64_data(i)); break;
+      case TP::UINT32:
+      case TP::UINT64: put(i, static_cast<int64_t>(t.uint64_data(i))); break;
+      case TP::FLOAT16: put(i, half_bits_to_float(static_cast<uint16_t>(t.int32_data(i)))); break;
+      default: put(i, t.int32_data(i)); break;
+    }
   }
 }
 
 }  // namespace
 
-int64_t checked_numel(const std::vector<int64_t>& dims, const std::string& what) {
+int64_t checked_numel(const std::vector<int64_t>& dims, const std::string& what, int64_t limit) {
   int64_t n = 1;
   for (int64_t d : dims) {
     ATOLL_CHECK(d >= 0, kInvalidArgument, "{}: negative dimension {}", what, d);
-    ATOLL_CHECK(d == 0 || n <= kMaxConstantElements / d, kUnsupported, "{}: more than {} elements", what,
-                kMaxConstantElements);
+    ATOLL_CHECK(d == 0 || n <= limit / d, kUnsupported, "{}: more than {} elements", what, limit);
     n *= d;
   }
   return n;
@@ -193,20 +186,22 @@ Tensor tensor_from_proto(const TP& t, const std::filesystem::path& model_dir) {
   const std::string what = fmt::format("tensor '{}'", t.name());
   const DType dtype = constant_dtype(t.data_type(), what);
   const std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
-  const int64_t n = checked_numel(dims, what);
-  Tensor out(dtype, Shape(dims));
+  // The data a file holds bounds an initializer: the count is checked against it before allocating.
+  const int64_t n = checked_numel(dims, what, std::numeric_limits<int64_t>::max() / 8);
   const size_t want = static_cast<size_t>(n) * element_bytes(t.data_type());
   const bool external = t.data_location() == TP::EXTERNAL;
   if (external || t.has_raw_data()) {
     const std::string bytes = external ? read_external(t, model_dir, want) : t.raw_data();
     ATOLL_CHECK(bytes.size() == want, kParse, "{}: raw data holds {} bytes, shape {} of {} needs {}", what,
-                bytes.size(), out.shape().str(), onnx_type_name(t.data_type()), want);
+                bytes.size(), Shape(dims).str(), onnx_type_name(t.data_type()), want);
+    Tensor out(dtype, Shape(dims));
     for (int64_t i = 0; i < n; ++i) store_raw(t.data_type(), bytes.data(), i, out);
     return out;
   }
-  from_typed_fields(t, out, [&](int count) {
-    ATOLL_CHECK(count == n, kParse, "{}: holds {} values, shape {} needs {}", what, count, out.shape().str(), n);
-  });
+  const int count = typed_count(t);
+  ATOLL_CHECK(count == n, kParse, "{}: holds {} values, shape {} needs {}", what, count, Shape(dims).str(), n);
+  Tensor out(dtype, Shape(dims));
+  from_typed_fields(t, out);
   return out;
 }
 

@@ -11,12 +11,14 @@
 
 namespace atl::onnx_detail {
 
-// Constants beyond this many elements are refused: a corrupt or hostile file must not make the
-// importer allocate without bound.
-constexpr int64_t kMaxConstantElements = int64_t{1} << 28;
+// Constants the importer computes (folding, ConstantOfShape, Expand) beyond this many elements are
+// refused: a corrupt or hostile file must not make it allocate without bound. Initializers are
+// bounded by the bytes the file holds instead.
+constexpr int64_t kMaxConstantElements = int64_t{1} << 26;
 
-// The element count of `dims`, refusing negative dimensions and counts past kMaxConstantElements.
-int64_t checked_numel(const std::vector<int64_t>& dims, const std::string& what);
+// The element count of `dims`, refusing negative dimensions and counts past `limit`.
+int64_t checked_numel(const std::vector<int64_t>& dims, const std::string& what,
+                      int64_t limit = kMaxConstantElements);
 
 // How atoll holds ONNX constants: floating point (f32, f16, f64) as f32; integers and bools as i64.
 // Throws kUnsupported for other element types.

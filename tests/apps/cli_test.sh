@@ -31,6 +31,13 @@ expect_ok "info bert params" '"params": 109482240' "$atoll" info bert_base --jso
 expect_ok "run resnet50 on cpu" "top-5" "$atoll" run resnet50 --device cpu --iters 1 --warmup 0
 expect_ok "run json" '"median"' "$atoll" run tiny_bert --device cpu --iters 2 --json
 
+onnx_cnn="$(dirname "$0")/../../fuzz/corpus/onnx/cnn.onnx"
+expect_ok "info onnx model" '"batch": 4' "$atoll" info "$onnx_cnn" --batch 4 --json
+expect_ok "run onnx model on cpu" "output +y \\[2, 4\\]" "$atoll" run "$onnx_cnn" --device cpu --batch 2 --iters 1 --warmup 0
+expect_error "missing onnx model" "cannot open ONNX model" "$atoll" info "$work/none.onnx"
+printf 'not a model' >"$work/bad.onnx"
+expect_error "corrupt onnx model" "not an ONNX model" "$atoll" run "$work/bad.onnx" --device cpu
+expect_error "bad --dim" "NAME=N" "$atoll" info "$onnx_cnn" --dim seq
 expect_error "unknown model" "unknown model 'resnet51'" "$atoll" info resnet51
 expect_error "batch 0" "batch" "$atoll" run tiny_cnn --batch 0
 expect_error "bad device" "device" "$atoll" run tiny_cnn --device tpu

@@ -2,6 +2,7 @@
 # The CPU test suite under AddressSanitizer and UndefinedBehaviorSanitizer (float-cast-overflow
 # included), every finding fatal, in ${ATOLL_SANITIZE_DIR:-build-asan}; then every libFuzzer
 # target in fuzz/ for a bounded time (scripts/fuzz.sh, its own clang build). CPU only (no CUDA).
+# The ONNX real-export test (label "exports": torch and onnxruntime time) runs in scripts/test.sh only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 "$(dirname "$0")/install-deps.sh"
@@ -12,5 +13,5 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF -DATOLL_
   -DCMAKE_CXX_FLAGS="$flags" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
 cmake --build "$dir" -j "$(nproc)"
 ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir "$dir" -LE gpu --output-on-failure -j "$(nproc)" --timeout 600
+  ctest --test-dir "$dir" -LE "gpu|exports" --output-on-failure -j "$(nproc)" --timeout 600
 "$(dirname "$0")/fuzz.sh"

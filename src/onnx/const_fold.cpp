@@ -233,8 +233,8 @@ Tensor fold_concat(const std::vector<const Tensor*>& parts, int64_t axis_attr) {
   for (size_t k = 0; k < parts.size(); ++k) {
     const Tensor& p = *parts[k];
     for (int d = 0; d < p.shape().rank(); ++d) {
-      ATOLL_CHECK(d == axis || p.shape()[d] == first.shape()[d], kUnsupported, "Concat inputs {} and {} differ off axis",
-                  p.shape().str(), first.shape().str());
+      ATOLL_CHECK(d == axis || p.shape()[d] == first.shape()[d], kUnsupported,
+                  "Concat inputs {} and {} differ off axis", p.shape().str(), first.shape().str());
     }
     const auto out_strides = row_major_strides(Shape(dims));
     std::vector<int64_t> idx(dims.size(), 0);
@@ -299,7 +299,8 @@ Tensor fold_transpose(const Tensor& x, std::vector<int64_t> perm) {
   if (perm.empty()) {
     for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
   }
-  ATOLL_CHECK(static_cast<int>(perm.size()) == rank, kUnsupported, "perm has {} entries for rank {}", perm.size(), rank);
+  ATOLL_CHECK(static_cast<int>(perm.size()) == rank, kUnsupported, "perm has {} entries for rank {}", perm.size(),
+              rank);
   std::vector<int64_t> dims;
   for (int64_t p : perm) dims.push_back(x.shape()[normalize_axis(p, rank)]);
   const auto strides = row_major_strides(x.shape());

@@ -36,7 +36,8 @@ int64_t default_domain_opset(const ::onnx::ModelProto& model) {
   for (const auto& o : model.opset_import()) {
     if (o.domain().empty() || o.domain() == "ai.onnx") opset = o.version();
   }
-  ATOLL_CHECK(opset >= 1 && opset <= 1000, kUnsupported, "the model imports no valid version of the default ONNX operator set");
+  ATOLL_CHECK(opset >= 1 && opset <= 1000, kUnsupported,
+              "the model imports no valid version of the default ONNX operator set");
   return opset;
 }
 
@@ -101,8 +102,9 @@ void declare_inputs(const ::onnx::GraphProto& graph, const OnnxImportOptions& op
     }
     const int32_t type = in.type().tensor_type().elem_type();
     const auto dtype = input_dtype(type);
-    ATOLL_CHECK(dtype.has_value(), kUnsupported, "input '{}' has element type {}; supported: FLOAT, FLOAT16, INT32, INT64",
-                in.name(), onnx_type_name(type));
+    ATOLL_CHECK(dtype.has_value(), kUnsupported,
+                "input '{}' has element type {}; supported: FLOAT, FLOAT16, INT32, INT64", in.name(),
+                onnx_type_name(type));
     ctx.define_value(in.name(), g.add_input(in.name(), *dtype, input_shape(in, options, &batch_is_symbolic)));
   }
   ATOLL_CHECK(batch_is_symbolic || options.batch == 1, kUnsupported,
@@ -122,12 +124,13 @@ std::map<std::string, int> count_uses(const ::onnx::GraphProto& graph) {
 void convert_node(const ::onnx::NodeProto& node, int64_t model_opset, ImportContext& ctx) {
   ctx.begin_node(node);
   try {
-    ATOLL_CHECK(node.domain().empty() || node.domain() == "ai.onnx", kUnsupported, "operator domain '{}' is not supported",
-                node.domain());
+    ATOLL_CHECK(node.domain().empty() || node.domain() == "ai.onnx", kUnsupported,
+                "operator domain '{}' is not supported", node.domain());
     check_op_version(node, model_opset);
     for (int i = 0; i < node.input_size(); ++i) {
       ATOLL_CHECK(node.input(i).empty() || ctx.knows(node.input(i)), kInvalidArgument,
-                  "input '{}' is not produced by any earlier node (the graph is not in topological order)", node.input(i));
+                  "input '{}' is not produced by any earlier node (the graph is not in topological order)",
+                  node.input(i));
     }
     const NodeAttrs attrs(node);
     bool all_const = node.input_size() > 0;
@@ -155,7 +158,8 @@ ValueId computed_output(Graph& g, ValueId v, const std::string& name) {
     root = g.node(g.value(root).producer).inputs[0];
   }
   if (g.value(root).kind == ValueKind::kActivation) return v;
-  ATOLL_CHECK(is_float(g.value(v).dtype), kUnsupported, "output '{}' is an integer input passed through unchanged", name);
+  ATOLL_CHECK(is_float(g.value(v).dtype), kUnsupported, "output '{}' is an integer input passed through unchanged",
+              name);
   Tensor one(DType::kF32, Shape{1});
   one.as<float>()[0] = 1.0f;
   const ValueId w = g.add_weight(name + "#one", Shape{1}, WeightInit{}, DType::kF32);

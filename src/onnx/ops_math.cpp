@@ -150,7 +150,8 @@ void import_where(ImportContext&, const NodeAttrs&) {
 
 void register_math_importers(std::map<std::string, OpImporter>& table) {
   for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow"}) table[op] = import_binary;
-  for (const char* op : {"Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "HardSigmoid", "HardSwish", "Neg", "Reciprocal", "Gelu"}) {
+  for (const char* op :
+       {"Relu", "Tanh", "Sigmoid", "Erf", "Sqrt", "HardSigmoid", "HardSwish", "Neg", "Reciprocal", "Gelu"}) {
     table[op] = import_unary;
   }
   table["Clip"] = import_clip;

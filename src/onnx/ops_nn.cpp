@@ -64,11 +64,13 @@ void import_conv(ImportContext& ctx, const NodeAttrs& attrs) {
 void import_batch_norm(ImportContext& ctx, const NodeAttrs& attrs) {
   ATOLL_CHECK(attrs.get_int("training_mode", 0) == 0, kUnsupported, "training mode is not supported");
   for (int i = 1; i <= 4; ++i) {  // scale, bias, mean and variance fold into the conv
-    ATOLL_CHECK(ctx.constant(i).dtype() == DType::kF32, kUnsupported, "'{}' must be floating point", ctx.node().input(i));
+    ATOLL_CHECK(ctx.constant(i).dtype() == DType::kF32, kUnsupported, "'{}' must be floating point",
+                ctx.node().input(i));
   }
   std::vector<ValueId> in;
   for (int i = 0; i <= 4; ++i) in.push_back(ctx.value(i));
-  ctx.set_output(0, ctx.add(OpKind::kBatchNorm, in, {{"epsilon", static_cast<double>(attrs.get_float("epsilon", 1e-5f))}}));
+  ctx.set_output(
+      0, ctx.add(OpKind::kBatchNorm, in, {{"epsilon", static_cast<double>(attrs.get_float("epsilon", 1e-5f))}}));
 }
 
 void import_pool(ImportContext& ctx, const NodeAttrs& attrs) {
@@ -169,7 +171,8 @@ void import_softmax(ImportContext& ctx, const NodeAttrs& attrs) {
 void import_layer_norm(ImportContext& ctx, const NodeAttrs& attrs) {
   const Shape x = ctx.shape(0);
   ATOLL_CHECK(x.rank() >= 1 && is_float(ctx.dtype(0)), kUnsupported, "input must be floating point of rank >= 1");
-  ATOLL_CHECK(!ctx.output_used(1) && !ctx.output_used(2), kUnsupported, "the Mean and InvStdDev outputs are not supported");
+  ATOLL_CHECK(!ctx.output_used(1) && !ctx.output_used(2), kUnsupported,
+              "the Mean and InvStdDev outputs are not supported");
   const int axis = normalize_axis(attrs.get_int("axis", -1), x.rank());
   int64_t d = 1;
   for (int i = axis; i < x.rank(); ++i) d *= x[i];

@@ -26,7 +26,9 @@ void import_flatten(ImportContext& ctx, const NodeAttrs& attrs) {
   reshape_to(ctx, flatten_dims(ctx.shape(0), attrs.get_int("axis", 1)));
 }
 
-void import_squeeze(ImportContext& ctx, const NodeAttrs&) { reshape_to(ctx, squeeze_dims(ctx.shape(0), ctx.const_ints(1))); }
+void import_squeeze(ImportContext& ctx, const NodeAttrs&) {
+  reshape_to(ctx, squeeze_dims(ctx.shape(0), ctx.const_ints(1)));
+}
 
 void import_unsqueeze(ImportContext& ctx, const NodeAttrs&) {
   reshape_to(ctx, unsqueeze_dims(ctx.shape(0), ctx.const_ints(1)));
@@ -69,7 +71,8 @@ ValueId slice_value(ImportContext& ctx, const std::vector<SliceAxis>& axes, cons
 }
 
 void import_slice(ImportContext& ctx, const NodeAttrs&) {
-  const auto axes = slice_axes(ctx.shape(0), ctx.const_ints(1), ctx.const_ints(2), ctx.const_ints(3), ctx.const_ints(4));
+  const auto axes =
+      slice_axes(ctx.shape(0), ctx.const_ints(1), ctx.const_ints(2), ctx.const_ints(3), ctx.const_ints(4));
   ctx.set_output(0, slice_value(ctx, axes, ""));
 }
 

@@ -177,7 +177,8 @@ ModelBuilder external_model(const std::string& file, int64_t offset, int64_t len
   m.input("x", {-1, 4}).output("y");
   onnx::TensorProto& t = m.initializer("scale", {4}, {});
   t.set_data_location(onnx::TensorProto::EXTERNAL);
-  for (auto [k, v] : {std::pair{"location", file}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+  for (auto [k, v] :
+       {std::pair{"location", file}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
     auto* e = t.add_external_data();
     e->set_key(k);
     e->set_value(v);
@@ -187,7 +188,8 @@ ModelBuilder external_model(const std::string& file, int64_t offset, int64_t len
 }
 
 TEST(OnnxImport, ExternalDataLoadsRelativeToTheModelWithBoundsChecks) {
-  const auto dir = std::filesystem::temp_directory_path() / ("atoll_onnx_ext_" + std::to_string(std::random_device{}()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("atoll_onnx_ext_" + std::to_string(std::random_device{}()));
   std::filesystem::create_directories(dir);
   const float values[6] = {9.0f, 1.0f, 2.0f, 3.0f, 4.0f, 9.0f};
   std::ofstream(dir / "weights.bin", std::ios::binary).write(reinterpret_cast<const char*>(values), sizeof(values));

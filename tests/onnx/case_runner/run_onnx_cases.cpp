@@ -163,7 +163,8 @@ Outcome run_case(const fs::path& dir, double rel_l2) {
     } catch (const std::exception& e) {
       return {Status::kCrash, fmt::format("not an atl::Error: {}", e.what())};
     }
-    if (got.size() != want.size()) return {Status::kMismatch, fmt::format("{} outputs, {} expected", got.size(), want.size())};
+    if (got.size() != want.size())
+      return {Status::kMismatch, fmt::format("{} outputs, {} expected", got.size(), want.size())};
     for (size_t i = 0; i < got.size(); ++i) {
       const std::string bad = compare(got[i], want[i], tol);
       if (!bad.empty()) return {Status::kMismatch, fmt::format("output {}: {} {}", i, bad, note)};
@@ -224,9 +225,11 @@ int main(int argc, char** argv) {
   for (const auto& [name, r] : results) {
     ++counts[static_cast<int>(r.status)];
     const bool must_pass = expected.count(name) != 0;
-    const bool failed = r.status == Status::kMismatch || r.status == Status::kCrash || (must_pass && r.status != Status::kPass);
+    const bool failed =
+        r.status == Status::kMismatch || r.status == Status::kCrash || (must_pass && r.status != Status::kPass);
     failures += failed ? 1 : 0;
-    fmt::print("{:<60} {:<8}{} {}\n", name, status_name(r.status), failed && r.status == Status::kRefused ? " (expected to pass)" : "", r.detail);
+    fmt::print("{:<60} {:<8}{} {}\n", name, status_name(r.status),
+               failed && r.status == Status::kRefused ? " (expected to pass)" : "", r.detail);
   }
   for (const std::string& name : expected) {
     if (!results.count(name)) {

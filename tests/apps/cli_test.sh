@@ -34,6 +34,10 @@ expect_ok "run json" '"median"' "$atoll" run tiny_bert --device cpu --iters 2 --
 onnx_cnn="$(dirname "$0")/../../fuzz/corpus/onnx/cnn.onnx"
 expect_ok "info onnx model" '"batch": 4' "$atoll" info "$onnx_cnn" --batch 4 --json
 expect_ok "run onnx model on cpu" "output +y \\[2, 4\\]" "$atoll" run "$onnx_cnn" --device cpu --batch 2 --iters 1 --warmup 0
+expect_ok "colocate onnx models on sim" "RT +.*cnn.onnx@2" "$atoll" colocate --rt "$onnx_cnn@2:100" \
+  --be "$onnx_cnn@4" --mode reset --duration 0.2 --device sim
+expect_error "colocate missing onnx model" "--be '$work/none.onnx': ONNX model .* does not exist" \
+  "$atoll" colocate --rt tiny_cnn --be "$work/none.onnx" --mode reset --duration 0.2 --device sim
 expect_error "missing onnx model" "cannot open ONNX model" "$atoll" info "$work/none.onnx"
 printf 'not a model' >"$work/bad.onnx"
 expect_error "corrupt onnx model" "not an ONNX model" "$atoll" run "$work/bad.onnx" --device cpu

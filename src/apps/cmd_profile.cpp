@@ -3,7 +3,6 @@
 #include <fmt/core.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -11,6 +10,7 @@
 #include "apps/options.h"
 #include "core/error.h"
 #include "models/zoo.h"
+#include "runtime/model_source.h"
 #include "sched/profiles.h"
 
 namespace atl::apps {
@@ -45,9 +45,7 @@ class KernelProgress {
 };
 
 void run_profile_command(const ProfileFlags& f) {
-  const std::vector<ModelInfo> zoo = list_models();
-  ATOLL_CHECK(std::any_of(zoo.begin(), zoo.end(), [&](const ModelInfo& m) { return m.name == f.model; }), kNotFound,
-              "unknown model '{}' (atoll models lists them)", f.model);
+  check_model_exists(f.model);
   sched::ProfileRequest r;
   r.model = ZooModel{.name = f.model, .batch = f.batch, .seed = f.seed};
   r.device = f.device;

@@ -6,7 +6,7 @@ python="$1" runner="$2" out="$3"
 here="$(cd "$(dirname "$0")" && pwd)"
 if ! "$python" -c "import onnx, onnxruntime, torch, torchvision, transformers" 2>/dev/null; then
   echo "SKIP: no Python with onnx, onnxruntime, torch, torchvision and transformers at '$python'" \
-    "(run scripts/install-python-deps.sh)"
+    "(run ATOLL_EXPORT_TESTS=1 scripts/install-python-deps.sh)"
   exit 77
 fi
 "$python" "$here/export_models.py" "$out"

@@ -10,6 +10,9 @@ out=${OUT:-$PWD/out}
 bin=$PWD/.carry/gpu
 steps=${STEPS:-tests l2run sched disb preempt kexit l2 bench torch}
 mkdir -p "$out"
+if [[ ! -d $bin && -f $bin.tar.xz ]]; then
+  mkdir -p "$bin" && tar -C "$bin" -xJf "$bin.tar.xz"
+fi
 # Whole words only: "l2" must not match "l2run".
 has_step() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the GPU test and benchmark binaries here (the GPU machine has no Debian dev packages) and
-# stages them, stripped, with the shared libraries they load, in .carry/gpu/ (found through the
-# binaries' $ORIGIN rpath). Then: run(carry=[".carry/gpu"], command="scripts/gpu/run-on-device.sh").
+# stages them, stripped, with the shared libraries they load (found through the binaries' $ORIGIN
+# rpath), packed as .carry/gpu.tar.xz. Then:
+#   run(carry=[".carry/gpu.tar.xz"], command="scripts/gpu/run-on-device.sh")
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-cuda}
@@ -18,5 +19,8 @@ for b in "${targets[@]}"; do strip "$stage/$b"; done
 # Every library the loader resolves except glibc's own, which the GPU machine provides.
 for b in "${targets[@]}"; do ldd "$stage/$b"; done | awk '/=> \//{print $3}' | sort -u |
   grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$stage/"
-du -sh "$stage"
-ls "$stage"
+# The device tool carries at most 64 MiB: the binaries (each holding every kernel) and gRPC's
+# libraries go as one xz archive, unpacked by run-on-device.sh.
+tar -C "$stage" -cf - . | xz -T0 -6 >"$stage.tar.xz"
+rm -rf "$stage"
+du -h "$stage.tar.xz"

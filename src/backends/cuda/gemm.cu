@@ -250,9 +250,7 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   return false;
 }
 
-// PERSISTENT: the grid holds only resident blocks, which walk the tiles in the order an uncapped
-// grid would launch them, so a raised flag stops every block within a check, with no queue of
-// unlaunched blocks left to start and retire. Otherwise one block per tile (dim3 grid).
+// One block per tile or the persistent walk (gemm_common.cuh, for_each_tile).
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN, bool PERSISTENT>
 __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, const int* flag) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -260,25 +258,9 @@ __global__ void __launch_bounds__(WM* WN * 32) gemm_kernel(const GemmParams p, c
   // (the first at K tile 0, then every kPreemptCheckTiles), so the read's latency hides behind
   // the prologue and the tiles in between instead of stalling the block.
   int flag_seen = (flag != nullptr && threadIdx.x == 0) ? load_flag(flag) : 0;
-  if constexpr (!PERSISTENT) {
-    gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, blockIdx.x, blockIdx.y, blockIdx.z, smem_raw);
-  } else {
-    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
-    const int per_batch = tiles_m * tiles_n;
-    const int tiles = per_batch * p.batch * p.splits;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      if (tile != static_cast<int>(blockIdx.x)) {
-        // The last tile's MMAs read the shared memory this tile's prologue refills.
-        if (__syncthreads_or(flag_seen)) return;
-        if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
-      }
-      const int mn = tile % per_batch;
-      if (gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch,
-                                              smem_raw)) {
-        return;
-      }
-    }
-  }
+  for_each_tile<BM, BN, PERSISTENT>(p, flag, flag_seen, [&](int bx, int by, int bz) {
+    return gemm_tile<BM, BN, WM, WN, VEC, BKN>(p, flag, flag_seen, bx, by, bz, smem_raw);
+  });
 }
 
 // Sums the split-K partials in split order and applies the epilogue.
@@ -304,11 +286,6 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
   }
 }
 
-// Grids up to this many waves of resident blocks launch one block per tile: after a raise, the
-// queued blocks each stop at their first check (a few microseconds for the whole queue), and the
-// plain kernel keeps fewer registers. Larger grids run persistent.
-constexpr int64_t kPersistentAfterWaves = 4;
-
 template <int BM, int BN, int WM, int WN, bool VEC, bool BKN>
 void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
   using S = GemmTileShape<BM, BN, WM, WN, VEC, BKN>;
@@ -319,16 +296,8 @@ void launch_tile(const GemmParams& p, cudaStream_t s, const int* flag, const cha
                                                                  S::kThreads, S::kSmemBytes));
     return std::max(n, 1);
   }();
-  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
-  const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
-  const int64_t resident = int64_t{per_sm} * device_sm_count();
-  if (tiles > kPersistentAfterWaves * resident) {
-    gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>
-        <<<static_cast<unsigned>(resident), S::kThreads, S::kSmemBytes, s>>>(p, flag);
-  } else {
-    const dim3 grid(tiles_m, tiles_n, p.batch * p.splits);
-    gemm_kernel<BM, BN, WM, WN, VEC, BKN, false><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
-  }
+  launch_tiled<BM, BN>(p, gemm_kernel<BM, BN, WM, WN, VEC, BKN, true>, gemm_kernel<BM, BN, WM, WN, VEC, BKN, false>,
+                       per_sm, S::kThreads, S::kSmemBytes, s, flag);
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 

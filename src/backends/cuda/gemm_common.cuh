@@ -133,4 +133,49 @@ __device__ __forceinline__ void store_pair(const GemmParams& p, const EpilogueTa
   }
 }
 
+// The grid contract of both GEMM kernels. Grids up to this many waves of resident blocks launch
+// one block per tile: after a raise, the queued blocks each stop at their first check (a few
+// microseconds for the whole queue), and the plain kernel keeps fewer registers. Larger grids run
+// persistent: resident blocks walk the tiles in the order an uncapped grid would launch them, so a
+// raised flag stops every block within a check, with no queue of unlaunched blocks left.
+constexpr int64_t kPersistentAfterWaves = 4;
+
+// One block per tile (PERSISTENT false: the tile is the block index) or the persistent walk;
+// `tile(bx, by, bz)` runs one output tile and returns true when it saw the flag and stopped.
+template <int BM, int BN, bool PERSISTENT, typename TileFn>
+__device__ __forceinline__ void for_each_tile(const GemmParams& p, const int* flag, int& flag_seen, TileFn&& tile) {
+  if constexpr (!PERSISTENT) {
+    tile(static_cast<int>(blockIdx.x), static_cast<int>(blockIdx.y), static_cast<int>(blockIdx.z));
+  } else {
+    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+    const int per_batch = tiles_m * tiles_n;
+    const int tiles = per_batch * p.batch * p.splits;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      if (t != static_cast<int>(blockIdx.x)) {
+        // The last tile's MMAs read the shared memory this tile's prologue refills.
+        if (__syncthreads_or(flag_seen)) return;
+        if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
+      }
+      const int mn = t % per_batch;
+      if (tile(mn % tiles_m, mn / tiles_m, t / per_batch)) return;
+    }
+  }
+}
+
+// Launches a BM x BN tiled GEMM under that contract: `persistent` over the resident blocks
+// (`per_sm` per SM), or `per_tile` with one block per tile.
+template <int BM, int BN>
+void launch_tiled(const GemmParams& p, void (*persistent)(GemmParams, const int*),
+                  void (*per_tile)(GemmParams, const int*), int per_sm, int threads, int smem_bytes, cudaStream_t s,
+                  const int* flag) {
+  const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
+  const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
+  const int64_t resident = int64_t{per_sm} * device_sm_count();
+  if (tiles > kPersistentAfterWaves * resident) {
+    persistent<<<static_cast<unsigned>(resident), threads, smem_bytes, s>>>(p, flag);
+  } else {
+    per_tile<<<dim3(tiles_m, tiles_n, p.batch * p.splits), threads, smem_bytes, s>>>(p, flag);
+  }
+}
+
 }  // namespace atl::cuda::gemm

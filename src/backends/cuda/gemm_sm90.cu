@@ -173,8 +173,7 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
 
 #endif  // ATL_WGMMA_DEVICE
 
-// Same grid contract as the mma.sync kernel: one block per tile, or (PERSISTENT) resident blocks
-// walking the tiles in launch order, checking the flag between tiles.
+// Same grid contract as the mma.sync kernel (gemm_common.cuh, for_each_tile).
 template <int BM, int BN, int STAGES, bool PERSISTENT>
 __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads)
     wgmma_gemm_kernel(const GemmParams p, const int* flag) {
@@ -182,29 +181,14 @@ __global__ void __launch_bounds__(WgShape<BM, BN, STAGES>::kThreads)
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t smem = (smem_addr(smem_raw) + 1023u) & ~1023u;
   int flag_seen = (flag != nullptr && threadIdx.x == 0) ? load_flag(flag) : 0;
-  if constexpr (!PERSISTENT) {
-    wgmma_tile<BM, BN, STAGES>(p, flag, flag_seen, blockIdx.x, blockIdx.y, blockIdx.z, smem);
-  } else {
-    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
-    const int per_batch = tiles_m * tiles_n;
-    const int tiles = per_batch * p.batch * p.splits;
-    for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
-      if (tile != static_cast<int>(blockIdx.x)) {
-        if (__syncthreads_or(flag_seen)) return;
-        if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
-      }
-      const int mn = tile % per_batch;
-      if (wgmma_tile<BM, BN, STAGES>(p, flag, flag_seen, mn % tiles_m, mn / tiles_m, tile / per_batch, smem)) return;
-    }
-  }
+  for_each_tile<BM, BN, PERSISTENT>(p, flag, flag_seen, [&](int bx, int by, int bz) {
+    return wgmma_tile<BM, BN, STAGES>(p, flag, flag_seen, bx, by, bz, smem);
+  });
 #else
-  // Built without sm_90a: the planner never offers these tiles (wgmma_gemm_available()).
+  // Built without sm_90a: the planner never offers these tiles (DeviceInfo::wgmma).
   __trap();
 #endif
 }
-
-// As in the mma.sync kernel: grids up to this many waves launch one block per tile.
-constexpr int64_t kPersistentAfterWaves = 4;
 
 template <int BM, int BN, int STAGES>
 struct WgVariant {
@@ -222,16 +206,8 @@ struct WgVariant {
                                                                    S::kThreads, S::kSmemBytes));
       return std::max(n, 1);
     }();
-    const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
-    const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
-    const int64_t resident = int64_t{per_sm} * device_sm_count();
-    if (tiles > kPersistentAfterWaves * resident) {
-      wgmma_gemm_kernel<BM, BN, STAGES, true>
-          <<<static_cast<unsigned>(resident), S::kThreads, S::kSmemBytes, s>>>(p, flag);
-    } else {
-      const dim3 grid(tiles_m, tiles_n, p.batch * p.splits);
-      wgmma_gemm_kernel<BM, BN, STAGES, false><<<grid, S::kThreads, S::kSmemBytes, s>>>(p, flag);
-    }
+    launch_tiled<BM, BN>(p, wgmma_gemm_kernel<BM, BN, STAGES, true>, wgmma_gemm_kernel<BM, BN, STAGES, false>, per_sm,
+                         S::kThreads, S::kSmemBytes, s, flag);
     ATL_CUDA_CHECK_LAUNCH(name);
   }
 };

@@ -135,7 +135,8 @@ std::vector<int64_t> reshape_dims(const Shape& in, const std::vector<int64_t>& t
       continue;
     }
     ATOLL_CHECK(dims[i] >= 0, kUnsupported, "shape {} has a negative entry", Shape(target).str());
-    known *= dims[i];
+    ATOLL_CHECK(!__builtin_mul_overflow(known, dims[i], &known), kUnsupported,
+                "shape {} has more elements than 64 bits count", Shape(target).str());
   }
   if (infer_at >= 0) {
     ATOLL_CHECK(known > 0 && in.numel() % known == 0, kUnsupported, "cannot reshape {} to {}", in.str(),

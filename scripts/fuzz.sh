@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan, coverage-instrumented libraries,
-# only what the parsers need) into ${ATOLL_FUZZ_DIR:-build-fuzz}, then runs each for FUZZ_SECONDS
-# (default 10) from the checked-in seed corpus (never written to; new inputs go to a scratch
-# folder). A finding stops the script with the crashing input saved under $FUZZ_ARTIFACTS
-# (default <build>/artifacts): add it to fuzz/corpus/<target>/ once fixed, so it stays a
-# regression input.
+# only what the parsers need) into ${ATOLL_FUZZ_DIR:-build-fuzz}, then runs each from the
+# checked-in seed corpus (never written to; new inputs go to a scratch folder).
+#   default (CI): FUZZ_RUNS inputs per target (default 50000) from seed 1, so a commit's result is
+#     the same on every run: CI is red only for a change that brought the problem in.
+#   FUZZ_SECONDS=S: explore for S seconds per target from a random seed, to find new problems.
+# A finding stops the script with the crashing input saved under $FUZZ_ARTIFACTS (default
+# <build>/artifacts): add it to fuzz/corpus/<target>/ once fixed, so it stays a regression input.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ATOLL_FUZZ_DIR:-build-fuzz}
@@ -13,7 +15,13 @@ CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -D
   -DATOLL_BUILD_TESTS=OFF -DATOLL_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null
 cmake --build "$build" -j "$(nproc)" --target atoll_fuzz_targets
-seconds=${FUZZ_SECONDS:-10}
+if [ -n "${FUZZ_SECONDS:-}" ]; then
+  budget=(-max_total_time="$FUZZ_SECONDS")
+  what="${FUZZ_SECONDS} s from a random seed"
+else
+  budget=(-seed=1 -runs="${FUZZ_RUNS:-50000}")
+  what="seed 1"
+fi
 artifacts=${FUZZ_ARTIFACTS:-$build/artifacts}
 mkdir -p "$artifacts"
 for target in fuzz/corpus/*/; do
@@ -23,9 +31,9 @@ for target in fuzz/corpus/*/; do
   scratch=$(mktemp -d)
   # -rss_limit_mb: a parser that allocates what a header claims shows up as a finding.
   ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    "$bin" -max_total_time="$seconds" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 \
+    "$bin" "${budget[@]}" -rss_limit_mb=1024 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$artifacts/${name}-" "$scratch" "$target" 2>"$scratch.log" ||
     { tail -40 "$scratch.log"; echo "fuzz: fuzz_$name found a problem (input in $artifacts)"; exit 1; }
-  echo "fuzz_$name: $(grep -E 'stat::number_of_executed_units' "$scratch.log" | awk '{print $2}') inputs in ${seconds} s, no finding"
+  echo "fuzz_$name: $(grep -E 'stat::number_of_executed_units' "$scratch.log" | awk '{print $2}') inputs ($what), no finding"
   rm -rf "$scratch" "$scratch.log"
 done

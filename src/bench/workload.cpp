@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/json_value.h"
 #include "core/rng.h"
 #include "core/text.h"
 #include "sched/colocate.h"
@@ -66,7 +67,7 @@ class Reader {
   }
   int64_t integer(const nlohmann::json& j, const std::string& field) const {
     if (!j.is_number_integer()) fail(field, "must be an integer");
-    return j.get<int64_t>();
+    return json_int64(j, field);
   }
   // Rejects a key of `j` outside `known`, naming the closest known key when one is near.
   void only_keys(const nlohmann::json& j, const std::vector<std::string>& known, const std::string& field) const {

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_value.h"
 
 namespace atl {
 
@@ -63,11 +64,11 @@ void from_json(const nlohmann::json& j, Attrs& a) {
   ATOLL_CHECK(j.is_object(), kParse, "attributes must be a JSON object");
   for (const auto& [k, v] : j.items()) {
     if (v.is_number_integer()) {
-      a.set(k, v.get<int64_t>());
+      a.set(k, json_int64(v, k));
     } else if (v.is_object() && v.contains("f")) {
       a.set(k, v.at("f").get<double>());
     } else if (v.is_array()) {
-      a.set(k, v.get<std::vector<int64_t>>());
+      a.set(k, json_int64_list(v, k));
     } else if (v.is_string()) {
       a.set(k, v.get<std::string>());
     } else {

@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_value.h"
 
 namespace atl::l2 {
 
@@ -198,12 +199,12 @@ void from_json(const nlohmann::json& j, ResidencyConfig& c) {
     ATOLL_CHECK(format == kConfigFormat, kParse, "not an atoll L2 config (format '{}', expected '{}')", format,
                 kConfigFormat);
     c.model = j.at("model").get<std::string>();
-    c.batch = j.at("batch").get<int64_t>();
+    c.batch = json_int64(j.at("batch"), "batch");
     c.fingerprint = j.at("fingerprint").get<std::string>();
-    c.slice_bytes = j.at("slice_bytes").get<int64_t>();
-    slices = j.at("slices").get<int64_t>();
+    c.slice_bytes = json_int64(j.at("slice_bytes"), "slice_bytes");
+    slices = json_int64(j.at("slices"), "slices");
     bits = j.at("resident").get<std::string>();
-    c.setaside_bytes = j.at("setaside_bytes").get<int64_t>();
+    c.setaside_bytes = json_int64(j.at("setaside_bytes"), "setaside_bytes");
     c.hit_ratio = j.at("hit_ratio").get<double>();
   } catch (const nlohmann::json::exception& e) {
     ATOLL_THROW(kParse, "L2 config JSON: {}", e.what());

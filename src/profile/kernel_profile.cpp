@@ -9,6 +9,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_value.h"
 
 namespace atl {
 
@@ -55,10 +56,10 @@ KernelProfile kernel_from(const nlohmann::json& j) {
   KernelProfile k;
   k.name = j.at("name").get<std::string>();
   k.time_us = j.at("time_us").get<double>();
-  k.grid_blocks = j.at("grid_blocks").get<int64_t>();
-  k.threads_per_block = j.at("threads_per_block").get<int>();
-  k.resident_blocks_per_sm = j.at("resident_blocks_per_sm").get<int>();
-  k.launches = j.at("launches").get<int>();
+  k.grid_blocks = json_int64(j.at("grid_blocks"), "grid_blocks");
+  k.threads_per_block = json_int(j.at("threads_per_block"), "threads_per_block");
+  k.resident_blocks_per_sm = json_int(j.at("resident_blocks_per_sm"), "resident_blocks_per_sm");
+  k.launches = json_int(j.at("launches"), "launches");
   k.sm_share = j.at("sm_share").get<double>();
   if (j.contains("exit_us")) k.exit_us = j.at("exit_us").get<double>();
   return k;
@@ -118,11 +119,11 @@ ModelProfile profile_from_json(const std::string& text, const std::string& sourc
     ATOLL_CHECK(format == kProfileFormat, kParse, "{}: not an atoll kernel profile (format '{}', expected '{}')",
                 source, format, kProfileFormat);
     p.model = j.at("model").get<std::string>();
-    p.batch = j.at("batch").get<int64_t>();
+    p.batch = json_int64(j.at("batch"), "batch");
     p.fingerprint = j.at("fingerprint").get<std::string>();
     p.device = j.at("device").get<std::string>();
-    p.sm_count = j.at("sm_count").get<int>();
-    p.repeats = j.at("repeats").get<int>();
+    p.sm_count = json_int(j.at("sm_count"), "sm_count");
+    p.repeats = json_int(j.at("repeats"), "repeats");
     for (const nlohmann::json& k : j.at("kernels")) p.kernels.push_back(kernel_from(k));
   } catch (const nlohmann::json::exception& e) {
     ATOLL_THROW(kParse, "{}: kernel profile JSON: {}", source, e.what());

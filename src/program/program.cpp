@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_value.h"
 #include "core/rng.h"
 
 namespace atl {
@@ -42,7 +43,7 @@ TensorSpec spec_from(const nlohmann::json& j) {
   TensorSpec s;
   s.name = j.at("name").get<std::string>();
   s.dtype = dtype_from_name(j.at("dtype").get<std::string>());
-  s.shape = Shape(j.at("shape").get<std::vector<int64_t>>());
+  s.shape = Shape(json_int64_list(j.at("shape"), "shape"));
   s.layout = layout_from(j.at("layout").get<std::string>());
   return s;
 }
@@ -56,13 +57,13 @@ nlohmann::json binding_json(const Binding& b) {
 Binding binding_from(const nlohmann::json& j) {
   Binding b;
   b.kind = kind_from(j.at("kind").get<std::string>());
-  b.index = j.at("index").get<int>();
-  b.offset = j.at("offset").get<int64_t>();
-  b.bytes = j.at("bytes").get<int64_t>();
+  b.index = json_int(j.at("index"), "index");
+  b.offset = json_int64(j.at("offset"), "offset");
+  b.bytes = json_int64(j.at("bytes"), "bytes");
   b.dtype = dtype_from_name(j.at("dtype").get<std::string>());
-  b.shape = Shape(j.at("shape").get<std::vector<int64_t>>());
+  b.shape = Shape(json_int64_list(j.at("shape"), "shape"));
   b.layout = layout_from(j.at("layout").get<std::string>());
-  b.buffer = j.at("buffer").get<int>();
+  b.buffer = json_int(j.at("buffer"), "buffer");
   return b;
 }
 
@@ -125,12 +126,12 @@ void to_json(nlohmann::json& j, const Program& p) {
 
 void from_json(const nlohmann::json& j, Program& p) {
   p.model = j.at("model").get<std::string>();
-  p.batch = j.at("batch").get<int64_t>();
+  p.batch = json_int64(j.at("batch"), "batch");
   p.act_dtype = dtype_from_name(j.at("act_dtype").get<std::string>());
-  p.arena_bytes = j.at("arena_bytes").get<int64_t>();
-  p.naive_activation_bytes = j.at("naive_activation_bytes").get<int64_t>();
-  p.alignment = j.at("alignment").get<int64_t>();
-  p.inflight_window = j.at("inflight_window").get<int>();
+  p.arena_bytes = json_int64(j.at("arena_bytes"), "arena_bytes");
+  p.naive_activation_bytes = json_int64(j.at("naive_activation_bytes"), "naive_activation_bytes");
+  p.alignment = json_int64(j.at("alignment"), "alignment");
+  p.inflight_window = json_int(j.at("inflight_window"), "inflight_window");
   p.inputs.clear();
   p.outputs.clear();
   p.weights.clear();

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/json_value.h"
 #include "core/text.h"
 
 namespace atl::serve {
@@ -26,7 +27,7 @@ std::optional<int64_t> integer_parameter(const json* params, const char* key) {
   if (params == nullptr || !params->contains(key)) return std::nullopt;
   const json& v = params->at(key);
   ATOLL_CHECK(v.is_number_integer(), kInvalidArgument, "parameter '{}' must be an integer", key);
-  return v.get<int64_t>();
+  return json_int64(v, key);
 }
 
 bool bool_parameter(const json* params, const char* key, bool fallback) {
@@ -59,10 +60,14 @@ void append_element(const json& v, const std::string& datatype, const std::strin
   }
   ATOLL_CHECK(v.is_number_integer(), kInvalidArgument, "input '{}': data element {} is not an integer", input,
               out.size() / datatype_size(datatype));
+  const size_t element = out.size() / datatype_size(datatype);
+  const int64_t value = json_int64(v, fmt::format("{}[{}]", input, element));
   if (datatype == "INT32") {
-    append(out, v.get<int32_t>());
+    ATOLL_CHECK(value >= std::numeric_limits<int32_t>::min() && value <= std::numeric_limits<int32_t>::max(),
+                kInvalidArgument, "input '{}': data element {} ({}) is out of INT32 range", input, element, value);
+    append(out, static_cast<int32_t>(value));
   } else {
-    append(out, v.get<int64_t>());
+    append(out, value);
   }
 }
 
@@ -86,7 +91,7 @@ std::vector<int64_t> shape_of(const json& in, const std::string& name) {
   std::vector<int64_t> dims;
   for (const json& d : *shape) {
     ATOLL_CHECK(d.is_number_integer(), kInvalidArgument, "input '{}': shape holds a non-integer", name);
-    dims.push_back(d.get<int64_t>());
+    dims.push_back(json_int64(d, "shape"));
   }
   return dims;
 }

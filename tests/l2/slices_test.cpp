@@ -123,6 +123,7 @@ TEST(ResidencyConfig, MalformedJsonIsAParseError) {
   expect_error([&] { config_from_json_string(with("resident", "00x0000")); }, ErrorCode::kParse);
   expect_error([&] { config_from_json_string(with("resident", "000")); }, ErrorCode::kParse);
   expect_error([&] { config_from_json_string(with("batch", "eight")); }, ErrorCode::kParse);
+  expect_error([&] { config_from_json_string(with("slice_bytes", 1e300)); }, ErrorCode::kParse);  // found by fuzzing
   nlohmann::json missing = good;
   missing.erase("hit_ratio");
   expect_error([&] { config_from_json_string(missing.dump()); }, ErrorCode::kParse);

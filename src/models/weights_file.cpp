@@ -54,7 +54,7 @@ const char* file_code(DType t) {
   ATOLL_THROW(kInternal, "no safetensors code for dtype {}", dtype_name(t));
 }
 
-struct Entry {
+struct TensorEntry {
   std::string name;
   FileDTypeInfo dtype;
   Shape shape;
@@ -62,7 +62,7 @@ struct Entry {
   uint64_t end = 0;
 };
 
-Entry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j, uint64_t data_bytes) {
+TensorEntry parse_entry(const std::string& path, const std::string& name, const nlohmann::json& j, uint64_t data_bytes) {
   ATOLL_CHECK(j.is_object(), kParse, "{}: tensor '{}': header entry is not a JSON object", path, name);
   ATOLL_CHECK(j.contains("dtype") && j["dtype"].is_string(), kParse, "{}: tensor '{}': missing string 'dtype'", path,
               name);
@@ -70,7 +70,7 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
               name);
   ATOLL_CHECK(j.contains("data_offsets") && j["data_offsets"].is_array() && j["data_offsets"].size() == 2, kParse,
               "{}: tensor '{}': 'data_offsets' must be [begin, end]", path, name);
-  Entry e;
+  TensorEntry e;
   e.name = name;
   const std::string code = j["dtype"].get<std::string>();
   const FileDTypeInfo* info = nullptr;
@@ -185,12 +185,12 @@ nlohmann::json parse_header(const std::string& path, const std::string& text) {
 }
 
 // Tensors sharing bytes are a corrupt (or hand-crafted) file, never an export.
-void check_disjoint(const std::string& path, std::vector<Entry> entries) {
-  std::erase_if(entries, [](const Entry& e) { return e.begin == e.end; });
-  std::sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) { return a.begin < b.begin; });
+void check_disjoint(const std::string& path, std::vector<TensorEntry> entries) {
+  std::erase_if(entries, [](const TensorEntry& e) { return e.begin == e.end; });
+  std::sort(entries.begin(), entries.end(), [](const TensorEntry& a, const TensorEntry& b) { return a.begin < b.begin; });
   for (size_t i = 1; i < entries.size(); ++i) {
-    const Entry& a = entries[i - 1];
-    const Entry& b = entries[i];
+    const TensorEntry& a = entries[i - 1];
+    const TensorEntry& b = entries[i];
     ATOLL_CHECK(b.begin >= a.end, kParse, "{}: tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data section",
                 path, a.name, a.begin, a.end, b.name, b.begin, b.end);
   }
@@ -222,7 +222,7 @@ WeightStore read_safetensors(const std::string& path) {
   const nlohmann::json j = parse_header(path, header);
   const uint64_t data_start = 8 + header_bytes;
   const uint64_t data_bytes = file_bytes - data_start;
-  std::vector<Entry> entries;
+  std::vector<TensorEntry> entries;
   for (const auto& [name, value] : j.items()) {
     if (name != "__metadata__") entries.push_back(parse_entry(path, name, value, data_bytes));
   }
@@ -230,7 +230,7 @@ WeightStore read_safetensors(const std::string& path) {
 
   WeightStore store;
   std::vector<std::byte> staging;
-  for (const Entry& e : entries) {
+  for (const TensorEntry& e : entries) {
     const std::string& name = e.name;
     Tensor t(store_dtype(e.dtype.type), e.shape);
     const bool convert_after = needs_conversion(e.dtype.type);

@@ -9,7 +9,7 @@ namespace atl {
 
 namespace {
 
-struct Entry {
+struct ZooEntry {
   ModelInfo info;
   Graph (*build)(const ModelOptions&);
 };
@@ -17,8 +17,8 @@ struct Entry {
 constexpr const char* kImage224 = "input f32 [B,3,224,224]";
 constexpr const char* kBertInputs = "input_ids i64 [B,S], token_type_ids i64 [B,S]";
 
-const std::vector<Entry>& registry() {
-  static const std::vector<Entry> entries = {
+const std::vector<ZooEntry>& registry() {
+  static const std::vector<ZooEntry> entries = {
       {{"resnet18", "ResNet-18 (torchvision), 11.7M parameters", kImage224},
        [](const ModelOptions& o) { return models::build_resnet(18, o); }},
       {{"resnet50", "ResNet-50 (torchvision), 25.6M parameters", kImage224},
@@ -55,7 +55,7 @@ bool ends_with(const std::string& s, std::string_view suffix) {
 
 std::vector<ModelInfo> list_models() {
   std::vector<ModelInfo> out;
-  for (const Entry& e : registry()) out.push_back(e.info);
+  for (const ZooEntry& e : registry()) out.push_back(e.info);
   return out;
 }
 
@@ -68,7 +68,7 @@ Graph build_model(const std::string& name, const ModelOptions& opts) {
   ATOLL_CHECK(opts.seq_len >= 1 && opts.seq_len <= 512, kInvalidArgument, "seq_len must be in 1..512, got {}",
               opts.seq_len);
   std::vector<std::string> names;
-  for (const Entry& e : registry()) {
+  for (const ZooEntry& e : registry()) {
     if (e.info.name != name) {
       names.push_back(e.info.name);
       continue;

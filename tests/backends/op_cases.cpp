@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/error.h"
 #include "core/half.h"
 #include "core/rng.h"
 #include "ir/graph.h"
@@ -423,6 +424,13 @@ std::vector<OpCase> all_op_cases() {
   add_gemm_norm_cases(cases);
   add_imported_op_cases(cases);
   return cases;
+}
+
+OpCase find_op_case(const std::string& name) {
+  for (OpCase& c : all_op_cases()) {
+    if (c.name == name) return c;
+  }
+  ATOLL_THROW(kNotFound, "no op case '{}'", name);
 }
 
 }  // namespace atl::opcases

@@ -57,6 +57,8 @@ struct OpCase {
 };
 
 std::vector<OpCase> all_op_cases();
+// The case called `name`; throws kNotFound for an unknown name.
+OpCase find_op_case(const std::string& name);
 
 // Naive reference of one op on logical tensors; out_shape comes from IR shape inference.
 Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& operands, const Shape& out_shape);

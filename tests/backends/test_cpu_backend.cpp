@@ -16,13 +16,6 @@ namespace {
 using opcases::OpCase;
 using opcases::OpCaseData;
 
-OpCase find_case(const std::string& name) {
-  for (OpCase& c : opcases::all_op_cases()) {
-    if (c.name == name) return c;
-  }
-  ATOLL_THROW(kNotFound, "no op case '{}'", name);
-}
-
 // Runs f and returns the Error it throws; fails the test when it throws nothing.
 template <typename F>
 Error error_of(F&& f) {
@@ -72,14 +65,14 @@ TEST(CpuBackend, Describes) {
 }
 
 TEST(CpuBackend, RejectsNonF32Activations) {
-  const OpCaseData d = find_case("relu").build(DType::kF16, 1);
+  const OpCaseData d = opcases::find_op_case("relu").build(DType::kF16, 1);
   const Error e = error_of([&] { make_cpu_backend()->load(d.program, d.weights); });
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
   EXPECT_TRUE(contains(e.message(), "f16")) << e.message();
 }
 
 TEST(CpuBackend, MissingWeightIsNotFound) {
-  OpCaseData d = find_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
+  OpCaseData d = opcases::find_op_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
   d.weights.erase("bias");
   const Error e = error_of([&] { make_cpu_backend()->load(d.program, d.weights); });
   EXPECT_EQ(e.code(), ErrorCode::kNotFound);
@@ -87,7 +80,7 @@ TEST(CpuBackend, MissingWeightIsNotFound) {
 }
 
 TEST(CpuBackend, WeightShapeOrDtypeMismatchIsInvalidArgument) {
-  OpCaseData d = find_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
+  OpCaseData d = opcases::find_op_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
   d.weights["bias"] = Tensor(DType::kF32, Shape{6});
   Error e = error_of([&] { make_cpu_backend()->load(d.program, d.weights); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
@@ -99,7 +92,7 @@ TEST(CpuBackend, WeightShapeOrDtypeMismatchIsInvalidArgument) {
 }
 
 TEST(CpuBackend, AcceptsConvWeightsShapedInStorageOrder) {
-  const OpCase c = find_case("conv_3x3_s1_p1_bias_relu");
+  const OpCase c = opcases::find_op_case("conv_3x3_s1_p1_bias_relu");
   OpCaseData d = c.build(DType::kF32, 3);
   const Shape& logical = d.weights.at("w").shape();  // [O, I, kh, kw]
   d.weights["w"] = d.weights.at("w").reshaped(Shape{logical[0], logical[2], logical[3], logical[1]});
@@ -108,7 +101,7 @@ TEST(CpuBackend, AcceptsConvWeightsShapedInStorageOrder) {
 }
 
 TEST(CpuBackend, SetInputNamesInputAndShapes) {
-  const OpCaseData d = find_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
+  const OpCaseData d = opcases::find_op_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
   auto inst = make_cpu_backend()->load(d.program, d.weights);
   Error e = error_of([&] { inst->set_input(0, Tensor(DType::kF32, Shape{1, 5, 9, 10})); });
   EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
@@ -123,14 +116,14 @@ TEST(CpuBackend, SetInputNamesInputAndShapes) {
 }
 
 TEST(CpuBackend, UnsupportedKernelIsNamed) {
-  OpCaseData d = find_case("relu").build(DType::kF32, 1);
+  OpCaseData d = opcases::find_op_case("relu").build(DType::kF32, 1);
   d.program.kernels[0].op = OpKind::kBatchNorm;
   Error e = error_of([&] { make_cpu_backend()->load(d.program, d.weights); });
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
   EXPECT_TRUE(contains(e.message(), "kernel 'relu'")) << e.message();
 
   // A convolution whose input is not NHWC.
-  d = find_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
+  d = opcases::find_op_case("conv_3x3_s1_p1_bias_relu").build(DType::kF32, 1);
   d.program.kernels[0].inputs[0].layout = Layout::kRowMajor;
   e = error_of([&] { make_cpu_backend()->load(d.program, d.weights); });
   EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
@@ -138,7 +131,7 @@ TEST(CpuBackend, UnsupportedKernelIsNamed) {
 }
 
 TEST(CpuBackend, GatherIndexOutOfRangeIsInvalidArgument) {
-  OpCaseData d = find_case("gather_embedding").build(DType::kF32, 1);
+  OpCaseData d = opcases::find_op_case("gather_embedding").build(DType::kF32, 1);
   auto inst = make_cpu_backend()->load(d.program, d.weights);
   d.inputs[0].as<int64_t>()[3] = 50;  // the table has 50 rows
   inst->set_input(0, d.inputs[0]);
@@ -192,7 +185,7 @@ TEST(CpuBackend, MemoryReport) {
   EXPECT_EQ(r.io_bytes, (m.program.inputs[0].shape.numel() + m.program.outputs[0].shape.numel()) * 4);
   EXPECT_GT(r.workspace_bytes, 0);  // its 3x3 convolutions need an im2col buffer
 
-  const OpCaseData relu = find_case("relu").build(DType::kF32, 1);
+  const OpCaseData relu = opcases::find_op_case("relu").build(DType::kF32, 1);
   EXPECT_EQ(make_cpu_backend()->load(relu.program, relu.weights)->memory().workspace_bytes, 0);
 }
 

@@ -55,15 +55,8 @@ TEST(CpuNaN, AllNaNInputGivesAllNaNOutputForEveryOp) {
   }
 }
 
-OpCase find_case(const std::string& name) {
-  for (const OpCase& c : opcases::all_op_cases())
-    if (c.name == name) return c;
-  ADD_FAILURE() << "no op case " << name;
-  return {};
-}
-
 TEST(CpuNaN, ReluKeepsSingleNaN) {
-  const Tensor out = run_filled(find_case("relu"), [](size_t j, float v) { return j == 3 ? kNaN : v; });
+  const Tensor out = run_filled(opcases::find_op_case("relu"), [](size_t j, float v) { return j == 3 ? kNaN : v; });
   const auto y = out.as<float>();
   EXPECT_TRUE(std::isnan(y[3]));
   for (size_t j = 0; j < y.size(); ++j) {
@@ -74,7 +67,7 @@ TEST(CpuNaN, ReluKeepsSingleNaN) {
 
 TEST(CpuNaN, Relu6KeepsNaNAndClipsInfinity) {
   const float inf = std::numeric_limits<float>::infinity();
-  const Tensor out = run_filled(find_case("relu6"), [&](size_t j, float v) {
+  const Tensor out = run_filled(opcases::find_op_case("relu6"), [&](size_t j, float v) {
     return j == 0 ? kNaN : j == 1 ? inf : j == 2 ? -inf : v;
   });
   const auto y = out.as<float>();
@@ -85,7 +78,7 @@ TEST(CpuNaN, Relu6KeepsNaNAndClipsInfinity) {
 
 TEST(CpuNaN, MaxPoolWindowWithOneNaNIsNaN) {
   // NHWC storage: element 0 is (n 0, y 0, x 0, c 0), inside the first window of channel 0 only.
-  const Tensor out = run_filled(find_case("maxpool_3x3_s2_p1"), [](size_t j, float v) { return j == 0 ? kNaN : v; });
+  const Tensor out = run_filled(opcases::find_op_case("maxpool_3x3_s2_p1"), [](size_t j, float v) { return j == 0 ? kNaN : v; });
   const auto y = out.as<float>();
   EXPECT_TRUE(std::isnan(y[0]));
   int64_t nans = 0;
@@ -100,7 +93,7 @@ TEST(CpuNaN, SoftmaxRowWithNaNIsNaN) {
       {"softmax_last_axis", 1}, {"softmax_axis1", 12}, {"softmax_channels_nhwc", 12}};
   for (const auto& [name, nan_index] : cases) {
     const size_t at = nan_index;  // lambdas capture structured bindings only from clang 16
-    const Tensor out = run_filled(find_case(name), [&](size_t j, float v) { return j == at ? kNaN : v; });
+    const Tensor out = run_filled(opcases::find_op_case(name), [&](size_t j, float v) { return j == at ? kNaN : v; });
     EXPECT_TRUE(std::isnan(out.as<float>()[0])) << name;
   }
 }

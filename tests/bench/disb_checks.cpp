@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "core/error.h"
+
 namespace atl::bench::testing {
 
 namespace {
@@ -63,6 +65,21 @@ std::string scratch_dir(const std::string& name) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   return dir.string();
+}
+
+std::string shipped_workloads_dir() {
+  return std::string(ATOLL_SOURCE_DIR) + "/bench/workloads";
+}
+
+std::string workload_error(const std::string& text, const std::string& base_dir) {
+  try {
+    parse_workload(text, "w.json", base_dir);
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("w.json"), std::string::npos) << e.message();
+    return e.message();
+  }
+  ADD_FAILURE() << "accepted: " << text;
+  return "";
 }
 
 }  // namespace atl::bench::testing

@@ -18,4 +18,11 @@ void expect_requests_conserved(const Workload& w, const ModeRun& run, uint64_t s
 // A directory for this test process only (ctest runs tests in parallel processes).
 std::string scratch_dir(const std::string& name);
 
+// The workloads shipped in bench/workloads/.
+std::string shipped_workloads_dir();
+
+// The message of the error parse_workload(text) throws (for a file "w.json" in base_dir), which
+// must name the file; fails the test and returns "" when the workload is accepted.
+std::string workload_error(const std::string& text, const std::string& base_dir = ".");
+
 }  // namespace atl::bench::testing

@@ -9,22 +9,15 @@
 #include "bench/runner.h"
 #include "bench/workload.h"
 #include "core/error.h"
+#include "disb_checks.h"
 
 namespace atl::bench {
 namespace {
 
-std::string error_of(const std::string& text) {
-  try {
-    parse_workload(text, "w.json", ".");
-  } catch (const Error& e) {
-    return e.message();
-  }
-  ADD_FAILURE() << "accepted: " << text;
-  return "";
-}
+using testing::workload_error;
 
 TEST(Workload, ShippedWorkloadsParse) {
-  const std::filesystem::path dir = std::filesystem::path(ATOLL_SOURCE_DIR) / "bench" / "workloads";
+  const std::filesystem::path dir = std::filesystem::path(testing::shipped_workloads_dir());
   ASSERT_EQ(shipped_workloads(), (std::vector<std::string>{"A", "B", "C", "D", "E", "F", "G", "REAL"}));
   for (const std::string& name : shipped_workloads()) {
     const Workload w = load_workload((dir / (name + ".json")).string());
@@ -41,7 +34,7 @@ TEST(Workload, ShippedWorkloadsParse) {
 }
 
 TEST(Workload, LargeBatchWorkloadsRunBeClientsAtBatch16To64) {
-  const std::filesystem::path dir = std::filesystem::path(ATOLL_SOURCE_DIR) / "bench" / "workloads";
+  const std::filesystem::path dir = std::filesystem::path(testing::shipped_workloads_dir());
   const Workload d = load_workload((dir / "D.json").string());
   for (const char* name : {"F", "G"}) {
     const Workload w = load_workload((dir / (std::string(name) + ".json")).string());
@@ -82,14 +75,14 @@ TEST(Workload, BatchAndSequenceLength) {
   EXPECT_EQ(w.clients[1].batch, 1);
   EXPECT_EQ(w.clients[1].seq_len, ModelOptions{}.seq_len);
   for (const char* bad : {R"("batch": 0)", R"("batch": 2.5)", R"("batch": 5000)"}) {
-    EXPECT_NE(error_of(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
+    EXPECT_NE(workload_error(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
                        R"(, "priority": "be", "load": {"type": "closed"}}]})")
                   .find("clients[0].batch"),
               std::string::npos)
         << bad;
   }
   for (const char* bad : {R"("seq": 0)", R"("seq": "long")", R"("seq": 513)"}) {
-    EXPECT_NE(error_of(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
+    EXPECT_NE(workload_error(std::string(R"({"name": "x", "clients": [{"model": "m", )") + bad +
                        R"(, "priority": "be", "load": {"type": "closed"}}]})")
                   .find("clients[0].seq"),
               std::string::npos)
@@ -98,23 +91,23 @@ TEST(Workload, BatchAndSequenceLength) {
 }
 
 TEST(Workload, ErrorsNameFileFieldAndProblem) {
-  EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
-  EXPECT_NE(error_of(R"({"clients": []})").find("'name'"), std::string::npos);
-  const std::string bad_rate = error_of(
+  EXPECT_NE(workload_error("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(workload_error(R"({"clients": []})").find("'name'"), std::string::npos);
+  const std::string bad_rate = workload_error(
       R"({"name": "x", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": -1}}]})");
   EXPECT_NE(bad_rate.find("w.json"), std::string::npos);
   EXPECT_NE(bad_rate.find("clients[0].load.rate"), std::string::npos);
-  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "urgent", "load": {"type": "closed"}}]})")
+  EXPECT_NE(workload_error(R"({"name": "x", "clients": [{"model": "m", "priority": "urgent", "load": {"type": "closed"}}]})")
                 .find("clients[0].priority"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "be", "load": {"type": "bursty"}}]})")
+  EXPECT_NE(workload_error(R"({"name": "x", "clients": [{"model": "m", "priority": "be", "load": {"type": "bursty"}}]})")
                 .find("clients[0].load.type"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "closed"}}]})")
+  EXPECT_NE(workload_error(R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "closed"}}]})")
                 .find("open-loop"),
             std::string::npos);
   EXPECT_NE(
-      error_of(
+      workload_error(
           R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "trace", "file": "nope.trace"}}]})")
           .find("nope.trace"),
       std::string::npos);

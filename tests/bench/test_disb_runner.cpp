@@ -21,7 +21,6 @@ namespace {
 using testing::expect_requests_conserved;
 using testing::scratch_dir;
 
-const std::string kWorkloadsDir = std::string(ATOLL_SOURCE_DIR) + "/bench/workloads";
 constexpr double kDurationS = 1.0;
 constexpr double kTimelineMs = 100;
 
@@ -46,7 +45,7 @@ const ShippedRun& shipped(const std::string& name) {
   auto it = runs.find(name);
   if (it == runs.end()) {
     ShippedRun r;
-    r.workload = load_disb_workload(name, {kWorkloadsDir});
+    r.workload = load_disb_workload(name, {testing::shipped_workloads_dir()});
     r.options = short_run();
     r.results = run_disb(r.workload, r.options);
     it = runs.emplace(name, std::move(r)).first;
@@ -212,7 +211,7 @@ TEST(DisbOutputs, TraceShowsAWindowOfTheResetMode) {
   for (int tid : span_tracks) EXPECT_NE(track_names[tid].find("stream"), std::string::npos);
 }
 
-std::string error_of(const std::function<void()>& f) {
+std::string coded_error_of(const std::function<void()>& f) {
   try {
     f();
   } catch (const Error& e) {
@@ -231,37 +230,37 @@ TEST(DisbErrors, WorkloadsAreCheckedBeforeRunning) {
       {"name": "cam", "model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": 30}},
       {"name": "batch-job", "model": "resnet9000", "priority": "be", "load": {"type": "closed"}}]})";
   }
-  const std::string unknown = error_of([&] { load_disb_workload(path, {}); });
+  const std::string unknown = coded_error_of([&] { load_disb_workload(path, {}); });
   for (const char* part : {"not found", "mine.json", "'batch-job'", "clients[1].model", "'resnet9000'", "resnet152"}) {
     EXPECT_NE(unknown.find(part), std::string::npos) << part << " not in: " << unknown;
   }
-  const std::string missing_dir = error_of([&] { load_disb_workload("A", {dir + "/nowhere"}); });
+  const std::string missing_dir = coded_error_of([&] { load_disb_workload("A", {dir + "/nowhere"}); });
   EXPECT_NE(missing_dir.find("nowhere"), std::string::npos) << missing_dir;
   EXPECT_NE(missing_dir.find("ATOLL_WORKLOADS_DIR"), std::string::npos) << missing_dir;
-  const std::string absent = error_of([&] { load_disb_workload(dir + "/absent.json", {}); });
+  const std::string absent = coded_error_of([&] { load_disb_workload(dir + "/absent.json", {}); });
   EXPECT_NE(absent.find("absent.json"), std::string::npos) << absent;
   EXPECT_NE(absent.find("REAL"), std::string::npos) << absent;
   {
     std::ofstream f(dir + "/bad.json");
     f << R"({"name": "bad", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic"}}]})";
   }
-  const std::string bad_field = error_of([&] { load_disb_workload(dir + "/bad.json", {}); });
+  const std::string bad_field = coded_error_of([&] { load_disb_workload(dir + "/bad.json", {}); });
   EXPECT_NE(bad_field.find("bad.json"), std::string::npos) << bad_field;
   EXPECT_NE(bad_field.find("clients[0].load.rate"), std::string::npos) << bad_field;
 }
 
 TEST(DisbErrors, OptionsAndDevicesAreChecked) {
-  const Workload w = load_disb_workload("A", {kWorkloadsDir});
+  const Workload w = load_disb_workload("A", {testing::shipped_workloads_dir()});
   DisbOptions o = short_run();
   o.duration_s = 0;
-  EXPECT_NE(error_of([&] { run_disb(w, o); }).find("duration"), std::string::npos);
+  EXPECT_NE(coded_error_of([&] { run_disb(w, o); }).find("duration"), std::string::npos);
   o = short_run();
   o.modes.clear();
-  EXPECT_NE(error_of([&] { run_disb(w, o); }).find("mode"), std::string::npos);
+  EXPECT_NE(coded_error_of([&] { run_disb(w, o); }).find("mode"), std::string::npos);
   o = short_run();
   o.device = "cuda";
-  EXPECT_EQ(error_of([&] { run_disb(w, o); }).rfind("unsupported", 0), 0u);
-  EXPECT_NE(error_of([&] { write_disb_outputs(BenchResults{}, scratch_dir("empty")); }).find("no mode"),
+  EXPECT_EQ(coded_error_of([&] { run_disb(w, o); }).rfind("unsupported", 0), 0u);
+  EXPECT_NE(coded_error_of([&] { write_disb_outputs(BenchResults{}, scratch_dir("empty")); }).find("no mode"),
             std::string::npos);
 }
 

@@ -16,8 +16,7 @@ namespace {
 
 using testing::expect_requests_conserved;
 
-const std::string kWorkloadsDir = std::string(ATOLL_SOURCE_DIR) + "/bench/workloads";
-constexpr double kDurationS = 0.3;
+constexpr double kEveryModeRunS = 0.3;
 // Far above what these runs take on a loaded 2-core machine (a few s): a stalled scheduler
 // shows up here rather than as a CI timeout.
 constexpr double kWallLimitS = 60;
@@ -32,10 +31,10 @@ class ShippedEveryMode : public ::testing::TestWithParam<std::tuple<std::string,
 
 TEST_P(ShippedEveryMode, AnswersEveryRequestWithoutDropsOrMisses) {
   const auto& [name, order] = GetParam();
-  const Workload w = load_disb_workload(name, {kWorkloadsDir});
+  const Workload w = load_disb_workload(name, {testing::shipped_workloads_dir()});
   DisbOptions o;
-  o.duration_s = kDurationS;
-  o.standalone_s = kDurationS;
+  o.duration_s = kEveryModeRunS;
+  o.standalone_s = kEveryModeRunS;
   o.timeline_ms = 10;
   o.rt_order = order;
   o.seed = std::random_device{}();

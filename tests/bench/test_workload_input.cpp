@@ -10,21 +10,13 @@
 #include "bench/runner.h"
 #include "bench/workload.h"
 #include "core/error.h"
+#include "disb_checks.h"
 #include "sched/colocate.h"
 
 namespace atl::bench {
 namespace {
 
-std::string error_of(const std::string& text, const std::string& base_dir = ".") {
-  try {
-    parse_workload(text, "w.json", base_dir);
-  } catch (const Error& e) {
-    EXPECT_NE(e.message().find("w.json"), std::string::npos) << e.message();
-    return e.message();
-  }
-  ADD_FAILURE() << "accepted: " << text;
-  return "";
-}
+using testing::workload_error;
 
 std::string one_client(const std::string& client, const std::string& name = "x") {
   return R"({"name": ")" + name + R"(", "clients": [)" + client + "]}";
@@ -36,47 +28,47 @@ std::string trace_error(const std::string& contents) {
   const auto dir = std::filesystem::temp_directory_path() / "atoll_trace_input";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "t.trace") << contents;
-  return error_of(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "trace", "file": "t.trace"}})"),
+  return workload_error(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "trace", "file": "t.trace"}})"),
                   dir.string());
 }
 
 TEST(WorkloadInput, RejectsUnknownKeysNamingTheClosestKnownOne) {
-  const std::string typo = error_of(
+  const std::string typo = workload_error(
       one_client(R"({"model": "m", "priority": "rt", "dealine_ms": 5, "load": {"type": "periodic", "rate": 10}})"));
   EXPECT_NE(typo.find("clients[0].dealine_ms"), std::string::npos) << typo;
   EXPECT_NE(typo.find("did you mean 'deadline_ms'"), std::string::npos) << typo;
   EXPECT_NE(
-      error_of(
+      workload_error(
           R"({"name": "x", "client": [], "clients": [{"model": "m", "priority": "be", "load": {"type": "closed"}}]})")
           .find("did you mean 'clients'"),
       std::string::npos);
   const std::string in_load =
-      error_of(one_client(R"({"model": "m", "priority": "be", "load": {"type": "closed", "zzz": 1}})"));
+      workload_error(one_client(R"({"model": "m", "priority": "be", "load": {"type": "closed", "zzz": 1}})"));
   EXPECT_NE(in_load.find("clients[0].load.zzz': unknown key"), std::string::npos) << in_load;
 }
 
 TEST(WorkloadInput, RejectsConcurrencyOutsideTheRangeBeforeNarrowing) {
-  const std::string e = error_of(
+  const std::string e = workload_error(
       one_client(R"({"model": "m", "priority": "be", "load": {"type": "closed", "concurrency": 4294967297}})"));
   EXPECT_NE(e.find("clients[0].load.concurrency"), std::string::npos) << e;
 }
 
 TEST(WorkloadInput, RejectsDuplicateAndPathLikeNames) {
-  const std::string dup = error_of(R"({"name": "x", "clients": [
+  const std::string dup = workload_error(R"({"name": "x", "clients": [
       {"name": "a", "model": "m", "priority": "be", "load": {"type": "closed"}},
       {"name": "a", "model": "m", "priority": "be", "load": {"type": "closed"}}]})");
   EXPECT_NE(dup.find("clients[1].name"), std::string::npos) << dup;
   EXPECT_NE(dup.find("another client"), std::string::npos) << dup;
-  EXPECT_NE(error_of(one_client(kClosed, "../../X")).find("field 'name'"), std::string::npos);
-  EXPECT_NE(error_of(one_client(kClosed, "a\\u0001b")).find("control character"), std::string::npos);
-  EXPECT_NE(error_of(one_client(R"({"name": "a/b", "model": "m", "priority": "be", "load": {"type": "closed"}})"))
+  EXPECT_NE(workload_error(one_client(kClosed, "../../X")).find("field 'name'"), std::string::npos);
+  EXPECT_NE(workload_error(one_client(kClosed, "a\\u0001b")).find("control character"), std::string::npos);
+  EXPECT_NE(workload_error(one_client(R"({"name": "a/b", "model": "m", "priority": "be", "load": {"type": "closed"}})"))
                 .find("clients[0].name"),
             std::string::npos);
 }
 
 TEST(WorkloadInput, ReportsOutOfRangeNumbersAsInvalidJson) {
   const std::string e =
-      error_of(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 1e400}})"));
+      workload_error(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 1e400}})"));
   EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
 }
 

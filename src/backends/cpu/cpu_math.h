@@ -13,6 +13,8 @@ namespace atl::cpu {
 
 // Work below this many elements runs on one thread: forking costs more than it saves.
 constexpr int64_t kParallelGrain = 1 << 14;
+// Elements per parallel chunk of a flat loop.
+constexpr int64_t kChunk = 1 << 14;
 
 // Runs body(i) for i in [0, n): across the OpenMP threads when `work` (elements touched) is worth
 // it, else inline. The serial case never enters a parallel region: libgomp allocates a team even

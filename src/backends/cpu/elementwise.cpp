@@ -9,9 +9,6 @@ namespace atl::cpu {
 
 namespace {
 
-// Elements per parallel chunk of a flat loop.
-constexpr int64_t kChunk = 1 << 14;
-
 template <Act A>
 void act_range(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = activate<A>(x[i]);

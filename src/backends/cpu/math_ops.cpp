@@ -10,8 +10,6 @@ namespace atl::cpu {
 
 namespace {
 
-constexpr int64_t kChunk = 1 << 14;
-
 // --- unary math ---------------------------------------------------------------------------------
 
 struct MathPlan {

@@ -12,7 +12,7 @@ constexpr size_t kSpanHistory = 4096;
 
 SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
     : config_(config),
-      slots_(static_cast<int64_t>(config.sm_count) * config.blocks_per_sm),
+      slots_(config.slot_count()),
       record_trace_(record_trace),
       free_slots_(slots_) {
   ATOLL_CHECK(config.sm_count >= 1 && config.blocks_per_sm >= 1, kInvalidArgument,

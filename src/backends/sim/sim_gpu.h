@@ -38,6 +38,8 @@ struct SimGpuConfig {
   int64_t gemm_check_k = 128;  // K a GEMM block covers between flag reads (4 tiles of 32)
   int64_t item_elems = 2048;   // outputs of one CUDA block of a per-item kernel (256 threads x 8)
   SimTime io_call_ns = 4000;   // host time to copy one request's inputs or outputs
+
+  int64_t slot_count() const { return static_cast<int64_t>(sm_count) * blocks_per_sm; }
 };
 
 // One kernel's launch shape in the model: `blocks` equal blocks of `block_ns` each, whose

@@ -9,10 +9,6 @@ namespace atl::sim {
 
 namespace {
 
-int64_t slot_count(const SimGpuConfig& c) {
-  return static_cast<int64_t>(c.sm_count) * c.blocks_per_sm;
-}
-
 int64_t waves_of(int64_t blocks, int64_t slots) {
   return (blocks + slots - 1) / slots;
 }
@@ -30,7 +26,7 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
   p.device = device;
   p.sm_count = config.sm_count;
   p.repeats = 1;  // the model is deterministic
-  const int64_t slots = slot_count(config);
+  const int64_t slots = config.slot_count();
   for (size_t i = 0; i < shapes.size(); ++i) {
     const SimKernelShape& s = shapes[i];
     KernelProfile k;
@@ -49,7 +45,7 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
 std::vector<SimKernelShape> shapes_from_profile(const Program& program, const ModelProfile& profile,
                                                 const SimGpuConfig& config) {
   check_profile_program(profile, program);
-  const int64_t slots = slot_count(config);
+  const int64_t slots = config.slot_count();
   std::vector<SimKernelShape> shapes;
   shapes.reserve(profile.kernels.size());
   for (size_t i = 0; i < profile.kernels.size(); ++i) {

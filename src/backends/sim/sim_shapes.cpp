@@ -10,10 +10,6 @@ namespace atl::sim {
 
 namespace {
 
-int64_t slot_count(const SimGpuConfig& c) {
-  return static_cast<int64_t>(c.sm_count) * c.blocks_per_sm;
-}
-
 int64_t out_elems_of(const Kernel& k) {
   int64_t n = 0;
   for (const Binding& b : k.outputs) n += b.shape.numel();
@@ -25,7 +21,7 @@ int64_t out_elems_of(const Kernel& k) {
 int64_t grid_blocks(const Kernel& k, double work_slot_ns, const SimGpuConfig& config) {
   const int64_t blocks = (out_elems_of(k) + config.elems_per_block - 1) / config.elems_per_block;
   const auto split = static_cast<int64_t>(std::ceil(work_slot_ns / static_cast<double>(config.split_block_ns)));
-  return std::max(blocks, std::min(slot_count(config), split));
+  return std::max(blocks, std::min(config.slot_count(), split));
 }
 
 // The share of a block's work between two flag reads that can stop it.
@@ -52,7 +48,7 @@ SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig
 }
 
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config) {
-  const auto slots = static_cast<double>(slot_count(config));
+  const auto slots = static_cast<double>(config.slot_count());
   std::vector<SimKernelShape> shapes;
   shapes.reserve(program.kernels.size());
   for (const Kernel& k : program.kernels) {

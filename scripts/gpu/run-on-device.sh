@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding" runs only when
-#   named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding" and "csan"
+#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
@@ -103,6 +103,24 @@ if has_step padding; then
     "${profiles[@]}" --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
     echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
   cat "$out/pairs.txt"
+fi
+if has_step csan; then
+  # compute-sanitizer over the GPU op suite: memcheck (out-of-bounds and misaligned accesses, leaks)
+  # and racecheck (shared-memory hazards in the tiled GEMM and reduction kernels). Both run 10-100x
+  # slower than the plain suite, hence the filters (CSAN_FILTER, CSAN_RACE_FILTER).
+  if command -v compute-sanitizer >/dev/null; then
+    for tool in memcheck racecheck; do
+      filter=${CSAN_FILTER:-*GpuOpTest*:GpuOps.*:*GpuLongBlocks*:GpuPreemption.*}
+      [[ $tool == racecheck ]] && filter=${CSAN_RACE_FILTER:-*GpuOpTest*}
+      extra=()
+      [[ $tool == memcheck ]] && extra=(--leak-check full)
+      timeout -k 5 "${CSAN_LIMIT:-240}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 \
+        "$bin/test_gpu" --gtest_filter="$filter" >"$out/csan_$tool.log" 2>&1
+      echo "compute-sanitizer $tool ($filter): exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/csan_$tool.log" | tail -1)"
+    done
+  else
+    echo "compute-sanitizer: not on this machine's PATH"
+  fi
 fi
 if has_step bench; then
   # shellcheck disable=SC2086

@@ -20,6 +20,9 @@
 
 namespace atl::gputest {
 
+// The zoo's model names (one definition for the test files that sweep the zoo).
+std::vector<std::string> zoo_names();
+
 // A fresh seed per call (ATOLL_TEST_SEED pins it to reproduce a failure); tests print it.
 uint64_t fresh_seed();
 

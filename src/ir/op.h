@@ -31,7 +31,7 @@ enum class OpKind {
   kLayoutToNHWC,   // compiler-inserted: NCHW -> NHWC
   kLayoutToNCHW,   // compiler-inserted: NHWC -> NCHW
   kScaleShift,     // compiler-inserted (unfoldable BatchNorm): in: x, scale[C], shift[C]; attr act
-  // Ops that imported ONNX models need beyond the zoo's; the CPU backend runs them, CUDA refuses them.
+  // Ops that imported ONNX models need beyond the zoo's (CPU: math_ops.cpp; CUDA: elementwise.cu, math.cu).
   kSub,            // NumPy broadcasting, a - b
   kDiv,            // NumPy broadcasting, a / b
   kPow,            // NumPy broadcasting, a ^ b

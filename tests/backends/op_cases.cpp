@@ -49,8 +49,12 @@ Tensor random_tensor(const Operand& o, uint64_t seed, bool round_to_f16) {
     for (auto& v : t.as<int64_t>()) v = static_cast<int64_t>(rng.next_u64() % static_cast<uint64_t>(o.index_limit));
     return t;
   }
+  if (o.dtype == DType::kI32) {
+    for (auto& v : t.as<int32_t>()) v = static_cast<int32_t>(rng.next_u64() % static_cast<uint64_t>(o.index_limit));
+    return t;
+  }
   for (auto& v : t.as<float>()) {
-    v = rng.uniform(o.positive ? 0.0f : -o.scale, o.scale);
+    v = rng.uniform(o.positive ? 0.0f : -o.scale, o.scale) + o.offset;
     if (round_to_f16) v = round_to_half(v);
   }
   return t;
@@ -325,17 +329,26 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                               {act_input("x", Shape{7, 33}), param("gamma", Shape{33}), param("beta", Shape{33})}));
 }
 
-// Ops that imported ONNX models bring beyond the zoo's.
+// Ops that imported ONNX models bring beyond the zoo's. Divisors and the bases of Pow stay off
+// zero, so that no quotient or power overflows f16 (the GPU suite runs these cases too).
 void add_imported_op_cases(std::vector<OpCase>& cases) {
   const Shape s{3, 17, 5};
   Operand positive = act_input("x", s, Layout::kRowMajor, 4.0f);
   positive.positive = true;
+  Operand divisor = act_input("b", Shape{17, 1});
+  divisor.positive = true;
+  divisor.offset = 0.5f;
   cases.push_back(simple_case("sub_broadcast", OpKind::kSub, {},
                               {act_input("a", Shape{2, 3, 4, 5}), act_input("b", Shape{3, 1, 5})}));
   cases.push_back(simple_case("sub_from_weight", OpKind::kSub, {}, {param("one", Shape{1}), act_input("m", s)}));
-  cases.push_back(simple_case("div_broadcast", OpKind::kDiv, {}, {act_input("a", s), act_input("b", Shape{17, 1})}));
+  cases.push_back(simple_case("div_broadcast", OpKind::kDiv, {}, {act_input("a", s), divisor}));
+  Operand nhwc_divisor = act_input("b", Shape{2, 6, 5, 3}, Layout::kNHWC);
+  nhwc_divisor.offset = 2.0f;  // in [1, 3)
+  cases.push_back(simple_case("div_nhwc", OpKind::kDiv, {},
+                              {act_input("a", Shape{2, 6, 5, 3}, Layout::kNHWC), nhwc_divisor}, Layout::kNHWC));
   Operand base = positive;
   base.name = "base";
+  base.offset = 0.25f;
   cases.push_back(simple_case("pow_broadcast", OpKind::kPow, {}, {base, act_input("exp", Shape{5}, Layout::kRowMajor, 2.0f)}));
   cases.push_back(simple_case("sigmoid", OpKind::kSigmoid, {}, {act_input("x", s, Layout::kRowMajor, 6.0f)}));
   cases.push_back(simple_case("hard_sigmoid", OpKind::kHardSigmoid, {{"alpha", 0.3}, {"beta", 0.4}},
@@ -349,6 +362,12 @@ void add_imported_op_cases(std::vector<OpCase>& cases) {
   cases.push_back(simple_case("clip_min_only", OpKind::kClip, {{"min", 0.25}}, {act_input("x", s)}));
   cases.push_back(simple_case("reduce_mean_last_keepdims", OpKind::kReduceMean,
                               {{"axes", Ints{2}}, {"keepdims", int64_t{1}}}, {act_input("x", s)}));
+  cases.push_back(simple_case("reduce_mean_middle_axis", OpKind::kReduceMean,
+                              {{"axes", Ints{1}}, {"keepdims", int64_t{1}}}, {act_input("x", s)}));
+  cases.push_back(simple_case("reduce_mean_middle_axes", OpKind::kReduceMean,
+                              {{"axes", Ints{1, 2}}, {"keepdims", int64_t{0}}}, {act_input("x", Shape{4, 6, 3, 5})}));
+  cases.push_back(simple_case("reduce_mean_unit_axis", OpKind::kReduceMean,
+                              {{"axes", Ints{1, 3}}, {"keepdims", int64_t{1}}}, {act_input("x", Shape{3, 1, 4, 5})}));
   cases.push_back(simple_case("reduce_mean_outer_axes", OpKind::kReduceMean,
                               {{"axes", Ints{0, 2}}, {"keepdims", int64_t{0}}}, {act_input("x", Shape{4, 6, 3, 5})}));
   cases.push_back(simple_case("cast_i64_to_f32", OpKind::kCast, {{"to", std::string("f32")}},

@@ -27,12 +27,13 @@ struct Operand {
   enum class Role { kInput, kWeight };
   std::string name;
   Role role = Role::kInput;
-  DType dtype = DType::kF32;          // f32, or i64 for indices
+  DType dtype = DType::kF32;          // f32, or i64 for indices (i32: CUDA-only tests; CPU requests carry i64)
   Shape shape;                        // logical
   Layout layout = Layout::kRowMajor;  // storage layout in the Program
   float scale = 1.0f;                 // f32 values are uniform in [-scale, scale)
   bool positive = false;              // f32 values are uniform in [0, scale) instead
-  int64_t index_limit = 0;            // i64 values are uniform in [0, index_limit)
+  float offset = 0.0f;                // added to f32 values (keeps divisors and bases off zero)
+  int64_t index_limit = 0;            // integer values are uniform in [0, index_limit)
 };
 
 struct OpCaseData {

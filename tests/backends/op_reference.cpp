@@ -312,8 +312,12 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
     case OpKind::kReduceMean:
       return reduce_mean(attrs, ops[0], out);
     case OpKind::kCast: {
-      const auto v = ops[0].as<int64_t>();
       size_t n = 0;
+      if (ops[0].dtype() == DType::kI32) {
+        const auto v = ops[0].as<int32_t>();
+        return generate(out, [&](const Index&) { return static_cast<double>(v[n++]); });
+      }
+      const auto v = ops[0].as<int64_t>();
       return generate(out, [&](const Index&) { return static_cast<double>(v[n++]); });
     }
     case OpKind::kScaleShift: {

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "backends/cuda/cuda_check.h"
+#include "models/zoo.h"
 
 namespace atl::gputest {
 
@@ -16,6 +17,12 @@ const bool kWgmmaOffered = setenv("ATOLL_CUDA_WGMMA", "1", /*overwrite=*/0) == 0
 // Hermetic loads: every test tunes afresh unless it points the cache somewhere itself.
 const bool kNoTuneCache = setenv("ATOLL_TUNE_CACHE", "off", /*overwrite=*/0) == 0;
 }  // namespace
+
+std::vector<std::string> zoo_names() {
+  std::vector<std::string> names;
+  for (const ModelInfo& m : list_models()) names.push_back(m.name);
+  return names;
+}
 
 uint64_t fresh_seed() {
   if (const char* pinned = std::getenv("ATOLL_TEST_SEED")) return std::strtoull(pinned, nullptr, 10);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/launch.h"
 #include "core/error.h"
 #include "core/tensor.h"
 
@@ -19,6 +20,27 @@
   } while (0)
 
 namespace atl::gputest {
+
+// A LoadContext for cuda::prepare_launch without a device: preparing a launch validates the
+// kernel and fills its parameters but never touches device memory, so any aligned address will
+// do. Checks on any machine that the CUDA registry accepts a Program's kernels.
+class PrepareOnlyContext final : public cuda::LoadContext {
+ public:
+  explicit PrepareOnlyContext(const Program& p) : formats_(cuda::plan_weight_formats(p)) {}
+  void* address(const Binding&) const override { return reinterpret_cast<void*>(uintptr_t{1} << 20); }
+  cuda::WeightFormat weight_format(int weight_index) const override {
+    return formats_.at(static_cast<size_t>(weight_index));
+  }
+  const cuda::DeviceInfo& device() const override { return info_; }
+  int* index_error_flag() const override { return nullptr; }
+
+ private:
+  std::vector<cuda::WeightFormat> formats_;
+  cuda::DeviceInfo info_;
+};
+
+// The zoo's model names (one definition for the test files that sweep the zoo).
+std::vector<std::string> zoo_names();
 
 // A fresh seed per call (ATOLL_TEST_SEED pins it to reproduce a failure); tests print it.
 uint64_t fresh_seed();

@@ -16,12 +16,6 @@ namespace {
 constexpr double kExitBoundUs = 100.0;
 constexpr int kTrialsPerKernel = 2;
 
-std::vector<std::string> zoo_names() {
-  std::vector<std::string> names;
-  for (const ModelInfo& m : list_models()) names.push_back(m.name);
-  return names;
-}
-
 class GpuKernelExitTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuKernelExitTest, EveryKernelLeavesMidRunAndRerunsBitExact) {
@@ -72,7 +66,7 @@ TEST_P(GpuKernelExitTest, EveryKernelLeavesMidRunAndRerunsBitExact) {
   EXPECT_GT(measured, static_cast<int>(p.kernels.size()) / 2);
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, GpuKernelExitTest, ::testing::ValuesIn(zoo_names()),
+INSTANTIATE_TEST_SUITE_P(Zoo, GpuKernelExitTest, ::testing::ValuesIn(gputest::zoo_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "../backends/op_cases.h"
 #include "backends/cpu/cpu_backend.h"
@@ -37,15 +38,26 @@ double tolerance(OpKind op) {
     case OpKind::kConcat:
     case OpKind::kGather:
     case OpKind::kMaxPool: return 1e-3;
+    case OpKind::kCast: return 1e-3;  // integers below 2048 are exact in f16
     case OpKind::kRelu:
     case OpKind::kRelu6:
     case OpKind::kGelu:
     case OpKind::kTanh:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kErf:
+    case OpKind::kSqrt:
+    case OpKind::kClip:
     case OpKind::kAdd:
+    case OpKind::kSub:
     case OpKind::kMul:
+    case OpKind::kDiv:
+    case OpKind::kPow:
     case OpKind::kScaleShift:
     case OpKind::kAvgPool:
-    case OpKind::kGlobalAvgPool: return 2e-3;
+    case OpKind::kGlobalAvgPool:
+    case OpKind::kReduceMean: return 2e-3;
     default: return 1e-2;
   }
 }
@@ -77,6 +89,63 @@ OpCase conv(std::string name, Shape x, int64_t o, int64_t k, int64_t stride, int
   Attrs a{{"stride", Ints{stride, stride}}, {"pads", Ints{pad, pad, pad, pad}}, {"dilation", Ints{1, 1}},
           {"group", group}, {"bias", int64_t{bias}}, {"residual", int64_t{residual}}, {"act", std::string(act_name)}};
   return make_case("conv_" + name, OpKind::kConv2d, a, ops, Layout::kNHWC);
+}
+
+Operand off_zero(Operand o, float offset) {
+  o.positive = true;
+  o.offset = offset;
+  return o;
+}
+
+// The imported models' ops on shapes that take the 16-byte paths: element counts and innermost
+// extents that are multiples of 8 (the shared cases take the scalar paths).
+void add_imported_op_gpu_cases(std::vector<OpCase>& c) {
+  const Shape s{2, 48, 40};
+  const std::pair<const char*, OpKind> plain[] = {
+      {"sigmoid_vec", OpKind::kSigmoid}, {"hard_swish_vec", OpKind::kHardSwish}, {"erf_vec", OpKind::kErf}};
+  for (const auto& [name, op] : plain) c.push_back(make_case(name, op, {}, {act_input("x", s, Layout::kRowMajor, 5.0f)}));
+  c.push_back(make_case("hard_sigmoid_vec", OpKind::kHardSigmoid, {{"alpha", 0.2}, {"beta", 0.5}},
+                        {act_input("x", s, Layout::kRowMajor, 4.0f)}));
+  c.push_back(make_case("sqrt_vec", OpKind::kSqrt, {}, {off_zero(act_input("x", s, Layout::kRowMajor, 4.0f), 0.0f)}));
+  c.push_back(make_case("clip_vec", OpKind::kClip, {{"min", 0.0}, {"max", 6.0}},
+                        {act_input("x", s, Layout::kRowMajor, 8.0f)}));
+  c.push_back(make_case("hard_swish_nhwc_vec", OpKind::kHardSwish, {},
+                        {act_input("x", Shape{2, 16, 7, 7}, Layout::kNHWC, 5.0f)}, Layout::kNHWC));
+  // Same shapes (the same-shape vector path), NHWC included.
+  c.push_back(make_case("sub_vec", OpKind::kSub, {}, {act_input("a", s), act_input("b", s)}));
+  c.push_back(make_case("div_nhwc_vec", OpKind::kDiv, {},
+                        {act_input("a", Shape{2, 8, 5, 5}, Layout::kNHWC),
+                         off_zero(act_input("b", Shape{2, 8, 5, 5}, Layout::kNHWC), 0.5f)},
+                        Layout::kNHWC));
+  // Broadcasts along the innermost axis (a column repeated: stride 0) and across rows (a row
+  // vector: stride 1), the broadcast vector path; then one the scalar path takes.
+  c.push_back(make_case("div_bcast_vec_column", OpKind::kDiv, {},
+                        {act_input("a", Shape{4, 32, 64}), off_zero(act_input("b", Shape{4, 32, 1}), 0.5f)}));
+  c.push_back(make_case("sub_bcast_vec_row", OpKind::kSub, {},
+                        {act_input("a", Shape{16, 64}), act_input("b", Shape{64})}));
+  c.push_back(make_case("pow_bcast_vec_scalar_exponent", OpKind::kPow, {},
+                        {off_zero(act_input("x", Shape{8, 64}, Layout::kRowMajor, 3.0f), 0.25f),
+                         param("e", Shape{1}, Layout::kRowMajor, 2.0f)}));
+  c.push_back(make_case("pow_bcast_scalar_path", OpKind::kPow, {},
+                        {off_zero(act_input("x", Shape{6, 1, 12}, Layout::kRowMajor, 3.0f), 0.25f),
+                         act_input("e", Shape{5, 1}, Layout::kRowMajor, 2.0f)}));
+  // ReduceMean: the innermost axis reduced (one warp per output), kept (one thread per 8
+  // outputs), several axes in two runs, and a reduction of an image's plane (scalar path).
+  const Ints last{2}, middle{1};
+  c.push_back(make_case("reduce_mean_rows_vec", OpKind::kReduceMean, {{"axes", last}, {"keepdims", int64_t{1}}},
+                        {act_input("x", Shape{3, 33, 768})}));
+  c.push_back(make_case("reduce_mean_middle_vec", OpKind::kReduceMean, {{"axes", middle}, {"keepdims", int64_t{0}}},
+                        {act_input("x", Shape{4, 10, 64})}));
+  c.push_back(make_case("reduce_mean_two_runs_vec", OpKind::kReduceMean,
+                        {{"axes", Ints{1, 3}}, {"keepdims", int64_t{0}}}, {act_input("x", Shape{2, 3, 8, 16})}));
+  c.push_back(make_case("reduce_mean_kept_runs_vec", OpKind::kReduceMean,
+                        {{"axes", Ints{0, 2}}, {"keepdims", int64_t{1}}}, {act_input("x", Shape{3, 5, 6, 24})}));
+  c.push_back(make_case("reduce_mean_plane", OpKind::kReduceMean, {{"axes", Ints{2, 3}}, {"keepdims", int64_t{1}}},
+                        {act_input("x", Shape{2, 64, 7, 7})}));
+  Operand ids = act_input("ids", Shape{4, 64});
+  ids.dtype = DType::kI64;
+  ids.index_limit = 2048;
+  c.push_back(make_case("cast_i64_to_f32_vec", OpKind::kCast, {{"to", std::string("f32")}}, {ids}));
 }
 
 // Shapes whose channels, K and strides are multiples of 8 (the 16-byte paths), big enough for
@@ -152,12 +221,12 @@ std::vector<OpCase> gpu_op_cases() {
   ids.dtype = DType::kI64;
   ids.index_limit = 40;
   c.push_back(make_case("gather_d64", OpKind::kGather, {}, {param("table", Shape{40, 64}), ids}));
+  add_imported_op_gpu_cases(c);
   return c;
 }
 
-// Ops only the CPU backend runs (what imported ONNX models bring beyond the zoo's): the CUDA
-// backend refuses them at load.
-bool cuda_refuses(OpKind op) {
+// Ops that imported ONNX models bring beyond the zoo's.
+bool imported_op(OpKind op) {
   switch (op) {
     case OpKind::kSub:
     case OpKind::kDiv:
@@ -174,39 +243,69 @@ bool cuda_refuses(OpKind op) {
   }
 }
 
-std::vector<OpCase> all_cases() {
-  std::vector<OpCase> c;
-  for (OpCase& shared : opcases::all_op_cases()) {
-    if (!cuda_refuses(shared.op)) c.push_back(std::move(shared));
-  }
-  for (OpCase& g : gpu_op_cases()) c.push_back(std::move(g));
-  return c;
-}
-
-TEST(GpuOps, RefusesOpsWithoutKernelAtLoadNamingTheOp) {
-  ATL_REQUIRE_GPU();
-  int refused = 0;
-  for (const OpCase& c : opcases::all_op_cases()) {
-    if (!cuda_refuses(c.op)) continue;
-    const OpCaseData data = c.build(DType::kF16, 1);
-    try {
-      make_cuda_backend()->load(data.program, data.weights);
-      ADD_FAILURE() << c.name << ": loaded an op the CUDA backend has no kernel for";
-    } catch (const Error& e) {
-      EXPECT_EQ(e.code(), ErrorCode::kUnsupported) << c.name;
-      EXPECT_NE(e.message().find(std::string(op_name(c.op))), std::string::npos) << e.message();
-      ++refused;
-    }
-  }
-  EXPECT_GT(refused, 0);
-}
-
 Tensor run_cpu(const OpCase& c, uint64_t seed, const std::vector<Tensor>& inputs) {
   const OpCaseData d32 = c.build(DType::kF32, seed);
   auto inst = make_cpu_backend()->load(d32.program, d32.weights);
   for (size_t i = 0; i < inputs.size(); ++i) inst->set_input(static_cast<int>(i), inputs[i]);
   inst->run();
   return inst->get_output(0);
+}
+
+std::vector<OpCase> all_cases() {
+  std::vector<OpCase> c = opcases::all_op_cases();
+  for (OpCase& g : gpu_op_cases()) c.push_back(std::move(g));
+  return c;
+}
+
+// Needs no GPU: every imported-op case (shared and GPU-only) is accepted by the CUDA registry,
+// and the CPU backend matches the reference on it, so the GPU comparison checks the kernels.
+TEST(GpuOps, ImportedOpCasesPrepareOnCudaAndMatchOnCpu) {
+  int checked = 0;
+  for (const OpCase& c : all_cases()) {
+    if (!imported_op(c.op)) continue;
+    SCOPED_TRACE(c.name);
+    const OpCaseData data = c.build(DType::kF16, 1);
+    const gputest::PrepareOnlyContext ctx(data.program);
+    EXPECT_NO_THROW(cuda::prepare_launch(data.program.kernels[0], ctx));
+    const Tensor cpu = run_cpu(c, 1, data.inputs);
+    EXPECT_LE(opcases::max_rel_error(cpu, c.reference(data)[0]), 1e-5);
+    ++checked;
+  }
+  EXPECT_GT(checked, 30);
+}
+
+// An op the compiler removes or rewrites (BatchNorm folds into convolutions or becomes
+// ScaleShift) has no CUDA kernel: a Program that still holds one is refused at load.
+TEST(GpuOps, RefusesOpsWithoutKernelAtLoadNamingTheOp) {
+  ATL_REQUIRE_GPU();
+  const Shape c{4};
+  const OpCase bn = make_case("batchnorm", OpKind::kBatchNorm, {{"epsilon", 1e-5}},
+                              {act_input("x", Shape{2, 4, 3, 3}), param("g", c), param("b", c), param("m", c),
+                               param("v", c)});
+  const OpCaseData data = bn.build(DType::kF16, 1);
+  try {
+    make_cuda_backend()->load(data.program, data.weights);
+    FAIL() << "loaded an op the CUDA backend has no kernel for";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(e.message().find("BatchNorm"), std::string::npos) << e.message();
+  }
+}
+
+// ReduceMean reads row-major tensors (the compiler casts NHWC inputs back first); anything else
+// is refused when the launch is prepared, naming the kernel and the op. Needs no GPU.
+TEST(GpuOps, RefusesReduceMeanOverNhwc) {
+  const OpCase c = make_case("reduce_mean_nhwc", OpKind::kReduceMean, {{"axes", Ints{1}}, {"keepdims", int64_t{1}}},
+                             {act_input("x", Shape{2, 8, 3, 3}, Layout::kNHWC)});
+  const OpCaseData data = c.build(DType::kF16, 1);
+  try {
+    cuda::prepare_launch(data.program.kernels[0], gputest::PrepareOnlyContext(data.program));
+    FAIL() << "prepared a ReduceMean over an NHWC input";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(e.message().find("ReduceMean"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find(c.name), std::string::npos) << e.message();
+  }
 }
 
 class GpuOpTest : public ::testing::TestWithParam<OpCase> {};
@@ -242,6 +341,17 @@ TEST_P(GpuOpTest, MatchesReferenceAndCpuBackend) {
     gpu.poison(0xFF);
     inst->run();
     EXPECT_LE(opcases::max_rel_error(inst->get_output(0), want), tol) << "choice " << gpu.gemm_choice(0);
+  }
+
+  // The imported ops' kernels (the zoo's are checked per model in test_gpu_preempt) stop at
+  // entry while the flag is raised: the poison survives.
+  if (imported_op(c.op)) {
+    gpu.poison(0xFF);
+    gputest::set_flag(gpu.preempt_flag(), 1);
+    gpu.launch(0, gpu.stream(), gpu.preempt_flag());
+    EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
+        << "wrote while preempted";
+    gputest::set_flag(gpu.preempt_flag(), 0);
   }
 }
 

@@ -22,12 +22,6 @@ SessionOptions cuda_options(const std::string& model, int64_t batch) {
   return o;
 }
 
-std::vector<std::string> zoo_names() {
-  std::vector<std::string> names;
-  for (const ModelInfo& m : list_models()) names.push_back(m.name);
-  return names;
-}
-
 class GpuKernelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuKernelTest, EveryKernelStopsAtEntryAndIsIdempotent) {
@@ -57,7 +51,7 @@ TEST_P(GpuKernelTest, EveryKernelStopsAtEntryAndIsIdempotent) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Zoo, GpuKernelTest, ::testing::ValuesIn(zoo_names()),
+INSTANTIATE_TEST_SUITE_P(Zoo, GpuKernelTest, ::testing::ValuesIn(gputest::zoo_names()),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Milliseconds between two events recorded around `enqueue` on `stream`.

@@ -102,13 +102,28 @@ struct GlobalPoolArgs {
 void launch_global_avg_pool(const GlobalPoolArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 // ---- elementwise (elementwise.cu) -----------------------------------------------------------
+// Unary ops: the activations (kUnaryAct applies `act`) and the imported models' math. NaN passes
+// through Clip, HardSigmoid and HardSwish as on the CPU backend.
+enum UnaryCode : int {
+  kUnaryAct = 0,      // act(x)
+  kUnarySigmoid,      // 1 / (1 + exp(-x))
+  kUnaryHardSigmoid,  // clamp(a x + b, 0, 1)
+  kUnaryHardSwish,    // x clamp(x / 6 + 1/2, 0, 1)
+  kUnaryErf,
+  kUnarySqrt,
+  kUnaryClip,  // clamp(x, a, b); an absent bound is an infinity
+};
 struct UnaryArgs {
   const __half* x = nullptr;
   __half* y = nullptr;
   int n = 0;
+  int op = kUnaryAct;
   int act = kActNone;
+  float a = 0.0f, b = 0.0f;  // HardSigmoid: alpha, beta; Clip: min, max
 };
 void launch_unary(const UnaryArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+enum BinaryCode : int { kBinaryAdd = 0, kBinarySub, kBinaryMul, kBinaryDiv, kBinaryPow };
 
 // y = act(a op b) with NumPy broadcasting; strides are 0 along broadcast axes.
 struct BinaryArgs {
@@ -121,7 +136,7 @@ struct BinaryArgs {
   int a_strides[kMaxRank] = {};
   int b_strides[kMaxRank] = {};
   bool same_shape = false;
-  bool is_mul = false;
+  int op = kBinaryAdd;
   int act = kActNone;
 };
 void launch_binary(const BinaryArgs& p, cudaStream_t s, const int* flag, const char* name);
@@ -181,6 +196,36 @@ struct GatherArgs {
   int* error_flag = nullptr;
 };
 void launch_gather(const GatherArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// ---- reductions and casts (math.cu) ---------------------------------------------------------
+// ReduceMean of a dense tensor over any set of axes. Output o starts at input offset
+// sum_d (o's coordinate over kept_dims)_d * kept_strides[d]; reduced element r lies at that
+// plus sum_d (r's coordinate over red_dims)_d * red_strides[d]. Runs of neighbouring axes that
+// are all kept or all reduced are merged, so the innermost input axis is kept_dims' last
+// (stride 1) or red_dims' last (stride 1).
+struct ReduceMeanArgs {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int outputs = 0, reduced = 0;
+  int kept_rank = 0, red_rank = 0;
+  int kept_dims[kMaxRank] = {};
+  int kept_strides[kMaxRank] = {};
+  int red_dims[kMaxRank] = {};
+  int red_strides[kMaxRank] = {};
+  bool inner_reduced = false;  // the innermost input axis is reduced: one warp per output
+};
+void launch_reduce_mean(const ReduceMeanArgs& p, cudaStream_t s, const int* flag, const char* name);
+
+// Cast between f16 storage and integers, by value: integers -> f16 rounds to nearest; f16 ->
+// integers truncates toward zero (NaN -> 0, out-of-range values saturate).
+enum CastCode : int { kCastI64ToHalf = 0, kCastI32ToHalf, kCastHalfToI64, kCastHalfToI32 };
+struct CastArgs {
+  const void* x = nullptr;
+  void* y = nullptr;
+  int n = 0;
+  int op = kCastI64ToHalf;
+};
+void launch_cast(const CastArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 // ---- normalization (norm.cu) ----------------------------------------------------------------
 // Softmax along an axis of length `len`; consecutive axis elements are `inner` apart.

@@ -109,6 +109,8 @@ std::unique_ptr<KernelLaunch> prepare_layout_cast(const Kernel& k, const LoadCon
 std::unique_ptr<KernelLaunch> prepare_slice(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_concat(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_gather(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_reduce_mean(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_cast(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_layer_norm(const Kernel& k, const LoadContext& ctx);
 

@@ -49,9 +49,20 @@ std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext&
       case OpKind::kRelu:
       case OpKind::kRelu6:
       case OpKind::kGelu:
-      case OpKind::kTanh: return prepare_unary(k, ctx);
+      case OpKind::kTanh:
+      case OpKind::kSigmoid:
+      case OpKind::kHardSigmoid:
+      case OpKind::kHardSwish:
+      case OpKind::kErf:
+      case OpKind::kSqrt:
+      case OpKind::kClip: return prepare_unary(k, ctx);
       case OpKind::kAdd:
-      case OpKind::kMul: return prepare_binary(k, ctx);
+      case OpKind::kSub:
+      case OpKind::kMul:
+      case OpKind::kDiv:
+      case OpKind::kPow: return prepare_binary(k, ctx);
+      case OpKind::kReduceMean: return prepare_reduce_mean(k, ctx);
+      case OpKind::kCast: return prepare_cast(k, ctx);
       case OpKind::kScaleShift: return prepare_scale_shift(k, ctx);
       case OpKind::kTranspose: return prepare_transpose(k, ctx);
       case OpKind::kLayoutToNHWC:

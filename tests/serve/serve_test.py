@@ -60,7 +60,7 @@ input [ { name: "input" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] } ]
 instance_group [ { kind: KIND_GPU count: 1 } ]
 parameters { key: "zoo_model" value: { string_value: "tiny_cnn" } }
 """,
-        "broken": 'platform: "onnxruntime_onnx"\n',
+        "broken": 'platform: "tensorflow_savedmodel"\n',
     }
     for name, text in models.items():
         os.makedirs(os.path.join(root, name, "1"))

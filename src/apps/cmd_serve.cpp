@@ -47,7 +47,8 @@ void add_serve_command(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   serve::ServeOptions& o = f->options;
   cmd->add_option("--model-repository", o.repository, "Triton-layout model repository (<repo>/<model>/config.pbtxt)");
-  cmd->add_option("--model", o.models, "NAME[=ZOO_MODEL]: serve a zoo model under NAME (repeatable)");
+  cmd->add_option("--model", o.models,
+                  "NAME[=ZOO_MODEL] or NAME=FILE.onnx: serve a zoo model or an ONNX file under NAME (repeatable)");
   cmd->add_option("--host", o.host, "Address to listen on")->default_str(o.host);
   cmd->add_option("--grpc-port", o.grpc_port, "gRPC port (0: any free port)")->check(CLI::Range(0, 65535))->default_str("8001");
   cmd->add_option("--http-port", o.http_port, "HTTP port (0: any free port)")->check(CLI::Range(0, 65535))->default_str("8000");

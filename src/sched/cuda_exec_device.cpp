@@ -16,6 +16,7 @@
 #include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 #include "runtime/kernel_profiler.h"
+#include "runtime/l2_measure.h"
 
 namespace atl::sched {
 
@@ -87,6 +88,15 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   const Program& program(InstanceId instance) const override { return inst(instance).program(); }
+
+  // The runtime's one way to apply a residency config (atoll run --l2 uses it too). Resetting
+  // persisting lines and setting the limit may synchronize the context, which held work blocks.
+  int64_t set_l2_residency(InstanceId instance, const l2::ResidencyConfig* config, const l2::L2Device& d) override {
+    for (const StreamState& st : streams_) {
+      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot change L2 residency while work is held on a stream");
+    }
+    return apply_l2_config(inst(instance), config, d);
+  }
 
   // The kernel profiler (runtime/kernel_profiler.h) on the instance's own stream and flag.
   ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel) override {

@@ -38,4 +38,8 @@ ModelProfile ExecDevice::measure_profile(InstanceId, const std::function<void(in
   ATOLL_THROW(kUnsupported, "device '{}' cannot profile kernels", name());
 }
 
+int64_t ExecDevice::set_l2_residency(InstanceId, const l2::ResidencyConfig*, const l2::L2Device&) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no L2 residency control", name());
+}
+
 }  // namespace atl::sched

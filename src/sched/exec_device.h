@@ -24,6 +24,11 @@
 #include "profile/kernel_profile.h"
 #include "program/program.h"
 
+namespace atl::l2 {
+struct ResidencyConfig;
+struct L2Device;
+}  // namespace atl::l2
+
 namespace atl::sched {
 
 using DeviceTime = int64_t;  // nanoseconds on the device's clock
@@ -128,6 +133,14 @@ class ExecDevice {
   // Profiles an idle instance on this device (the simulator: from its model; CUDA: the kernel
   // profiler), calling `on_kernel(done, total)` after each kernel. kUnsupported by default.
   virtual ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel);
+
+  // ---- L2 residency (AutoScratch) ----
+  // Applies `config` to every later launch of an idle instance, as `atoll run --l2` does
+  // (runtime/l2_measure.h, apply_l2_config: windows planned for preset `d`, which checks the
+  // config against the instance's program; kInvalidArgument for another program). nullptr
+  // removes it. The set-aside is one limit per device: the last instance to set it wins. Returns
+  // the set-aside the driver granted (0 after removal). kUnsupported on devices without L2 control.
+  virtual int64_t set_l2_residency(InstanceId instance, const l2::ResidencyConfig* config, const l2::L2Device& d);
 
   virtual DeviceTime now() = 0;
   // Blocks until a launch has ended since the previous call (or already had) or the clock

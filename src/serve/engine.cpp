@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include "core/error.h"
 #include "core/text.h"
+#include "l2/slices.h"
 #include "runtime/devices.h"
 #include "runtime/model_source.h"
 #include "sched/cuda_exec_device.h"
@@ -43,7 +45,37 @@ std::vector<int64_t> bucket_batches(int64_t max_batch_size) {
 
 // Scheduler clients own their instances: two models never share one, even of the same zoo model.
 std::string program_key(const ModelSpec& spec, int64_t batch) {
-  return fmt::format("{}|{}|{}|{}|{}", spec.name, spec.zoo_model, batch, spec.seed, spec.seq_len);
+  return fmt::format("{}|{}|{}|{}|{}", spec.name, spec.model_source(), batch, spec.seed, spec.seq_len);
+}
+
+// The model at every batch it runs at. An ONNX file is imported once per batch (the batch fills
+// its symbolic first dimension); its refusal names the file and the node, and this the model.
+std::vector<CompiledModel> compile_buckets(const ModelSpec& spec, const CompileTarget& target, int inflight_cap) {
+  std::vector<CompiledModel> compiled;
+  try {
+    for (int64_t batch : bucket_batches(spec.max_batch_size)) {
+      compiled.push_back(compile_zoo_model(
+          {.name = spec.model_source(), .batch = batch, .seed = spec.seed, .seq_len = spec.seq_len}, target, true,
+          inflight_cap));
+    }
+  } catch (const Error& e) {
+    if (!spec.is_onnx()) throw;
+    throw Error(e.code(), fmt::format("{}: model '{}' cannot be served: {}", spec.source, spec.name, e.message()),
+                e.file(), e.line());
+  }
+  return compiled;
+}
+
+// What atoll l2 config makes configs for: the program with the GPU's f16 activations.
+CompileTarget gpu_target() {
+  CompileTarget t;
+  t.act_dtype = DType::kF16;
+  return t;
+}
+
+std::string l2_summary(const l2::ResidencyConfig& c) {
+  return fmt::format("{} of {} slices persisting, set-aside {:.2f} MiB, hit ratio {}", c.resident_count(),
+                     c.resident.size(), static_cast<double>(c.setaside_bytes) / (1 << 20), c.hit_ratio);
 }
 
 std::string latest_version(const ModelSpec& spec) {
@@ -57,6 +89,7 @@ struct Engine::LoadedPrograms {
   Program program;
   sched::InstanceId rt_instance = -1;
   sched::InstanceId be_instance = -1;
+  std::optional<l2::L2Device> l2_applied;  // the preset of the residency set on both instances
 };
 
 // What the completion of an accepted request needs.
@@ -174,17 +207,76 @@ void Engine::rebuild_scheduler() {
   }
 }
 
-void Engine::load(const ModelSpec& spec) {
-  // Compiled before the scheduler stops, so requests to other models wait only for the device.
-  std::vector<CompiledModel> compiled;
-  for (int64_t batch : bucket_batches(spec.max_batch_size)) {
-    compiled.push_back(compile_zoo_model({.name = spec.zoo_model, .batch = batch, .seed = spec.seed,
-                                          .seq_len = spec.seq_len},
-                                         device_->target(), true, options_.inflight_cap));
+// Checked before the scheduler stops, so that a config for another program costs no pause.
+std::string Engine::check_l2(const ModelSpec& spec, const std::vector<CompiledModel>& compiled) const {
+  const ModelSpec::L2& l2 = *spec.l2;
+  const auto it = std::find_if(compiled.begin(), compiled.end(),
+                               [&](const CompiledModel& cm) { return cm.program.batch == l2.config.batch; });
+  std::string batches;
+  for (const CompiledModel& cm : compiled) batches += (batches.empty() ? "" : ", ") + std::to_string(cm.program.batch);
+  ATOLL_CHECK(it != compiled.end(), kInvalidArgument,
+              "{}: l2_config '{}' is for batch {}, but model '{}' runs at batches {} (max_batch_size {})", spec.source,
+              l2.path, l2.config.batch, spec.name, batches, spec.max_batch_size);
+  // The simulated devices compute with f32 activations; a config is made for the GPU's program
+  // (atoll l2 config), so that is the program it must match here too.
+  const Program checked = simulated_ ? compile_zoo_model({.name = spec.model_source(), .batch = l2.config.batch,
+                                                          .seed = spec.seed, .seq_len = spec.seq_len},
+                                                         gpu_target(), false, options_.inflight_cap)
+                                           .program
+                                     : it->program;
+  try {
+    l2::plan_windows(checked, l2.config, l2.device);  // checks program, batch, slices and device limits
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: l2_config '{}' does not fit model '{}': {}", spec.source, l2.path, spec.name,
+                                      e.message()),
+                e.file(), e.line());
   }
+  if (!simulated_) return "";  // the status says what the device granted once it is applied
+  return fmt::format("matches the batch {} GPU program ({}); device {} has no L2 control, so it has no effect here",
+                     l2.config.batch, l2_summary(l2.config), device_name_);
+}
+
+// Called with the driver stopped and the new scheduler not yet run, so no work is held. The
+// set-aside is one limit per device and the last instance to set it wins: instances that lost
+// their config are cleared first, and the largest set-aside is applied last.
+void Engine::apply_l2_residencies(ServedModel* loaded) {
+  if (simulated_) return;
+  std::vector<std::pair<const ServedModel*, LoadedPrograms*>> wanted;
+  for (const auto& [name, m] : models_) {
+    if (m->spec.l2) wanted.emplace_back(m.get(), programs_.at(program_key(m->spec, m->spec.l2->config.batch)).get());
+  }
+  std::set<const LoadedPrograms*> keep;
+  for (const auto& w : wanted) keep.insert(w.second);
+  for (auto& [key, p] : programs_) {
+    if (!p->l2_applied || keep.contains(p.get())) continue;
+    device_->set_l2_residency(p->rt_instance, nullptr, *p->l2_applied);
+    device_->set_l2_residency(p->be_instance, nullptr, *p->l2_applied);
+    p->l2_applied.reset();
+  }
+  std::sort(wanted.begin(), wanted.end(), [](const auto& a, const auto& b) {
+    return a.first->spec.l2->config.setaside_bytes < b.first->spec.l2->config.setaside_bytes;
+  });
+  int64_t granted = 0;
+  for (const auto& [model, p] : wanted) {
+    const ModelSpec::L2& l2 = *model->spec.l2;
+    device_->set_l2_residency(p->rt_instance, &l2.config, l2.device);
+    granted = device_->set_l2_residency(p->be_instance, &l2.config, l2.device);
+    p->l2_applied = l2.device;
+  }
+  if (loaded && loaded->spec.l2) {
+    loaded->l2_status = fmt::format("applied to batch {} on {} ({}); the device's persisting limit is {:.2f} MiB",
+                                    loaded->spec.l2->config.batch, device_name_, l2_summary(loaded->spec.l2->config),
+                                    static_cast<double>(granted) / (1 << 20));
+  }
+}
+
+void Engine::load(const ModelSpec& spec) {
+  // Compiled and checked before the scheduler stops: requests to other models wait only for the device.
+  std::vector<CompiledModel> compiled = compile_buckets(spec, device_->target(), options_.inflight_cap);
   check_spec_against_program(spec, compiled.front().program);
   auto model = std::make_shared<ServedModel>();
   model->spec = spec;
+  if (spec.l2) model->l2_status = check_l2(spec, compiled);
   std::unique_lock config(config_mutex_);
   ATOLL_CHECK(!shutting_down_, kUnavailable, "server is shutting down");
   {
@@ -192,6 +284,9 @@ void Engine::load(const ModelSpec& spec) {
     drain(work);
   }
   stop_driver();
+  // On CUDA the stopped scheduler still holds its RT lanes' next tasks, and held work blocks
+  // loading: its destructor releases them.
+  scheduler_.reset();
   const std::shared_ptr<ServedModel> previous = models_.contains(spec.name) ? models_[spec.name] : nullptr;
   try {
     for (CompiledModel& cm : compiled) {
@@ -207,6 +302,7 @@ void Engine::load(const ModelSpec& spec) {
     }
     models_[spec.name] = model;
     rebuild_scheduler();
+    apply_l2_residencies(model.get());
   } catch (...) {
     // The models served before keep being served.
     if (previous) {
@@ -215,10 +311,18 @@ void Engine::load(const ModelSpec& spec) {
       models_.erase(spec.name);
     }
     rebuild_scheduler();
+    try {
+      apply_l2_residencies(nullptr);
+    } catch (const std::exception& e) {
+      fmt::print(stderr, "atoll serve: restoring L2 residency failed: {}\n", e.what());
+    }
     start_driver();
     throw;
   }
   unavailable_.erase(spec.name);
+  if (spec.l2) {
+    fmt::print(stderr, "atoll serve: model '{}': L2 config '{}' {}\n", spec.name, spec.l2->path, model->l2_status);
+  }
   start_driver();
 }
 
@@ -233,6 +337,11 @@ void Engine::unload(const std::string& name) {
   models_.erase(name);
   unavailable_[name] = "unloaded";
   rebuild_scheduler();
+  try {
+    apply_l2_residencies(nullptr);  // its set-aside goes with it
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll serve: releasing the L2 residency of model '{}' failed: {}\n", printable(name), e.what());
+  }
   start_driver();
 }
 

@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "compile/compiler.h"
 #include "sched/exec_device.h"
 #include "sched/modes.h"
 #include "sched/scheduler.h"
@@ -46,6 +47,8 @@ struct ServedModel {
   };
   ModelSpec spec;
   std::vector<Bucket> buckets;  // ascending batch; the first runs batch 1
+  // What the spec's L2 config does here, for logs and config responses ("" without one).
+  std::string l2_status;
   const Program& batch1() const { return buckets.front().program; }
   const Bucket& bucket_for(int64_t batch) const;
 };
@@ -68,7 +71,10 @@ class Engine {
   std::string device_description() const;
   const EngineOptions& options() const { return options_; }
 
-  // Compiles and loads the model (again, if loaded: its new spec replaces the old one).
+  // Compiles and loads the model (again, if loaded: its new spec replaces the old one). An L2
+  // config is checked against the program of its batch as the GPU runs it (kInvalidArgument
+  // naming the file when it was made for another program or batch) and applied to that batch's
+  // launches on CUDA; the simulated devices have no L2 and only check it.
   void load(const ModelSpec& spec);
   // Stops serving the model; its device memory is kept for a later load of the same programs.
   void unload(const std::string& name);
@@ -96,7 +102,8 @@ class Engine {
  private:
   struct Accepted;
   struct LoadedPrograms;
-  std::shared_ptr<LoadedPrograms> programs_for(const ModelSpec& spec, int64_t batch);
+  std::string check_l2(const ModelSpec& spec, const std::vector<CompiledModel>& compiled) const;
+  void apply_l2_residencies(ServedModel* loaded);
   void rebuild_scheduler();
   void start_driver();
   void stop_driver();

@@ -124,7 +124,7 @@ inference::DataType config_datatype(DType dtype) {
 inference::ModelConfig config_message(const ServedModel& model) {
   inference::ModelConfig c;
   c.set_name(model.spec.name);
-  c.set_platform("atoll_zoo");
+  c.set_platform(served_platform(model.spec));
   c.set_backend("atoll");
   c.set_max_batch_size(static_cast<int32_t>(model.spec.max_batch_size));
   const auto dims = [&](const TensorSpec& t) {
@@ -145,7 +145,11 @@ inference::ModelConfig config_message(const ServedModel& model) {
     for (int64_t d : dims(t)) out->add_dims(d);
   }
   auto& params = *c.mutable_parameters();
-  params["zoo_model"].set_string_value(model.spec.zoo_model);
+  if (!model.spec.is_onnx()) params["zoo_model"].set_string_value(model.spec.zoo_model);
+  if (model.spec.l2) {
+    params["l2_config"].set_string_value(model.spec.l2->file);
+    params["l2_status"].set_string_value(model.l2_status);
+  }
   params["default_class"].set_string_value(sched::task_class_name(model.spec.default_class));
   params["timeout_policy"].set_string_value(model.spec.timeout_policy == TimeoutPolicy::kReject ? "reject" : "report");
   return c;
@@ -216,7 +220,7 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
       const auto model = engine_.model(q->name(), q->version());
       r->set_name(model->spec.name);
       for (int64_t v : model->spec.versions) r->add_versions(std::to_string(v));
-      r->set_platform("atoll_zoo");
+      r->set_platform(served_platform(model->spec));
       const auto add = [&](const TensorSpec& t, inference::ModelMetadataResponse::TensorMetadata* m) {
         m->set_name(t.name);
         m->set_datatype(kserve_datatype(t.dtype));

@@ -52,7 +52,7 @@ json tensor_metadata(const ModelSpec& spec, const TensorSpec& t) {
 }
 
 json model_metadata(const ServedModel& model) {
-  json j{{"name", model.spec.name}, {"platform", "atoll_zoo"}, {"versions", json::array()}};
+  json j{{"name", model.spec.name}, {"platform", served_platform(model.spec)}, {"versions", json::array()}};
   for (int64_t v : model.spec.versions) j["versions"].push_back(std::to_string(v));
   for (const TensorSpec& t : model.batch1().inputs) j["inputs"].push_back(tensor_metadata(model.spec, t));
   for (const TensorSpec& t : model.batch1().outputs) j["outputs"].push_back(tensor_metadata(model.spec, t));
@@ -66,14 +66,18 @@ json model_config(const ServedModel& model) {
     return json{{"name", t.name}, {"data_type", is_float(t.dtype) ? "TYPE_FP32" : "TYPE_INT64"}, {"dims", dims}};
   };
   json j{{"name", model.spec.name},
-         {"platform", "atoll_zoo"},
+         {"platform", served_platform(model.spec)},
          {"backend", "atoll"},
          {"max_batch_size", model.spec.max_batch_size},
          {"input", json::array()},
          {"output", json::array()}};
   for (const TensorSpec& t : model.batch1().inputs) j["input"].push_back(tensor(t));
   for (const TensorSpec& t : model.batch1().outputs) j["output"].push_back(tensor(t));
-  j["parameters"]["zoo_model"]["string_value"] = model.spec.zoo_model;
+  if (!model.spec.is_onnx()) j["parameters"]["zoo_model"]["string_value"] = model.spec.zoo_model;
+  if (model.spec.l2) {
+    j["parameters"]["l2_config"]["string_value"] = model.spec.l2->file;
+    j["parameters"]["l2_status"]["string_value"] = model.l2_status;
+  }
   j["parameters"]["default_class"]["string_value"] = sched::task_class_name(model.spec.default_class);
   j["parameters"]["timeout_policy"]["string_value"] =
       model.spec.timeout_policy == TimeoutPolicy::kReject ? "reject" : "report";

@@ -13,6 +13,7 @@
 #include "core/text.h"
 #include "model_config.pb.h"
 #include "models/zoo.h"
+#include "onnx/onnx_import.h"
 
 namespace atl::serve {
 
@@ -94,37 +95,101 @@ std::vector<ModelSpec::DeclaredTensor> declared(const Declared& tensors) {
   return out;
 }
 
-// The zoo architecture a config refers to: platform "atoll_zoo" (or backend "atoll") with the
-// parameter zoo_model, which defaults to the model's own name.
-std::string zoo_reference(const inference::ModelConfig& config, const std::string& name, const std::string& path) {
-  const bool atoll = config.platform() == "atoll_zoo" || config.backend() == "atoll" ||
-                     (config.platform().empty() && config.backend().empty());
-  ATOLL_CHECK(atoll, kUnsupported,
-              "model config '{}': platform '{}' backend '{}' is not served by atoll (use platform \"atoll_zoo\" "
-              "with parameter zoo_model)",
-              path, printable(config.platform()), printable(config.backend()));
-  const std::string zoo = parameter(config, "zoo_model", name);
+// What the latest version folder holds, found before the config is parsed.
+struct VersionFolders {
+  std::vector<int64_t> versions;  // ascending
+  fs::path latest;                // empty without version folders
+  fs::path onnx_file;             // latest / model.onnx when it is there
+};
+
+// A present model.onnx must be a file this process can read: refusing it here names the file,
+// where the importer would fail later with less context.
+void check_readable(const fs::path& file, const std::string& context) {
+  std::error_code ec;
+  ATOLL_CHECK(fs::exists(fs::symlink_status(file, ec)), kNotFound, "{}: ONNX file '{}' does not exist", context,
+              file.string());
+  ATOLL_CHECK(fs::is_regular_file(file, ec), kIo, "{}: ONNX file '{}' is not a regular file", context,
+              file.string());
+  std::ifstream in(file, std::ios::binary);
+  ATOLL_CHECK(in.good(), kIo, "{}: ONNX file '{}' cannot be read", context, file.string());
+}
+
+bool is_zoo_model(const std::string& name) {
   const auto models = list_models();
-  const bool known = std::any_of(models.begin(), models.end(), [&](const ModelInfo& m) { return m.name == zoo; });
-  ATOLL_CHECK(known, kNotFound, "model config '{}': zoo model '{}' does not exist (see `atoll models`)", path,
-              printable(zoo));
-  return zoo;
+  return std::any_of(models.begin(), models.end(), [&](const ModelInfo& m) { return m.name == name; });
 }
 
-}  // namespace
-
-std::string kserve_datatype(DType program_dtype) {
-  return is_float(program_dtype) ? "FP32" : "INT64";
+// Platform "atoll_zoo" (or backend "atoll") names a zoo model, "onnxruntime_onnx" (or backend
+// "onnxruntime", Triton's spellings) a model.onnx; with neither the version folder decides, as
+// Triton infers the platform from the file.
+bool onnx_platform(const inference::ModelConfig& config, const std::string& path) {
+  const std::string& platform = config.platform();
+  const std::string& backend = config.backend();
+  const bool onnx = platform == "onnxruntime_onnx" || backend == "onnxruntime";
+  const bool known = (platform.empty() || platform == "atoll_zoo" || platform == "onnxruntime_onnx") &&
+                     (backend.empty() || backend == "atoll" || backend == "onnxruntime");
+  ATOLL_CHECK(known && !(platform == "atoll_zoo" && onnx), kUnsupported,
+              "model config '{}': platform '{}' backend '{}' is not served by atoll (use platform \"atoll_zoo\" "
+              "with parameter zoo_model, or \"onnxruntime_onnx\" with a model.onnx in the version folder)",
+              path, printable(platform), printable(backend));
+  return onnx;
 }
 
-ModelSpec parse_model_config(const std::string& text, const std::string& name, const std::string& path) {
+// Sets the spec's model: the latest version folder's model.onnx when there is one, else the
+// config's zoo model (parameter zoo_model, defaulting to the model's own name).
+void resolve_source(const inference::ModelConfig& config, const VersionFolders& folders, ModelSpec& spec) {
+  const std::string& path = spec.source;
+  const bool onnx = onnx_platform(config, path);
+  if (!folders.onnx_file.empty()) {
+    ATOLL_CHECK(!config.parameters().contains("zoo_model") && config.platform() != "atoll_zoo", kInvalidArgument,
+                "model config '{}' names a zoo model, but '{}' holds an ONNX model: keep one of them", path,
+                folders.onnx_file.string());
+    check_readable(folders.onnx_file, fmt::format("model config '{}'", path));
+    spec.onnx_file = folders.onnx_file.string();
+    return;
+  }
+  const std::string where = folders.latest.empty() ? std::string("no version folder holds a model.onnx")
+                                                   : fmt::format("'{}' holds no model.onnx", folders.latest.string());
+  ATOLL_CHECK(!onnx, kNotFound, "model config '{}': platform '{}' backend '{}' needs a model.onnx, but {}", path,
+              printable(config.platform()), printable(config.backend()), where);
+  spec.zoo_model = parameter(config, "zoo_model", spec.name);
+  ATOLL_CHECK(is_zoo_model(spec.zoo_model), kNotFound,
+              "model config '{}': zoo model '{}' does not exist (see `atoll models`) and {}", path,
+              printable(spec.zoo_model), where);
+}
+
+// The l2_config parameter: a residency config file relative to the model folder, read now so
+// that a malformed one fails with the config, not when the model loads.
+void read_l2_parameters(const inference::ModelConfig& config, ModelSpec& spec) {
+  const std::string file = parameter(config, "l2_config", "");
+  const std::string device = parameter(config, "l2_device", "");
+  if (file.empty()) {
+    ATOLL_CHECK(device.empty(), kInvalidArgument, "model config '{}': l2_device is given without l2_config",
+                spec.source);
+    return;
+  }
+  ModelSpec::L2 l2;
+  l2.file = file;
+  l2.path = (fs::path(spec.source).parent_path() / file).string();
+  try {
+    l2.device = l2::l2_device_by_name(device.empty() ? "h200" : device);
+    l2.config = l2::load_config(l2.path);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("model config '{}': l2_config '{}': {}", spec.source, l2.path, e.message()),
+                e.file(), e.line());
+  }
+  spec.l2 = std::move(l2);
+}
+
+ModelSpec parse_config(const std::string& text, const std::string& name, const std::string& path,
+                       const VersionFolders& folders) {
   const inference::ModelConfig config = parse_config_message(text, path);
   ATOLL_CHECK(config.name().empty() || config.name() == name, kInvalidArgument,
               "model config '{}': name '{}' differs from its folder '{}'", path, printable(config.name()), name);
   ModelSpec spec;
   spec.name = name;
   spec.source = path;
-  spec.zoo_model = zoo_reference(config, name, path);
+  resolve_source(config, folders, spec);
   spec.max_batch_size = config.max_batch_size();
   ATOLL_CHECK(spec.max_batch_size >= 0 && spec.max_batch_size <= kMaxBatchLimit, kInvalidArgument,
               "model config '{}': max_batch_size {} is outside 0..{}", path, spec.max_batch_size, kMaxBatchLimit);
@@ -138,7 +203,56 @@ ModelSpec parse_model_config(const std::string& text, const std::string& name, c
               "model config '{}': seq_len {} is outside 1..512", path, spec.seq_len);
   spec.declared_inputs = declared(config.input());
   spec.declared_outputs = declared(config.output());
+  read_l2_parameters(config, spec);
+  // Triton's default version policy serves the latest version only, and older folders of an ONNX
+  // model may hold other files; every version of a zoo model is the same architecture, so each
+  // stays addressable.
+  if (spec.is_onnx()) {
+    spec.versions = {folders.versions.back()};
+  } else if (!folders.versions.empty()) {
+    spec.versions = folders.versions;
+  }
   return spec;
+}
+
+VersionFolders scan_versions(const fs::path& dir, const std::string& config_path) {
+  VersionFolders folders;
+  std::error_code ec;
+  int64_t latest = -1;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
+    const std::string folder = e.path().filename().string();
+    if (!e.is_directory() || folder.empty() || !std::all_of(folder.begin(), folder.end(), ::isdigit)) continue;
+    const int64_t version = parse_integer(folder, "version folder", config_path);
+    folders.versions.push_back(version);
+    if (version > latest) {
+      latest = version;
+      folders.latest = e.path();  // the folder's own spelling: "007" is version 7
+    }
+  }
+  std::sort(folders.versions.begin(), folders.versions.end());
+  // symlink_status: a dangling link is still the model.onnx the user meant, refused as unreadable.
+  if (latest >= 0 && fs::exists(fs::symlink_status(folders.latest / "model.onnx", ec))) {
+    folders.onnx_file = folders.latest / "model.onnx";
+  }
+  return folders;
+}
+
+}  // namespace
+
+std::string ModelSpec::describe() const {
+  return is_onnx() ? fmt::format("ONNX model '{}'", onnx_file) : fmt::format("zoo model '{}'", zoo_model);
+}
+
+std::string kserve_datatype(DType program_dtype) {
+  return is_float(program_dtype) ? "FP32" : "INT64";
+}
+
+std::string served_platform(const ModelSpec& spec) {
+  return spec.is_onnx() ? "onnxruntime_onnx" : "atoll_zoo";
+}
+
+ModelSpec parse_model_config(const std::string& text, const std::string& name, const std::string& path) {
+  return parse_config(text, name, path, {});
 }
 
 ModelSpec read_model_config(const fs::path& repository, const std::string& name) {
@@ -154,18 +268,7 @@ ModelSpec read_model_config(const fs::path& repository, const std::string& name)
   std::stringstream text;
   text << in.rdbuf();
   ATOLL_CHECK(in.good() || in.eof(), kIo, "model config '{}': cannot read it", config_path.string());
-  ModelSpec spec = parse_model_config(text.str(), name, config_path.string());
-  std::vector<int64_t> versions;
-  for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
-    const std::string folder = e.path().filename().string();
-    if (!e.is_directory() || folder.empty() || !std::all_of(folder.begin(), folder.end(), ::isdigit)) continue;
-    ATOLL_CHECK(!fs::exists(e.path() / "model.onnx"), kUnsupported,
-                "model '{}': '{}' holds an ONNX file; this build serves zoo models only", name, e.path().string());
-    versions.push_back(parse_integer(folder, "version folder", config_path.string()));
-  }
-  std::sort(versions.begin(), versions.end());
-  if (!versions.empty()) spec.versions = versions;
-  return spec;
+  return parse_config(text.str(), name, config_path.string(), scan_versions(dir, config_path.string()));
 }
 
 std::vector<std::string> list_repository(const fs::path& repository) {
@@ -186,17 +289,23 @@ ModelSpec model_from_flag(std::string_view flag) {
   const size_t eq = flag.find('=');
   ModelSpec spec;
   spec.name = std::string(flag.substr(0, eq));
-  spec.zoo_model = eq == std::string_view::npos ? spec.name : std::string(flag.substr(eq + 1));
+  const std::string model = eq == std::string_view::npos ? spec.name : std::string(flag.substr(eq + 1));
   spec.source = "--model " + std::string(flag);
-  ATOLL_CHECK(!spec.name.empty() && !spec.zoo_model.empty(), kInvalidArgument,
-              "--model '{}': expected NAME or NAME=ZOO_MODEL", printable(flag));
-  ATOLL_CHECK(spec.zoo_model.find('.') == std::string::npos, kUnsupported,
-              "--model '{}': model files are not served by this build; name a zoo model (see `atoll models`)",
-              printable(flag));
-  const auto models = list_models();
-  ATOLL_CHECK(std::any_of(models.begin(), models.end(), [&](const ModelInfo& m) { return m.name == spec.zoo_model; }),
-              kNotFound, "--model '{}': zoo model '{}' does not exist (see `atoll models`)", printable(flag),
-              printable(spec.zoo_model));
+  ATOLL_CHECK(!spec.name.empty() && !model.empty(), kInvalidArgument,
+              "--model '{}': expected NAME, NAME=ZOO_MODEL or NAME=FILE.onnx", printable(flag));
+  if (is_onnx_path(model)) {
+    // A file name is a poor model name for clients (and a path may hold '/'): ask for one.
+    ATOLL_CHECK(eq != std::string_view::npos, kInvalidArgument, "--model '{}': name the model: NAME=FILE.onnx",
+                printable(flag));
+    check_readable(model, fmt::format("--model '{}'", printable(flag)));
+    spec.onnx_file = model;
+    return spec;
+  }
+  ATOLL_CHECK(model.find('.') == std::string::npos, kUnsupported,
+              "--model '{}': only .onnx files and zoo models are served (see `atoll models`)", printable(flag));
+  ATOLL_CHECK(is_zoo_model(model), kNotFound, "--model '{}': zoo model '{}' does not exist (see `atoll models`)",
+              printable(flag), printable(model));
+  spec.zoo_model = model;
   return spec;
 }
 
@@ -212,8 +321,8 @@ void check_declared(const ModelSpec& spec, const std::vector<ModelSpec::Declared
                     const std::vector<TensorSpec>& actual, const char* kind) {
   for (const ModelSpec::DeclaredTensor& d : declared) {
     const auto it = std::find_if(actual.begin(), actual.end(), [&](const TensorSpec& t) { return t.name == d.name; });
-    ATOLL_CHECK(it != actual.end(), kInvalidArgument, "{}: {} '{}' is not one of zoo model '{}''s {}s", spec.source,
-                kind, printable(d.name), spec.zoo_model, kind);
+    ATOLL_CHECK(it != actual.end(), kInvalidArgument, "{}: {} '{}' is not one of {}'s {}s", spec.source, kind,
+                printable(d.name), spec.describe(), kind);
     ATOLL_CHECK(d.datatype == kserve_datatype(it->dtype), kInvalidArgument, "{}: {} '{}' is {}, not {}", spec.source,
                 kind, d.name, kserve_datatype(it->dtype), printable(d.datatype));
     std::vector<int64_t> dims = it->shape.dims();

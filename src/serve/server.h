@@ -16,7 +16,7 @@ namespace atl::serve {
 struct ServeOptions {
   EngineOptions engine;
   std::string repository;           // Triton layout; empty: none
-  std::vector<std::string> models;  // --model NAME[=ZOO]
+  std::vector<std::string> models;  // --model NAME[=ZOO] or NAME=FILE.onnx
   std::string host = "127.0.0.1";
   int grpc_port = 8001;  // 0: any free port
   int http_port = 8000;

@@ -2,7 +2,8 @@
 
 Starts the server on the simulated device (kernels computed by the CPU backend) on free loopback
 ports, then checks health and metadata, inference over gRPC (raw and typed tensors) and HTTP
-(binary and JSON tensors) against `atoll run` on the same input, the protocol's error codes,
+(binary and JSON tensors) against `atoll run` on the same input (a zoo model, and a model.onnx
+with an L2 config when the onnx package is installed), the protocol's error codes,
 malformed and oversize requests, a bounded load of mixed RT and BE clients, metrics, repository
 load/unload, and that SIGTERM drains accepted requests. Exits 77 (skipped) without tritonclient.
 """
@@ -27,6 +28,11 @@ try:
 except ImportError as e:
     print(f"SKIP: tritonclient is not installed ({e}); run scripts/serve-venv.sh")
     sys.exit(77)
+try:  # the ONNX model checks need it to write a model.onnx; without it they are skipped
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError:
+    onnx = None
 
 ATOLL = sys.argv[1]
 results = {"passed": 0, "failed": 0}
@@ -60,7 +66,7 @@ input [ { name: "input" data_type: TYPE_FP32 dims: [ 3, 32, 32 ] } ]
 instance_group [ { kind: KIND_GPU count: 1 } ]
 parameters { key: "zoo_model" value: { string_value: "tiny_cnn" } }
 """,
-        "broken": 'platform: "onnxruntime_onnx"\n',
+        "broken": 'platform: "tensorflow_savedmodel"\n',
     }
     for name, text in models.items():
         os.makedirs(os.path.join(root, name, "1"))
@@ -70,6 +76,47 @@ parameters { key: "zoo_model" value: { string_value: "tiny_cnn" } }
     with open(os.path.join(root, "cnn_rt", "config.json"), "w") as f:
         json.dump({"max_batch_size": 1, "parameters": {"zoo_model": {"string_value": "tiny_cnn"},
                                                        "default_class": {"string_value": "rt"}}}, f)
+
+
+def write_onnx_model(root):
+    """An ONNX model with a symbolic batch (Gemm + Relu on [batch, 12]) and an L2 config made for it."""
+    rng = np.random.default_rng()
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (5, 12)).astype(np.float32), "w")
+    b = numpy_helper.from_array(rng.uniform(-1, 1, 5).astype(np.float32), "b")
+    graph = helper.make_graph(
+        [helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1), helper.make_node("Relu", ["y"], ["z"])], "mlp",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 12])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 5])], [w, b])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    folder = os.path.join(root, "mlp")
+    os.makedirs(os.path.join(folder, "1"))
+    onnx.save(model, os.path.join(folder, "1", "model.onnx"))
+    subprocess.run([ATOLL, "l2", "config", os.path.join(folder, "1", "model.onnx"), "--batch", "4", "--slices", "all",
+                    "--out", os.path.join(folder, "l2.json")], check=True, capture_output=True)
+    with open(os.path.join(folder, "config.pbtxt"), "w") as f:
+        f.write('platform: "onnxruntime_onnx"\nmax_batch_size: 4\n'
+                'parameters { key: "l2_config" value: { string_value: "l2.json" } }\n')
+
+
+def check_onnx(g, h, work):
+    if onnx is None:
+        print("skip ONNX model checks: the onnx package is not installed (scripts/serve-venv.sh installs it)")
+        return
+    x = np.random.default_rng().uniform(-1, 1, (3, 12)).astype(np.float32)
+    np.save(os.path.join(work, "mlp_x.npy"), x)
+    subprocess.run([ATOLL, "run", os.path.join(work, "repo", "mlp", "1", "model.onnx"), "--device", "cpu", "--batch",
+                    "3", "--iters", "1", "--warmup", "0", "--input", f"x={work}/mlp_x.npy", "--output",
+                    f"{work}/mlp_out"], check=True, capture_output=True)
+    expected = np.load(os.path.join(work, "mlp_out", "z.npy"))
+    close = lambda a: a is not None and a.shape == expected.shape and np.allclose(a, expected, rtol=1e-5, atol=1e-6)
+    check("onnx model over grpc equals atoll run", close(g.infer("mlp", [grpc_input(x, name="x")]).as_numpy("z")))
+    hi = httpclient.InferInput("x", list(x.shape), "FP32")
+    hi.set_data_from_numpy(x, binary_data=True)
+    check("onnx model over http equals atoll run", close(h.infer("mlp", [hi]).as_numpy("z")))
+    config = g.get_model_config("mlp", as_json=True)["config"]
+    check("onnx model config: platform and L2 status", config["platform"] == "onnxruntime_onnx" and
+          "no effect" in config["parameters"]["l2_status"]["string_value"], str(config))
 
 
 def start_server(repo, extra=()):
@@ -326,6 +373,8 @@ def main():
     with tempfile.TemporaryDirectory() as work:
         repo = os.path.join(work, "repo")
         write_repository(repo)
+        if onnx is not None:
+            write_onnx_model(repo)
         proc, (port_grpc, port_http, port_metrics) = start_server(
             repo, ["--max-queue-rt", "8", "--max-queue-be", "16", "--max-request-bytes", "1048576"])
         try:
@@ -335,6 +384,7 @@ def main():
             check("http live and ready", h.is_server_live() and h.is_server_ready() and h.is_model_ready("cnn"))
             check("broken model not ready", not g.is_model_ready("broken"))
             check_inference(g, h, work, port_grpc)
+            check_onnx(g, h, work)
             check_errors(g, h, port_http)
             check_malformed(g, port_grpc, port_http)
             load_test(port_grpc, proc.pid)

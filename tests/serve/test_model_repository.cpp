@@ -56,7 +56,7 @@ TEST(ModelRepository, JsonConfigAndDefaults) {
 TEST(ModelRepository, BadConfigsNameTheProblem) {
   EXPECT_EQ(code_of([] { parse_model_config("max_batch_size: ", "m", "m/config.pbtxt"); }), ErrorCode::kParse);
   EXPECT_EQ(code_of([] { parse_model_config("{", "m", "m/config.json"); }), ErrorCode::kParse);
-  EXPECT_EQ(code_of([] { parse_model_config(R"(platform: "onnxruntime_onnx")", "m", "m/config.pbtxt"); }),
+  EXPECT_EQ(code_of([] { parse_model_config(R"(platform: "tensorflow_savedmodel")", "m", "m/config.pbtxt"); }),
             ErrorCode::kUnsupported);
   EXPECT_EQ(code_of([] { parse_model_config("", "no_such_zoo_model", "x/config.pbtxt"); }), ErrorCode::kNotFound);
   EXPECT_EQ(code_of([] { parse_model_config("max_batch_size: 1000", "tiny_cnn", "c.pbtxt"); }),
@@ -91,7 +91,7 @@ TEST(ModelRepository, ModelFlags) {
   EXPECT_EQ(model_from_flag("fast=tiny_cnn").zoo_model, "tiny_cnn");
   EXPECT_EQ(model_from_flag("tiny_cnn").name, "tiny_cnn");
   EXPECT_EQ(code_of([] { model_from_flag("=tiny_cnn"); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code_of([] { model_from_flag("m=model.onnx"); }), ErrorCode::kUnsupported);
+  EXPECT_EQ(code_of([] { model_from_flag("m=model.pt"); }), ErrorCode::kUnsupported);
   EXPECT_EQ(code_of([] { model_from_flag("m=resnet51"); }), ErrorCode::kNotFound);
   EXPECT_EQ(default_model_spec().zoo_model, "resnet18");
 }

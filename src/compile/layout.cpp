@@ -22,25 +22,7 @@ bool needs_nhwc(const WNode& n, const WorkGraph& w) {
 
 // Ops that work in whatever layout their rank-4 inputs share.
 bool follows_input(OpKind op) {
-  switch (op) {
-    case OpKind::kRelu:
-    case OpKind::kRelu6:
-    case OpKind::kGelu:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kErf:
-    case OpKind::kSqrt:
-    case OpKind::kClip:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kConcat: return true;
-    default: return false;
-  }
+  return is_unary_elementwise(op) || is_binary_elementwise(op) || op == OpKind::kConcat;
 }
 
 bool is_view(OpKind op) { return op == OpKind::kReshape || op == OpKind::kFlatten; }

@@ -49,6 +49,11 @@ enum class OpKind {
 std::string_view op_name(OpKind op);
 OpKind op_from_name(std::string_view name);  // throws kParse
 
+// One float input, one output of its shape, each element on its own (activations, Sigmoid, Clip, ...).
+bool is_unary_elementwise(OpKind op);
+// Two float inputs under NumPy broadcasting: Add, Sub, Mul, Div, Pow.
+bool is_binary_elementwise(OpKind op);
+
 // Activation fused into an epilogue.
 enum class Act { kNone, kRelu, kRelu6, kGelu, kTanh };
 std::string_view act_name(Act a);

@@ -12,10 +12,6 @@
 
 namespace atl::sched {
 
-const char* task_class_name(TaskClass c) {
-  return c == TaskClass::kRealTime ? "rt" : "be";
-}
-
 std::exception_ptr make_scheduler_error(ErrorCode code, std::string message) {
   return std::make_exception_ptr(Error(code, std::move(message), __FILE__, __LINE__));
 }

@@ -61,14 +61,6 @@ int64_t check_one_input(const ModelSpec& spec, const TensorSpec& expected, const
 
 }  // namespace
 
-size_t datatype_size(const std::string& datatype) {
-  if (datatype == "FP32" || datatype == "INT32" || datatype == "UINT32") return 4;
-  if (datatype == "INT64" || datatype == "UINT64" || datatype == "FP64") return 8;
-  if (datatype == "FP16" || datatype == "BF16" || datatype == "INT16" || datatype == "UINT16") return 2;
-  if (datatype == "INT8" || datatype == "UINT8") return 1;
-  return 0;
-}
-
 std::vector<int64_t> client_shape(const ModelSpec& spec, const TensorSpec& tensor) {
   std::vector<int64_t> shape = tensor.shape.dims();
   if (spec.max_batch_size > 0 && !shape.empty()) shape[0] = -1;

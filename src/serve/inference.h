@@ -12,6 +12,7 @@
 #include "core/tensor.h"
 #include "program/program.h"
 #include "sched/task.h"
+#include "serve/datatype.h"
 #include "serve/model_repository.h"
 
 namespace atl::serve {
@@ -53,9 +54,6 @@ struct InferResponse {
 
 // Called exactly once per accepted request, on the engine's thread: with an atl::Error or a response.
 using InferDone = std::function<void(std::exception_ptr error, InferResponse response)>;
-
-// Bytes of one element of a KServe datatype; 0 for types atoll never accepts (BYTES, BOOL, ...).
-size_t datatype_size(const std::string& datatype);
 
 // The request's batch size after checking its inputs against the model's (names, datatypes,
 // shapes and byte counts; every input the model takes, once). Throws kInvalidArgument naming

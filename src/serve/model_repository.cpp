@@ -243,10 +243,6 @@ std::string ModelSpec::describe() const {
   return is_onnx() ? fmt::format("ONNX model '{}'", onnx_file) : fmt::format("zoo model '{}'", zoo_model);
 }
 
-std::string kserve_datatype(DType program_dtype) {
-  return is_float(program_dtype) ? "FP32" : "INT64";
-}
-
 std::string served_platform(const ModelSpec& spec) {
   return spec.is_onnx() ? "onnxruntime_onnx" : "atoll_zoo";
 }

@@ -14,6 +14,7 @@
 #include "l2/slices.h"
 #include "program/program.h"
 #include "sched/task.h"
+#include "serve/datatype.h"
 
 namespace atl::serve {
 
@@ -61,9 +62,6 @@ struct ModelSpec {
 
 // Largest batch a config may allow: each batch size up to it compiles its own programs.
 inline constexpr int64_t kMaxBatchLimit = 64;
-
-// KServe datatype of a program tensor as requests carry it: "FP32" for floats, "INT64" for indices.
-std::string kserve_datatype(DType program_dtype);
 
 // The platform a served model reports: "onnxruntime_onnx" for an ONNX file (the format Triton's
 // clients know it by), else "atoll_zoo".

@@ -39,6 +39,8 @@ std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext&
                     b.shape.str(), kMaxElements);
       }
     }
+    if (is_unary_elementwise(k.op)) return prepare_unary(k, ctx);
+    if (is_binary_elementwise(k.op)) return prepare_binary(k, ctx);
     switch (k.op) {
       case OpKind::kConv2d: return prepare_conv2d(k, ctx);
       case OpKind::kGemm: return prepare_gemm(k, ctx);
@@ -46,21 +48,6 @@ std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext&
       case OpKind::kMaxPool:
       case OpKind::kAvgPool: return prepare_pool(k, ctx);
       case OpKind::kGlobalAvgPool: return prepare_global_avg_pool(k, ctx);
-      case OpKind::kRelu:
-      case OpKind::kRelu6:
-      case OpKind::kGelu:
-      case OpKind::kTanh:
-      case OpKind::kSigmoid:
-      case OpKind::kHardSigmoid:
-      case OpKind::kHardSwish:
-      case OpKind::kErf:
-      case OpKind::kSqrt:
-      case OpKind::kClip: return prepare_unary(k, ctx);
-      case OpKind::kAdd:
-      case OpKind::kSub:
-      case OpKind::kMul:
-      case OpKind::kDiv:
-      case OpKind::kPow: return prepare_binary(k, ctx);
       case OpKind::kReduceMean: return prepare_reduce_mean(k, ctx);
       case OpKind::kCast: return prepare_cast(k, ctx);
       case OpKind::kScaleShift: return prepare_scale_shift(k, ctx);

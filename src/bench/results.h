@@ -12,15 +12,17 @@
 
 namespace atl::bench {
 
+// 32 bytes: a run keeps one per request of every mode (a 1-hour DISB A run, 19 million).
 struct RequestRecord {
-  int client = 0;
   double arrival_ms = 0;  // scheduled arrival (closed loop: when the previous answer came back)
   double start_ms = 0;    // first kernel start
   double finish_ms = 0;
-  int preemptions = 0;
-  bool dropped = false;  // never served within the run
+  int32_t client = 0;
+  uint16_t preemptions = 0;  // saturates
+  bool dropped = false;      // never served within the run
   bool failed = false;
 };
+static_assert(sizeof(RequestRecord) == 32);
 
 struct KernelSpan {   // one kernel execution, for the timeline
   std::string track;  // stream name

@@ -203,58 +203,60 @@ class Runner {
         recorder->label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
       }
     }
+    ModeRun run;
+    run.mode = sched::mode_name(mode);
+    run.duration_ms = duration_ms;
+    // Records are made as requests are answered: the run never holds every request's full result.
+    sw.on_outcome = [&](const sched::RequestOutcome& o, sched::DeviceTime start) { record(run, clients, o, start); };
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
     const sched::WorkloadRun wr =
         sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
-    ModeRun run = mode_run(mode, clients, duration_ms, wr, recorder ? &*recorder : nullptr, window_from_ms);
+    run.requests.shrink_to_fit();
+    add_timeline(run, wr, recorder ? &*recorder : nullptr, window_from_ms);
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
   }
 
-  ModeRun mode_run(sched::Mode mode, const std::vector<size_t>& clients, double duration_ms,
-                   const sched::WorkloadRun& wr, const TimelineRecorder* recorder, double window_from_ms) const {
-    ModeRun run;
-    run.mode = sched::mode_name(mode);
-    run.duration_ms = duration_ms;
-    run.requests.reserve(wr.requests.size());
-    for (const sched::RequestOutcome& o : wr.requests) {
-      const sched::TaskResult& t = o.result;
-      RequestRecord q;
-      q.client = static_cast<int>(clients[static_cast<size_t>(t.client)]);
-      q.arrival_ms = ms_between(wr.start, t.arrival);
-      q.dropped = o.status == sched::RequestStatus::kDropped;
-      q.failed = o.status == sched::RequestStatus::kFailed;
-      if (q.failed && run.first_failure.empty()) run.first_failure = message_of(o.error);
-      if (o.status == sched::RequestStatus::kServed) {
-        q.start_ms = ms_between(wr.start, t.start);
-        q.finish_ms = ms_between(wr.start, t.finish);
-        q.preemptions = t.preemptions;
-        if (t.task_class == sched::TaskClass::kRealTime && t.preempted_tasks > 0) {
-          run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
-          run.preemption_staging_us.push_back(static_cast<double>(t.dispatch - t.arrival) / 1e3);
-        }
-      }
-      run.requests.push_back(q);
-    }
-    if (recorder != nullptr) {
-      run.timeline = recorder->spans(wr.start);
-      const double window_to_ms = window_from_ms + o_.timeline_ms;
-      bool preempting = false;  // the last RT-mode entry preempted BE work
-      for (const sched::SchedulerEvent& e : wr.events) {
-        const double at = ms_between(wr.start, e.at);
-        const bool in_window = at >= window_from_ms && at < window_to_ms;
-        if (e.kind == sched::SchedulerEvent::Kind::kRtModeEnter) {
-          preempting = e.preempted > 0;
-          if (preempting && in_window) {
-            run.events.push_back({"scheduler", fmt::format("preempt {} BE", e.preempted), at});
-          }
-        } else if (preempting) {
-          if (in_window) run.events.push_back({"scheduler", "restore BE", at});
-          preempting = false;
-        }
+  static void record(ModeRun& run, const std::vector<size_t>& clients, const sched::RequestOutcome& o,
+                     sched::DeviceTime start) {
+    const sched::TaskResult& t = o.result;
+    RequestRecord q;
+    q.client = static_cast<int>(clients[static_cast<size_t>(t.client)]);
+    q.arrival_ms = ms_between(start, t.arrival);
+    q.dropped = o.status == sched::RequestStatus::kDropped;
+    q.failed = o.status == sched::RequestStatus::kFailed;
+    if (q.failed && run.first_failure.empty()) run.first_failure = message_of(o.error);
+    if (o.status == sched::RequestStatus::kServed) {
+      q.start_ms = ms_between(start, t.start);
+      q.finish_ms = ms_between(start, t.finish);
+      q.preemptions = static_cast<uint16_t>(std::min(t.preemptions, int{UINT16_MAX}));
+      if (t.task_class == sched::TaskClass::kRealTime && t.preempted_tasks > 0) {
+        run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
+        run.preemption_staging_us.push_back(static_cast<double>(t.dispatch - t.arrival) / 1e3);
       }
     }
-    return run;
+    run.requests.push_back(q);
+  }
+
+  void add_timeline(ModeRun& run, const sched::WorkloadRun& wr, const TimelineRecorder* recorder,
+                    double window_from_ms) const {
+    if (recorder == nullptr) return;
+    run.timeline = recorder->spans(wr.start);
+    const double window_to_ms = window_from_ms + o_.timeline_ms;
+    bool preempting = false;  // the last RT-mode entry preempted BE work
+    for (const sched::SchedulerEvent& e : wr.events) {
+      const double at = ms_between(wr.start, e.at);
+      const bool in_window = at >= window_from_ms && at < window_to_ms;
+      if (e.kind == sched::SchedulerEvent::Kind::kRtModeEnter) {
+        preempting = e.preempted > 0;
+        if (preempting && in_window) {
+          run.events.push_back({"scheduler", fmt::format("preempt {} BE", e.preempted), at});
+        }
+      } else if (preempting) {
+        if (in_window) run.events.push_back({"scheduler", "restore BE", at});
+        preempting = false;
+      }
+    }
   }
 
   const Workload& w_;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 
 #include "core/error.h"
 #include "runtime/model_source.h"
@@ -84,9 +85,27 @@ class Driver {
     o.result.client = static_cast<ClientId>(client);
     o.result.task_class = w_.clients[client].task_class;
     o.result.arrival = arrival;
-    outcomes_.push_back(std::move(o));
+    const size_t index = submitted_++;
+    if (w_.on_outcome) {
+      pending_.emplace(index, std::move(o));
+    } else {
+      outcomes_.push_back(std::move(o));
+    }
     ++outstanding_;
-    return outcomes_.size() - 1;
+    return index;
+  }
+
+  RequestOutcome& outcome_locked(size_t index) { return w_.on_outcome ? pending_.at(index) : outcomes_[index]; }
+
+  // Hands every request still unanswered at the end to on_outcome, in submission order.
+  void flush_pending_locked() {
+    if (!w_.on_outcome) return;
+    std::vector<size_t> left;
+    left.reserve(pending_.size());
+    for (const auto& entry : pending_) left.push_back(entry.first);
+    std::sort(left.begin(), left.end());
+    for (size_t index : left) w_.on_outcome(pending_.at(index), start_);
+    pending_.clear();
   }
 
   void hand_over(size_t index, size_t client, DeviceTime arrival) {
@@ -114,7 +133,7 @@ class Driver {
     {
       std::lock_guard lock(mutex_);
       if (closed_) return;  // the run is over: this request stays dropped
-      RequestOutcome& o = outcomes_[index];
+      RequestOutcome& o = outcome_locked(index);
       r.outputs.clear();
       o.status = error ? RequestStatus::kFailed : RequestStatus::kServed;
       o.error = error;
@@ -122,6 +141,10 @@ class Driver {
       --outstanding_;
       client = static_cast<size_t>(o.result.client);
       arrival = o.result.finish;
+      if (w_.on_outcome) {
+        w_.on_outcome(o, start_);
+        pending_.erase(index);
+      }
       // A failing client stops: resubmitting at once would spin without the clock moving.
       if (!error && w_.clients[client].closed_loop && arrival < end_) next = reserve_locked(client, arrival);
     }
@@ -172,6 +195,7 @@ class Driver {
     }
     std::lock_guard lock(mutex_);
     closed_ = true;
+    flush_pending_locked();
   }
 
   void run_real_time() {
@@ -198,6 +222,7 @@ class Driver {
         answered_.wait_until(lock, host_at(end_ + w_.grace), all_answered);
       }
       closed_ = true;
+      flush_pending_locked();
     }
     scheduler_.stop();
   }
@@ -211,7 +236,9 @@ class Driver {
   // The scheduler's thread answers while this one submits (real devices).
   std::mutex mutex_;
   std::condition_variable answered_;
-  std::vector<RequestOutcome> outcomes_;
+  std::vector<RequestOutcome> outcomes_;                // without on_outcome: every request
+  std::unordered_map<size_t, RequestOutcome> pending_;  // with on_outcome: the unanswered ones
+  size_t submitted_ = 0;
   int64_t outstanding_ = 0;
   bool closed_ = false;
 

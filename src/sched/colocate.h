@@ -36,6 +36,8 @@ struct WorkloadClient {
   std::vector<Tensor> inputs;             // every request's inputs
 };
 
+struct RequestOutcome;
+
 struct Workload {
   std::vector<WorkloadClient> clients;
   DeviceTime duration = 0;  // closed-loop clients stop re-submitting here
@@ -49,6 +51,11 @@ struct Workload {
   bool real_time = false;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
+  // When set, each request's outcome goes here (with the run's start) once it is answered, or
+  // at the end for requests never answered, and WorkloadRun::requests stays empty: the run holds
+  // only its outstanding requests, so a long run's memory is what the caller keeps. Called with
+  // the driver's lock held, from one thread at a time (the scheduler's, or the caller's at the end).
+  std::function<void(const RequestOutcome& outcome, DeviceTime run_start)> on_outcome;
 };
 
 enum class RequestStatus : uint8_t {
@@ -66,7 +73,7 @@ struct RequestOutcome {
 struct WorkloadRun {
   DeviceTime start = 0;                  // device clock when the run began; arrivals count from here
   DeviceTime end = 0;                    // start + duration
-  std::vector<RequestOutcome> requests;  // every request submitted, in submission order
+  std::vector<RequestOutcome> requests;  // every request submitted, in submission order (none with on_outcome)
   SchedulerStats stats;
   bool armed_rt = false;               // RT tasks were enqueued before arriving (Scheduler::arms_rt)
   std::vector<SchedulerEvent> events;  // with scheduler.record_events

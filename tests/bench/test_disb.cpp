@@ -152,11 +152,15 @@ BenchResults synthetic_results() {
     run.duration_ms = 1000;
     for (int i = 0; i < 100; ++i) {
       const double lat = 1.0 + (i == 99 ? 20.0 : 0.01 * i);  // one request misses its 10 ms deadline
-      run.requests.push_back({0, i * 10.0, i * 10.0 + 0.1, i * 10.0 + lat, 0, false, false});
+      run.requests.push_back(
+          {.arrival_ms = i * 10.0, .start_ms = i * 10.0 + 0.1, .finish_ms = i * 10.0 + lat, .client = 0});
     }
     if (std::string(mode) == "reset") {
-      for (int i = 0; i < 50; ++i) run.requests.push_back({1, i * 20.0, i * 20.0 + 1, i * 20.0 + 15, 1, false, false});
-      run.requests.push_back({1, 990, 0, 0, 0, true, false});
+      for (int i = 0; i < 50; ++i) {
+        run.requests.push_back(
+            {.arrival_ms = i * 20.0, .start_ms = i * 20.0 + 1, .finish_ms = i * 20.0 + 15, .client = 1, .preemptions = 1});
+      }
+      run.requests.push_back({.arrival_ms = 990, .client = 1, .dropped = true});
       for (int i = 0; i < 100; ++i) {
         run.preemption_latency_us.push_back(10 + i * 0.1);
         run.preemption_staging_us.push_back(4 + i * 0.01);

@@ -125,7 +125,7 @@ TEST(WorkloadInput, CsvQuotesNamesWithCommasAndQuotes) {
   ModeRun run;
   run.mode = "seq";
   run.duration_ms = 1000;
-  run.requests.push_back({0, 0.0, 0.1, 1.0, 0, false, false});
+  run.requests.push_back({.arrival_ms = 0.0, .start_ms = 0.1, .finish_ms = 1.0});
   r.runs.push_back(run);
   r.stats.push_back(summarize(r.workload, run, {0}));
   const std::string csv = results_csv(r);

@@ -30,6 +30,23 @@ uint64_t fresh_seed() {
   return (static_cast<uint64_t>(rd()) << 32) | rd();
 }
 
+bool is_imported_op(OpKind op) {
+  switch (op) {
+    case OpKind::kSub:
+    case OpKind::kDiv:
+    case OpKind::kPow:
+    case OpKind::kSigmoid:
+    case OpKind::kHardSigmoid:
+    case OpKind::kHardSwish:
+    case OpKind::kErf:
+    case OpKind::kSqrt:
+    case OpKind::kClip:
+    case OpKind::kReduceMean:
+    case OpKind::kCast: return true;
+    default: return false;
+  }
+}
+
 CudaInstance& as_cuda(Instance& inst) {
   auto* c = dynamic_cast<CudaInstance*>(&inst);
   if (c == nullptr) throw std::logic_error("instance is not a CUDA instance");

@@ -42,6 +42,9 @@ class PrepareOnlyContext final : public cuda::LoadContext {
 // The zoo's model names (one definition for the test files that sweep the zoo).
 std::vector<std::string> zoo_names();
 
+// Ops that imported ONNX models bring beyond the zoo's.
+bool is_imported_op(OpKind op);
+
 // A fresh seed per call (ATOLL_TEST_SEED pins it to reproduce a failure); tests print it.
 uint64_t fresh_seed();
 

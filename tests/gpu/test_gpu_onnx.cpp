@@ -68,23 +68,6 @@ Graph onnx_math_model() {
   return import_onnx_bytes(m.bytes(), ".", o);
 }
 
-bool is_imported_op(OpKind op) {
-  switch (op) {
-    case OpKind::kSub:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kErf:
-    case OpKind::kSqrt:
-    case OpKind::kClip:
-    case OpKind::kReduceMean:
-    case OpKind::kCast: return true;
-    default: return false;
-  }
-}
-
 // Needs no GPU.
 TEST(GpuOnnx, CudaRegistryAcceptsEveryImportedOpKernelTheCompilerEmits) {
   CompileTarget target;
@@ -95,7 +78,7 @@ TEST(GpuOnnx, CudaRegistryAcceptsEveryImportedOpKernelTheCompilerEmits) {
   std::set<OpKind> seen;
   bool nhwc_operand = false;
   for (const Kernel& k : cm.program.kernels) {
-    if (!is_imported_op(k.op)) continue;
+    if (!gputest::is_imported_op(k.op)) continue;
     seen.insert(k.op);
     for (const Binding& b : k.inputs) nhwc_operand |= b.layout == Layout::kNHWC;
     EXPECT_NO_THROW(cuda::prepare_launch(k, ctx)) << "kernel '" << k.name << "' (" << op_name(k.op) << ")";

@@ -30,6 +30,7 @@ using Ints = std::vector<int64_t>;
 // roundoff of 2^-11 = 4.9e-4: a copy rounds once; arithmetic ops round inputs and the output;
 // matrix ops also round the weights to f16 and accumulate long sums in f32; softmax uses __expf.
 double tolerance(OpKind op) {
+  if (is_unary_elementwise(op) || is_binary_elementwise(op)) return 2e-3;
   switch (op) {
     case OpKind::kTranspose:
     case OpKind::kLayoutToNHWC:
@@ -39,21 +40,6 @@ double tolerance(OpKind op) {
     case OpKind::kGather:
     case OpKind::kMaxPool: return 1e-3;
     case OpKind::kCast: return 1e-3;  // integers below 2048 are exact in f16
-    case OpKind::kRelu:
-    case OpKind::kRelu6:
-    case OpKind::kGelu:
-    case OpKind::kTanh:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kErf:
-    case OpKind::kSqrt:
-    case OpKind::kClip:
-    case OpKind::kAdd:
-    case OpKind::kSub:
-    case OpKind::kMul:
-    case OpKind::kDiv:
-    case OpKind::kPow:
     case OpKind::kScaleShift:
     case OpKind::kAvgPool:
     case OpKind::kGlobalAvgPool:
@@ -225,24 +211,6 @@ std::vector<OpCase> gpu_op_cases() {
   return c;
 }
 
-// Ops that imported ONNX models bring beyond the zoo's.
-bool imported_op(OpKind op) {
-  switch (op) {
-    case OpKind::kSub:
-    case OpKind::kDiv:
-    case OpKind::kPow:
-    case OpKind::kSigmoid:
-    case OpKind::kHardSigmoid:
-    case OpKind::kHardSwish:
-    case OpKind::kErf:
-    case OpKind::kSqrt:
-    case OpKind::kClip:
-    case OpKind::kReduceMean:
-    case OpKind::kCast: return true;
-    default: return false;
-  }
-}
-
 Tensor run_cpu(const OpCase& c, uint64_t seed, const std::vector<Tensor>& inputs) {
   const OpCaseData d32 = c.build(DType::kF32, seed);
   auto inst = make_cpu_backend()->load(d32.program, d32.weights);
@@ -262,7 +230,7 @@ std::vector<OpCase> all_cases() {
 TEST(GpuOps, ImportedOpCasesPrepareOnCudaAndMatchOnCpu) {
   int checked = 0;
   for (const OpCase& c : all_cases()) {
-    if (!imported_op(c.op)) continue;
+    if (!gputest::is_imported_op(c.op)) continue;
     SCOPED_TRACE(c.name);
     const OpCaseData data = c.build(DType::kF16, 1);
     const gputest::PrepareOnlyContext ctx(data.program);
@@ -345,7 +313,7 @@ TEST_P(GpuOpTest, MatchesReferenceAndCpuBackend) {
 
   // The imported ops' kernels (the zoo's are checked per model in test_gpu_preempt) stop at
   // entry while the flag is raised: the poison survives.
-  if (imported_op(c.op)) {
+  if (gputest::is_imported_op(c.op)) {
     gpu.poison(0xFF);
     gputest::set_flag(gpu.preempt_flag(), 1);
     gpu.launch(0, gpu.stream(), gpu.preempt_flag());

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding" and "csan"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune" and "csan"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
@@ -83,6 +83,19 @@ if has_step l2 && [[ -f .carry/l2/sim.json ]]; then
       echo "l2 measure $model failed: $(tail -1 "$out/l2_$model.log")"
   done
   python3 scripts/l2/rank.py .carry/l2/sim.json "$out"/l2_*.json --json "$out/l2_rank.json"
+fi
+if has_step l2tune; then
+  # AutoScratch on the GPU: each optimizer with the same wall budget on each TUNE_MODELS model at
+  # TUNE_BATCH, measured time as the cost; best config and search log as JSON.
+  for m in ${TUNE_MODELS:-resnet50 mobilenet_v2}; do
+    for opt in ${TUNE_OPTIMIZERS:-heuristic random ea ppo}; do
+      timeout -k 5 $((${TUNE_SECONDS:-20} + 60)) "$bin/atoll" l2 tune "$m" --batch "${TUNE_BATCH:-32}" \
+        --evaluator cuda --optimizer "$opt" --budget-s "${TUNE_SECONDS:-20}" --seed 1 \
+        --out "$out/tune_${m}_$opt.json" --log "$out/tunelog_${m}_$opt.json" >"$out/tune_${m}_$opt.log" 2>&1 ||
+        echo "l2 tune $m $opt failed: $(tail -1 "$out/tune_${m}_$opt.log")"
+      echo "l2 tune $m b${TUNE_BATCH:-32} $opt: $(grep -v 'left$' "$out/tune_${m}_$opt.log" | tail -2 | tr '\n' ' ')"
+    done
+  done
 fi
 if has_step padding; then
   # Kernel profiles of PAD_MODELS at batch 1, then the high-contention pairs of the padding issue:

@@ -11,9 +11,6 @@
 namespace atl::gputest {
 
 namespace {
-// The GPU suite runs with the opt-in wgmma GEMM tiles offered (they are what it must validate);
-// a run can still turn them off with ATOLL_CUDA_WGMMA=0.
-const bool kWgmmaOffered = setenv("ATOLL_CUDA_WGMMA", "1", /*overwrite=*/0) == 0;
 // Hermetic loads: every test tunes afresh unless it points the cache somewhere itself.
 const bool kNoTuneCache = setenv("ATOLL_TUNE_CACHE", "off", /*overwrite=*/0) == 0;
 }  // namespace

@@ -102,7 +102,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   const char* env = std::getenv("ATOLL_CUDA_AUTOTUNE");
   options.autotune = env == nullptr || std::string_view(env) != "0";
   const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
-  options.wgmma = wgmma != nullptr && std::string_view(wgmma) == "1";
+  options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -29,9 +29,9 @@ struct CudaBackendOptions {
   // Either way an instance's choices are fixed once loaded, so its results are deterministic.
   bool autotune = true;
   // Offer the Hopper wgmma GEMM tiles (sm_90 device, sm_90a build) to the planner and autotuner.
-  // Opt-in until their first H200 run validates them: autotuning picks by time alone, so an
-  // unverified kernel must not be a default (docs/PERFORMANCE.md, session 6).
-  bool wgmma = false;
+  // On by default since the GPU suite passed with them on the H200 (session 8); autotuning keeps
+  // them only for the geometries where they time faster than the mma.sync tiles.
+  bool wgmma = true;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.

@@ -60,12 +60,16 @@ CompiledModel compile_zoo_model(const ZooModel& model, const CompileTarget& targ
 std::vector<Tensor> seeded_inputs(const Program& p, uint64_t seed) {
   std::vector<Tensor> inputs;
   for (const TensorSpec& s : p.inputs) {
+    Rng rng(seed, s.name);
     if (!is_float(s.dtype)) {
-      inputs.emplace_back(DType::kI64, s.shape);
+      // Indices 0 and 1 are valid for every table a zoo or imported model gathers from (BERT's
+      // token types have two rows) and as mask values; random, so two seeds give two requests.
+      Tensor ids(DType::kI64, s.shape);
+      for (int64_t& v : ids.as<int64_t>()) v = static_cast<int64_t>(rng.next_u64() % 2);
+      inputs.push_back(std::move(ids));
       continue;
     }
     Tensor t(DType::kF32, s.shape);
-    Rng rng(seed, s.name);
     for (float& x : t.as<float>()) x = rng.uniform(-1.0f, 1.0f);
     inputs.push_back(std::move(t));
   }

@@ -142,8 +142,9 @@ def main():
                 r = {"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}"}
                 print(f"{name:<14} b{batch:<2} FAILED: {r['error']}", file=sys.stderr, flush=True)
             doc["results"].append(r)
-    with open(a.json, "w") as f:
-        json.dump(doc, f, indent=1)
+            # Rewritten after every row, so a time limit loses only the row in progress.
+            with open(a.json, "w") as f:
+                json.dump(doc, f, indent=1)
 
 
 if __name__ == "__main__":

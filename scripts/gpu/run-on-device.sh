@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune" and "csan"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx" and "csan"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
@@ -13,6 +13,9 @@ mkdir -p "$out"
 if [[ ! -d $bin && -f $bin.tar.xz ]]; then
   mkdir -p "$bin" && tar -C "$bin" -xJf "$bin.tar.xz"
 fi
+# The binaries' $ORIGIN rpath finds their direct libraries, but RUNPATH is not inherited: gRPC's
+# libraries staged beside them find each other only through the loader's path.
+export LD_LIBRARY_PATH=$bin${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 # Whole words only: "l2" must not match "l2run".
 has_step() { [[ " $steps " == *" $1 "* ]]; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
@@ -116,6 +119,38 @@ if has_step padding; then
     "${profiles[@]}" --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
     echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
   cat "$out/pairs.txt"
+fi
+if has_step onnx; then
+  # ONNX on CUDA (fp16 storage, so relative L2 <= ONNX_REL_L2 instead of the cases' fp32
+  # tolerances): ONNX's backend node and model cases, the real exports of tests/onnx, and an
+  # exported ResNet-50 timed against the zoo's.
+  cases=/tmp/onnx_cases exports=/tmp/onnx_exports
+  python3 tests/onnx/make_node_cases.py "$cases" >"$out/onnx_make_cases.log" 2>&1 || echo "make_node_cases failed"
+  timeout -k 5 "${ONNX_LIMIT:-150}" "$bin/run_onnx_cases" --device cuda --rel-l2 "${ONNX_REL_L2:-1e-2}" \
+    "$cases/node" "$cases/simple" "$cases/pytorch-converted" "$cases/pytorch-operator" >"$out/onnx_cases_cuda.txt" 2>&1
+  echo "ONNX cases on CUDA: exit $?; $(tail -1 "$out/onnx_cases_cuda.txt")"
+  grep -E " (WRONG|CRASH) " "$out/onnx_cases_cuda.txt" | head -20
+  python3 tests/onnx/export_models.py "$exports" >"$out/onnx_exports.log" 2>&1 || echo "export_models failed"
+  timeout -k 5 "${ONNX_LIMIT:-150}" "$bin/run_onnx_cases" --device cuda --rel-l2 "${ONNX_REL_L2:-1e-2}" \
+    --expect tests/onnx/expected_exports.txt "$exports" >"$out/onnx_exports_cuda.txt" 2>&1
+  echo "ONNX real exports on CUDA: exit $?"
+  cat "$out/onnx_exports_cuda.txt"
+  python3 -c 'import torch, torchvision; torch.onnx.export(torchvision.models.resnet50().eval(), (torch.randn(1, 3, 224, 224),), "/tmp/resnet50.onnx", input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}}, opset_version=17, dynamo=False)' >"$out/onnx_resnet50_export.log" 2>&1 ||
+    echo "resnet50 export failed: $(tail -1 "$out/onnx_resnet50_export.log")"
+  for m in resnet50 /tmp/resnet50.onnx; do
+    tag=zoo
+    [[ $m == *.onnx ]] && tag=onnx
+    for b in 1 8; do
+      timeout -k 5 120 "$bin/atoll" run "$m" --device cuda --batch "$b" --iters 300 --json >"$out/onnx_run_${tag}_b$b.json" 2>"$out/onnx_run.log" ||
+        echo "atoll run $m b$b failed: $(tail -1 "$out/onnx_run.log")"
+    done
+  done
+  python3 - "$out" <<'PY'
+import glob, json, sys
+for f in sorted(glob.glob(sys.argv[1] + "/onnx_run_*.json")):
+    d = json.load(open(f))
+    print(f.rsplit("/", 1)[1], "median ms", d["latency_ms"]["median"], "p99 ms", d["latency_ms"]["p99"])
+PY
 fi
 if has_step csan; then
   # compute-sanitizer over the GPU op suite: memcheck (out-of-bounds and misaligned accesses, leaks)

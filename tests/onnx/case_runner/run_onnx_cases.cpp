@@ -1,8 +1,9 @@
 // Runs ONNX test cases (model.onnx + test_data_set_N/{input,output}_I.pb, as ONNX's backend tests
-// lay them out) on the CPU backend and prints a pass/fail table.
+// lay them out) on a backend (the CPU by default) and prints a pass/fail table.
 //
-//   run_onnx_cases [--rel-l2 TOL] [--expect FILE] SUITE_DIR...
+//   run_onnx_cases [--device cpu|cuda|sim] [--rel-l2 TOL] [--expect FILE] SUITE_DIR...
 //
+// On CUDA (fp16 storage) give --rel-l2: the cases' own tolerances are fp32 ones.
 // A case passes when every output matches: within its tolerance.txt ("rtol atol", ONNX's allclose)
 // or, with --rel-l2, within a relative L2 error of TOL. A case the importer or a backend refuses
 // with an atl::Error is "refused" (the message says which node, op and why). The run fails when a
@@ -20,9 +21,9 @@
 
 #include "core/error.h"
 #include "onnx/proto_tensor.h"
-#include "backends/cpu/cpu_backend.h"
 #include "compile/compiler.h"
 #include "onnx/onnx_import.h"
+#include "runtime/devices.h"
 
 namespace fs = std::filesystem;
 
@@ -106,8 +107,9 @@ Tolerance case_tolerance(const fs::path& dir, double rel_l2) {
   return t;
 }
 
-// Imports the model with `frozen` inputs fixed, runs it on the CPU backend over the case's inputs.
-std::vector<Tensor> run_model(const fs::path& model, const std::vector<Tensor>& inputs, size_t frozen_from) {
+// Imports the model with `frozen` inputs fixed, runs it on `backend` over the case's inputs.
+std::vector<Tensor> run_model(atl::Backend& backend, const fs::path& model, const std::vector<Tensor>& inputs,
+                              size_t frozen_from) {
   onnx::ModelProto proto;
   std::ifstream in(model, std::ios::binary);
   ATOLL_CHECK(proto.ParseFromIstream(&in), kParse, "cannot parse '{}'", model.string());
@@ -122,9 +124,8 @@ std::vector<Tensor> run_model(const fs::path& model, const std::vector<Tensor>& 
   options.batch = symbolic_batch(model) && !inputs.empty() ? inputs[0].shape()[0] : 1;
   for (size_t i = frozen_from; i < inputs.size(); ++i) options.constant_inputs[names[i]] = inputs[i];
   const atl::Graph g = atl::import_onnx_file(model.string(), options);
-  auto backend = atl::make_cpu_backend();
-  const atl::CompiledModel cm = atl::compile_graph(g, backend->target());
-  auto instance = backend->load(cm.program, cm.weights);
+  const atl::CompiledModel cm = atl::compile_graph(g, backend.target());
+  auto instance = backend.load(cm.program, cm.weights);
   for (size_t i = 0; i < cm.program.inputs.size(); ++i) {
     const Tensor& t = inputs[i];
     instance->set_input(static_cast<int>(i), t.to(is_float(t.dtype()) ? atl::DType::kF32 : atl::DType::kI64));
@@ -137,7 +138,7 @@ std::vector<Tensor> run_model(const fs::path& model, const std::vector<Tensor>& 
 
 // Runs every data set; a refused import is retried with every input but the first fixed at import
 // (ONNX's cases feed axes, shapes and weights as inputs, which the IR needs as constants).
-Outcome run_case(const fs::path& dir, double rel_l2) {
+Outcome run_case(atl::Backend& backend, const fs::path& dir, double rel_l2) {
   std::vector<fs::path> data_sets;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0) data_sets.push_back(e.path());
@@ -152,10 +153,10 @@ Outcome run_case(const fs::path& dir, double rel_l2) {
       inputs = read_tensors(data, "input");
       want = read_tensors(data, "output");
       try {
-        got = run_model(dir / "model.onnx", inputs, inputs.size());
+        got = run_model(backend, dir / "model.onnx", inputs, inputs.size());
       } catch (const atl::Error&) {
         if (inputs.size() < 2) throw;
-        got = run_model(dir / "model.onnx", inputs, 1);
+        got = run_model(backend, dir / "model.onnx", inputs, 1);
         note = "(inputs after the first fixed at import)";
       }
     } catch (const atl::Error& e) {
@@ -197,6 +198,7 @@ const char* status_name(Status s) {
 
 int main(int argc, char** argv) {
   double rel_l2 = -1;
+  std::string device = "cpu";
   std::set<std::string> expected;
   std::vector<fs::path> suites;
   try {
@@ -204,6 +206,8 @@ int main(int argc, char** argv) {
       const std::string arg = argv[i];
       if (arg == "--rel-l2" && i + 1 < argc) {
         rel_l2 = std::stod(argv[++i]);
+      } else if (arg == "--device" && i + 1 < argc) {
+        device = argv[++i];
       } else if (arg == "--expect" && i + 1 < argc) {
         expected = read_expected(argv[++i]);
       } else {
@@ -214,10 +218,19 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\n", e.what());
     return 2;
   }
+  std::unique_ptr<atl::Backend> backend;
+  try {
+    backend = atl::make_backend(device);
+  } catch (const atl::Error& e) {
+    fmt::print(stderr, "{}\n", e.message());
+    return 2;
+  }
   std::map<std::string, Outcome> results;
   for (const fs::path& suite : suites) {
     for (const auto& e : fs::directory_iterator(suite)) {
-      if (fs::exists(e.path() / "model.onnx")) results[e.path().filename().string()] = run_case(e.path(), rel_l2);
+      if (fs::exists(e.path() / "model.onnx")) {
+        results[e.path().filename().string()] = run_case(*backend, e.path(), rel_l2);
+      }
     }
   }
   int counts[4] = {0, 0, 0, 0};
@@ -237,7 +250,7 @@ int main(int argc, char** argv) {
       ++failures;
     }
   }
-  fmt::print("\nONNX cases: {} pass, {} refused with an error, {} wrong, {} crashed; {} failures\n", counts[0],
-             counts[2], counts[1], counts[3], failures);
+  fmt::print("\nONNX cases on {}: {} pass, {} refused with an error, {} wrong, {} crashed; {} failures\n", device,
+             counts[0], counts[2], counts[1], counts[3], failures);
   return results.empty() || failures > 0 ? 1 : 0;
 }

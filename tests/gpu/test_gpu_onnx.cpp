@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <set>
 #include <vector>
 
@@ -111,6 +112,47 @@ TEST(GpuOnnx, ImportedModelWithMathOpsMatchesCpu) {
   const std::vector<Tensor> inputs = onnx_math_inputs(seed);
   const Tensor want = run_onnx_math(*make_cpu_backend(), inputs);
   const Tensor got = run_onnx_math(*make_cuda_backend(), inputs);
+  EXPECT_LE(gputest::rel_l2(got, want), 1e-2);
+}
+
+// BERT exports' additive mask: scores + (1 - mask) * float32's lowest -> Softmax. Stored as fp16
+// the constant would be -inf and 0 * -inf NaN at every unmasked key; saturated it is -65504.
+Graph masked_softmax_model() {
+  ModelBuilder m;
+  m.input("scores", {-1, 4, 16}).input("mask", {-1, 1, 16}, onnx::TensorProto::INT64).output("p");
+  m.initializer("one", {}, {1.0f});
+  m.initializer("lowest", {}, {std::numeric_limits<float>::lowest()});
+  ModelBuilder::int_attr(m.node("Cast", {"mask"}, {"m"}), "to", onnx::TensorProto::FLOAT);
+  m.node("Sub", {"one", "m"}, {"inv"});
+  m.node("Mul", {"inv", "lowest"}, {"additive"});
+  m.node("Add", {"scores", "additive"}, {"masked"});
+  ModelBuilder::int_attr(m.node("Softmax", {"masked"}, {"p"}), "axis", -1);
+  OnnxImportOptions o;
+  o.batch = kOnnxMathBatch;
+  return import_onnx_bytes(m.bytes(), ".", o);
+}
+
+TEST(GpuOnnx, MaskScaledByFloatLowestStaysFiniteAndMatchesCpu) {
+  ATL_REQUIRE_GPU();
+  const uint64_t seed = gputest::fresh_seed();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  Rng rng(seed, "masked_softmax");
+  Tensor scores(DType::kF32, Shape{kOnnxMathBatch, 4, 16});
+  for (float& v : scores.as<float>()) v = rng.uniform(-4.0f, 4.0f);
+  Tensor mask(DType::kI64, Shape{kOnnxMathBatch, 1, 16});
+  auto mv = mask.as<int64_t>();
+  for (size_t i = 0; i < mv.size(); ++i) mv[i] = (i % 16) < 11 ? 1 : 0;  // the last 5 keys padded
+  auto run = [&](Backend& backend) {
+    const CompiledModel cm = compile_graph(masked_softmax_model(), backend.target());
+    auto inst = backend.load(cm.program, cm.weights);
+    inst->set_input(0, scores);
+    inst->set_input(1, mask);
+    inst->run();
+    return inst->get_output(0).to(DType::kF32);
+  };
+  const Tensor want = run(*make_cpu_backend());
+  const Tensor got = run(*make_cuda_backend());
+  for (float v : got.as<float>()) ASSERT_TRUE(std::isfinite(v));
   EXPECT_LE(gputest::rel_l2(got, want), 1e-2);
 }
 

@@ -70,13 +70,17 @@ std::string compare(const Tensor& got_any, const Tensor& want_any, const Toleran
   const Tensor got = got_any.to(atl::DType::kF32), want = want_any.to(atl::DType::kF32);
   const auto g = got.as<float>(), w = want.as<float>();
   if (tol.rel_l2 >= 0) {
-    double diff = 0, norm = 0;
+    double diff = 0, norm = 0, got_norm = 0;
     for (size_t i = 0; i < w.size(); ++i) {
       diff += (static_cast<double>(g[i]) - w[i]) * (static_cast<double>(g[i]) - w[i]);
       norm += static_cast<double>(w[i]) * w[i];
+      got_norm += static_cast<double>(g[i]) * g[i];
     }
     const double rel = std::sqrt(diff / std::max(norm, 1e-30));
-    return rel <= tol.rel_l2 ? "" : fmt::format("relative L2 error {:.3g} > {:.3g}", rel, tol.rel_l2);
+    // The norm ratio tells an all-zero or blown-up output from a merely inaccurate one.
+    return rel <= tol.rel_l2 ? ""
+                             : fmt::format("relative L2 error {:.3g} > {:.3g} (|got| / |expected| {:.3g})", rel,
+                                           tol.rel_l2, std::sqrt(got_norm / std::max(norm, 1e-30)));
   }
   for (size_t i = 0; i < w.size(); ++i) {
     if (std::isnan(w[i]) && std::isnan(g[i])) continue;

@@ -88,9 +88,9 @@ class ProgressLine {
 void print_table(const bench::BenchResults& r, double duration_s) {
   fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
              r.device, r.rt_order);
-  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>10} {:>8}\n", "mode",
-             "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
-             "preempt", "preempt p99", "staging p50/p99 (share)", "BE wait ms", "dropped");
+  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>11} {:>10} {:>8}\n",
+             "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
+             "preempt", "preempt p99", "staging p50/p99 (share)", "react p99", "BE wait ms", "dropped");
   for (const bench::ModeStats& m : r.stats) {
     int dropped = 0;
     for (const bench::ClientStats& c : m.clients) dropped += c.dropped;
@@ -100,10 +100,17 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                     100.0 * m.staging_share_p50, 100.0 * m.staging_share_p99);
     fmt::print(
         "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>23} "
-        "{:>10.2f} {:>8}\n",
+        "{:>8.1f} us {:>10.2f} {:>8}\n",
         m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, change, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
         m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99, staging,
-        m.longest_be_wait_ms, dropped);
+        m.preemption_reaction_us.p99, m.longest_be_wait_ms, dropped);
+  }
+  for (const bench::ModeRun& run : r.runs) {
+    // Host time per step, where the device clock shows it.
+    if (run.polls.longest_ns == 0) continue;
+    fmt::print("scheduler steps in {}: {}, {} over 50 us, longest {:.1f} us (mostly {})\n", run.mode, run.polls.count,
+               run.polls.over_50us, static_cast<double>(run.polls.longest_ns) / 1e3,
+               sched::poll_phase_name(run.polls.longest_phase));
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
     if (!r.runs[i].first_failure.empty()) {

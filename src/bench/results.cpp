@@ -116,6 +116,7 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / rt_total : 0.0;
   m.preemption_latency_us = distribution(run.preemption_latency_us);
   m.preemption_staging_us = distribution(run.preemption_staging_us);
+  m.preemption_reaction_us = distribution(run.preemption_reaction_us);
   const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
   m.staging_share_p50 = share(m.preemption_staging_us.p50, m.preemption_latency_us.p50);
   m.staging_share_p99 = share(m.preemption_staging_us.p99, m.preemption_latency_us.p99);
@@ -167,6 +168,12 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
     mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
     mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
+    mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
+    const sched::PollStats& polls = r.runs[i].polls;
+    mj["scheduler_polls"] = {{"count", polls.count},
+                             {"over_50us", polls.over_50us},
+                             {"longest_us", static_cast<double>(polls.longest_ns) / 1e3},
+                             {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
     if (const auto& load = r.runs[i].host_load) {

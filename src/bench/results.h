@@ -9,6 +9,7 @@
 
 #include "bench/host_load.h"
 #include "bench/workload.h"
+#include "sched/scheduler.h"
 
 namespace atl::bench {
 
@@ -44,6 +45,8 @@ struct ModeRun {
   std::vector<RequestRecord> requests;
   std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
   std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
+  std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
+  sched::PollStats polls;                      // the scheduler's slowest steps
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
   std::string first_failure;          // the first failed request's error, empty if none failed
@@ -91,6 +94,9 @@ struct ModeStats {
   // p50 preemption latency, p99 / p99 (0 without preemptions).
   Distribution preemption_staging_us;
   double staging_share_p50 = 0, staging_share_p99 = 0;
+  // Staging's first part: arrival -> the scheduler thread admitting the request (the rest is the
+  // input copy and the holds' release).
+  Distribution preemption_reaction_us;
   double longest_be_wait_ms = 0;
 };
 

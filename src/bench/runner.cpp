@@ -212,6 +212,7 @@ class Runner {
     const sched::WorkloadRun wr =
         sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
     run.requests.shrink_to_fit();
+    run.polls = wr.stats.polls;
     add_timeline(run, wr, recorder ? &*recorder : nullptr, window_from_ms);
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
@@ -233,6 +234,7 @@ class Runner {
       if (t.task_class == sched::TaskClass::kRealTime && t.preempted_tasks > 0) {
         run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
         run.preemption_staging_us.push_back(static_cast<double>(t.dispatch - t.arrival) / 1e3);
+        run.preemption_reaction_us.push_back(static_cast<double>(t.admitted - t.arrival) / 1e3);
       }
     }
     run.requests.push_back(q);

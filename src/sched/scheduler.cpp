@@ -103,6 +103,7 @@ void Scheduler::Impl::admit() {
     std::pop_heap(pending.begin(), pending.end(), &Impl::arrives_later);
     TaskPtr t = std::move(pending.back());
     pending.pop_back();
+    t->admitted = now;
     Client& c = clients[static_cast<size_t>(t->client)];
     if (!traits.admits_be && !is_rt(c)) {
       t->error =
@@ -330,6 +331,7 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
   r.finish = end;
   r.start = t->start >= 0 ? t->start : end;
   r.dispatch = t->dispatch >= 0 ? t->dispatch : r.start;
+  r.admitted = t->admitted >= 0 ? t->admitted : r.dispatch;
   r.preemptions = t->preemptions;
   r.preempted_tasks = t->preempted_tasks;
   if (t->error) {
@@ -350,29 +352,62 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
 
 // ---- the step ----
 
+const char* poll_phase_name(PollPhase phase) {
+  switch (phase) {
+    case PollPhase::kAdmit: return "admit";
+    case PollPhase::kComplete: return "complete";
+    case PollPhase::kLaunch: return "launch";
+    case PollPhase::kArm: return "arm";
+  }
+  return "?";
+}
+
+void PollStats::add(const DeviceTime (&phase_ns)[4]) {
+  const DeviceTime total = phase_ns[0] + phase_ns[1] + phase_ns[2] + phase_ns[3];
+  ++count;
+  over_50us += total > 50'000 ? 1 : 0;
+  if (total <= longest_ns) return;
+  longest_ns = total;
+  longest_phase = static_cast<PollPhase>(std::max_element(phase_ns, phase_ns + 4) - phase_ns);
+}
+
 void Scheduler::Impl::poll() {
   in_poll = true;
   struct Reset {
     bool& flag;
     ~Reset() { flag = false; }
   } reset{in_poll};
+  DeviceTime mark = device.now();
+  DeviceTime phase_ns[4] = {0, 0, 0, 0};
+  const auto lap = [&](PollPhase phase) {
+    const DeviceTime now = device.now();
+    phase_ns[static_cast<int>(phase)] += now - mark;
+    mark = now;
+  };
   if (!arming_decided) {
     decide_arming();
     note_progress();
   }
   admit();
+  lap(PollPhase::kAdmit);
   for (Lane& l : lanes) {
     observe(l);
     settle(l);
   }
+  lap(PollPhase::kComplete);
   admit();  // completion callbacks may have submitted
+  lap(PollPhase::kAdmit);
   if (traits.layout == LaneLayout::kRtQueue) {
     schedule_rt_queue();
+    lap(PollPhase::kLaunch);
   } else {
     for (Lane& l : lanes) feed(l);
+    lap(PollPhase::kLaunch);
     if (armed) arm_idle_lanes();
+    lap(PollPhase::kArm);
   }
   check_progress();
+  stats.polls.add(phase_ns);
 }
 
 bool Scheduler::Impl::in_flight() const {

@@ -64,6 +64,24 @@ struct SchedulerEvent {
   int preempted = 0;  // enter: BE tasks preempted with kernels in flight
 };
 
+// Where one scheduler step (poll) spends host time. A long step delays every RT arrival behind
+// it, so the slowest steps and their phase explain late reactions.
+enum class PollPhase : uint8_t {
+  kAdmit,     // taking submissions and arrivals
+  kComplete,  // reading completions, finishing tasks, completion callbacks
+  kLaunch,    // starting tasks (input staging), launches, the RT queue
+  kArm,       // enqueuing RT clients' next tasks behind their holds
+};
+const char* poll_phase_name(PollPhase phase);
+
+struct PollStats {
+  int64_t count = 0;
+  int64_t over_50us = 0;  // steps of more than 50 us
+  DeviceTime longest_ns = 0;
+  PollPhase longest_phase = PollPhase::kAdmit;  // the longest phase of the longest step
+  void add(const DeviceTime (&phase_ns)[4]);
+};
+
 struct SchedulerStats {
   int64_t rt_completed = 0;
   int64_t be_completed = 0;
@@ -74,6 +92,7 @@ struct SchedulerStats {
   int64_t interrupted_stagings = 0;  // BE input copies abandoned for an RT arrival
   int64_t armed_rt_tasks = 0;        // RT tasks started from work enqueued before they arrived
   int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
+  PollStats polls;
 };
 
 class Scheduler {

@@ -33,6 +33,7 @@ struct TaskResult {
   TaskClass task_class = TaskClass::kBestEffort;
   std::vector<Tensor> outputs;  // empty on timing-only devices
   DeviceTime arrival = 0;       // scheduled arrival
+  DeviceTime admitted = 0;      // the scheduler saw it arrived (arrival -> admitted: its reaction)
   DeviceTime dispatch = 0;      // inputs written and the first kernel handed to the device
   DeviceTime start = 0;         // first kernel started on the device (first attempt)
   DeviceTime finish = 0;        // last kernel ended on the device (CUDA: and its outputs downloaded)

@@ -164,7 +164,9 @@ BenchResults synthetic_results() {
       for (int i = 0; i < 100; ++i) {
         run.preemption_latency_us.push_back(10 + i * 0.1);
         run.preemption_staging_us.push_back(4 + i * 0.01);
+        run.preemption_reaction_us.push_back(1 + i * 0.001);
       }
+      run.polls.add({3'000, 1'000, 70'000, 2'000});
       run.timeline.push_back({"rt", "conv1", 0.1, 0.2, true, false});
       run.timeline.push_back({"be0", "conv1", 0.0, 0.15, false, true});
       run.events.push_back({"be0", "preempt", 0.1});
@@ -193,6 +195,7 @@ TEST(Results, StatisticsFromScheduledArrival) {
   EXPECT_NEAR(reset.staging_share_p50, (4 + 49 * 0.01) / (10 + 49 * 0.1), 1e-9);
   EXPECT_NEAR(reset.staging_share_p99, (4 + 98 * 0.01) / (10 + 98 * 0.1), 1e-9);
   EXPECT_EQ(r.stats[0].staging_share_p50, 0.0) << "no preemption: no share";
+  EXPECT_NEAR(reset.preemption_reaction_us.p99, 1 + 98 * 0.001, 1e-9);
 }
 
 // 1..1000: the p99 is 990 and its 95% interval the samples at ranks floor(990 - 6.17) and
@@ -238,6 +241,11 @@ TEST(Results, JsonCsvTraceAndReport) {
   EXPECT_EQ(j["settings"]["rt_order"], "edf");
   EXPECT_DOUBLE_EQ(j["modes"][1]["staging_share"]["p50"].get<double>(), r.stats[1].staging_share_p50);
   EXPECT_EQ(j["modes"][1]["preemption_staging_us"]["count"], 100);
+  EXPECT_EQ(j["modes"][1]["preemption_reaction_us"]["count"], 100);
+  EXPECT_EQ(j["modes"][1]["scheduler_polls"]["over_50us"], 1);
+  EXPECT_DOUBLE_EQ(j["modes"][1]["scheduler_polls"]["longest_us"].get<double>(), 76.0);
+  EXPECT_EQ(j["modes"][1]["scheduler_polls"]["longest_phase"], "launch");
+  EXPECT_EQ(j["modes"][0]["scheduler_polls"]["count"], 0);
   const std::string csv = results_csv(r);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 2 * 2);
   // Every row has the header's columns; the mode's staging share closes the reset rows.

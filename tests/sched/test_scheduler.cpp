@@ -411,3 +411,22 @@ TEST(Scheduler, StalledDeviceFailsTheRunNamingWhatItWaitsOn) {
 
 }  // namespace
 }  // namespace atl::sched
+
+namespace atl::sched {
+namespace {
+
+TEST(PollStats, KeepsTheLongestStepAndItsLongestPhase) {
+  PollStats s;
+  s.add({1000, 2000, 3000, 0});
+  s.add({40'000, 20'000, 5'000, 1'000});  // 66 us, mostly admission
+  s.add({0, 0, 30'000, 0});
+  EXPECT_EQ(s.count, 3);
+  EXPECT_EQ(s.over_50us, 1);
+  EXPECT_EQ(s.longest_ns, 66'000);
+  EXPECT_EQ(s.longest_phase, PollPhase::kAdmit);
+  EXPECT_STREQ(poll_phase_name(s.longest_phase), "admit");
+  EXPECT_STREQ(poll_phase_name(PollPhase::kArm), "arm");
+}
+
+}  // namespace
+}  // namespace atl::sched

@@ -242,7 +242,7 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   const auto i = static_cast<size_t>(index);
   // The previous copy from this staging buffer must be done before it is overwritten.
   ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  copy_to_staging(input_staging_[i].get(), t.raw(), t.nbytes());
+  staging_copier().copy(input_staging_[i].get(), t.raw(), t.nbytes());
   enqueue_input_copy(i, stream_.get());
 }
 
@@ -275,7 +275,7 @@ void CudaInstanceImpl::enqueue_inputs(cudaStream_t stream) {
 void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
   check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    copy_to_staging(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
+    staging_copier().copy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
   }
 }
 

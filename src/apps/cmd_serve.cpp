@@ -58,6 +58,11 @@ void add_serve_command(CLI::App& app) {
   cmd->add_option("--device", o.engine.device, "auto, cuda, cpu or sim (cpu and sim: simulated GPU, CPU kernels)")
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "sim"}))
       ->default_str("auto");
+  cmd->add_option("--devices", o.engine.devices,
+                  "Device ordinals, one scheduler each (0,1); models go where their instance_group gpus say, "
+                  "else to the device with the fewest (default: 0; on cpu and sim, simulated GPUs)")
+      ->delimiter(',')
+      ->check(CLI::Range(0, 1023));
   cmd->add_option("--mode", f->mode, "Scheduling mode: rt-only, seq, streams, streams-prio, wait, reset")
       ->default_str("reset");
   cmd->add_option("--max-queue-rt", o.engine.max_queue_rt, "RT requests accepted and unanswered before refusing")

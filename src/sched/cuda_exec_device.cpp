@@ -52,7 +52,7 @@ struct StreamState {
 
 class CudaExecDevice final : public ExecDevice {
  public:
-  explicit CudaExecDevice(int device) : backend_(make_cuda_backend(device)) {
+  explicit CudaExecDevice(int device) : device_(bound(device)), backend_(make_cuda_backend(device)) {
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
     control_ = cuda::make_stream();
     base_event_ = cuda::make_event(true);
@@ -62,6 +62,7 @@ class CudaExecDevice final : public ExecDevice {
   // Kernels still queued may use the counters and the flag about to be freed; held work runs
   // first (on whatever its staging holds), or synchronizing would wait forever.
   ~CudaExecDevice() override {
+    cudaSetDevice(device_);
     for (StreamState& st : streams_) {
       if (st.gate) st.gate->open_all();
     }
@@ -71,8 +72,10 @@ class CudaExecDevice final : public ExecDevice {
   std::string name() const override { return "cuda"; }
   std::string description() const override { return backend_->device_description(); }
   CompileTarget target() const override { return backend_->target(); }
+  void bind_thread() override { bound(device_); }
 
   InstanceId load(const Program& program, const WeightStore& weights) override {
+    bind_thread();
     for (const StreamState& st : streams_) {
       // Allocation and a kernel's first load may synchronize the context, which held work blocks.
       ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot load '{}' while work is held on a stream", program.model);
@@ -92,6 +95,7 @@ class CudaExecDevice final : public ExecDevice {
   // The runtime's one way to apply a residency config (atoll run --l2 uses it too). Resetting
   // persisting lines and setting the limit may synchronize the context, which held work blocks.
   int64_t set_l2_residency(InstanceId instance, const l2::ResidencyConfig* config, const l2::L2Device& d) override {
+    bind_thread();
     for (const StreamState& st : streams_) {
       ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot change L2 residency while work is held on a stream");
     }
@@ -100,6 +104,7 @@ class CudaExecDevice final : public ExecDevice {
 
   // The kernel profiler (runtime/kernel_profiler.h) on the instance's own stream and flag.
   ModelProfile measure_profile(InstanceId instance, const std::function<void(int, int)>& on_kernel) override {
+    bind_thread();
     for (const StreamState& st : streams_) {
       ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot profile while work is held on a stream");
     }
@@ -119,6 +124,7 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<Tensor> read_outputs(InstanceId instance, StreamId) override { return inst(instance).collect_outputs(); }
 
   StreamId create_stream(StreamPriority priority) override {
+    bind_thread();
     StreamState st;
     st.stream = cuda::make_priority_stream(priority == StreamPriority::kHigh);
     st.counter = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
@@ -202,6 +208,7 @@ class CudaExecDevice final : public ExecDevice {
   void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag(), 1); }
 
   void lower_flag() override {
+    bind_thread();  // also called where the scheduler is destroyed, off its thread
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     wait_bounded(control_.get(), "lowering the preemption flag");
   }
@@ -212,6 +219,7 @@ class CudaExecDevice final : public ExecDevice {
   // mapped word: a write that does not land within kProbeWait sits behind a hold in a shared
   // hardware queue. The holds are opened and the streams drained before it returns.
   bool holds_isolate(std::span<const StreamId> held) override {
+    bind_thread();
     std::vector<cudaStream_t> others{control_.get()};
     for (size_t s = 0; s < streams_.size(); ++s) {
       if (std::find(held.begin(), held.end(), static_cast<StreamId>(s)) == held.end()) {
@@ -288,6 +296,7 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   void synchronize(StreamId stream) override {
+    bind_thread();
     StreamState& st = state(stream);
     ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "stream {} has held work: synchronizing would never return",
                 stream);
@@ -295,6 +304,10 @@ class CudaExecDevice final : public ExecDevice {
   }
 
  private:
+  static int bound(int device) {
+    ATL_CUDA_CHECK(cudaSetDevice(device));
+    return device;
+  }
   int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
   CudaInstance& inst(InstanceId id) const {
     ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
@@ -331,11 +344,12 @@ class CudaExecDevice final : public ExecDevice {
     base_host_ = before + (host_now() - before) / 2;
   }
 
+  int device_;  // first: the members below allocate on it
   std::unique_ptr<Backend> backend_;
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;
-  cuda::DeviceBuffer flag_buffer_{sizeof(int)};  // after backend_: allocated on its device
+  cuda::DeviceBuffer flag_buffer_{sizeof(int)};  // allocated on device_
   cuda::Stream control_;
   cuda::Event base_event_;
   DeviceTime base_host_ = 0;

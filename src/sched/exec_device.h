@@ -58,6 +58,10 @@ class ExecDevice {
 
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
+  // Makes this device the calling thread's own (CUDA: its current device), for a thread that
+  // drives it while other devices share the process; the methods that are not on the launch
+  // path bind themselves.
+  virtual void bind_thread() {}
   // What compile_graph must produce for load().
   virtual CompileTarget target() const = 0;
   // Whether launches compute outputs from weight values; a timing-only device loads programs

@@ -527,6 +527,7 @@ void Scheduler::start() {
   stop_requested_ = false;
   worker_ = std::thread([this] {
     try {
+      device_.bind_thread();
       while (!stop_requested_) {
         impl_->poll();
         device_.wait_until(std::min(impl_->next_arrival(), device_.now() + options_.idle_poll_ns));

@@ -92,8 +92,23 @@ struct Engine::LoadedPrograms {
   std::optional<l2::L2Device> l2_applied;  // the preset of the residency set on both instances
 };
 
+// One device: its scheduler and the programs loaded on it. Its requests in flight are counted
+// so that a pause can drain them; the simulated device's driver runs while there are any.
+struct Engine::Slot {
+  int ordinal = 0;
+  std::unique_ptr<sched::ExecDevice> device;
+  std::map<std::string, std::shared_ptr<LoadedPrograms>> programs;  // device instances by program
+  std::unique_ptr<sched::Scheduler> scheduler;
+  std::mutex work_mutex;
+  std::condition_variable work_changed;
+  int64_t in_flight = 0;
+  bool driver_stop = false;
+  std::thread driver;
+};
+
 // What the completion of an accepted request needs.
 struct Engine::Accepted {
+  Engine::Slot* slot = nullptr;
   std::shared_ptr<const ServedModel> model;
   size_t bucket = 0;
   int64_t batch = 1;
@@ -116,20 +131,34 @@ const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   ATOLL_CHECK(options_.max_queue_rt >= 1 && options_.max_queue_be >= 1, kInvalidArgument,
               "queue limits must be at least 1 (got RT {}, BE {})", options_.max_queue_rt, options_.max_queue_be);
-  const std::string resolved = resolve_device(options_.device);
-  if (resolved == "cuda") {
-    device_ = sched::make_cuda_exec_device();
-  } else if (resolved == "cpu" || resolved == "sim") {
-    sched::SimExecOptions sim;
-    sim.numerics = true;
-    device_ = std::make_unique<sched::SimExecDevice>(sim);
-    simulated_ = true;
-  } else {
-    ATOLL_THROW(kInvalidArgument, "unknown device '{}' (expected auto, cuda, cpu or sim)", printable(options_.device));
+  ordinals_ = options_.devices.empty() ? std::vector<int>{0} : options_.devices;
+  for (size_t i = 0; i < ordinals_.size(); ++i) {
+    ATOLL_CHECK(ordinals_[i] >= 0, kInvalidArgument, "device {} is negative", ordinals_[i]);
+    ATOLL_CHECK(std::find(ordinals_.begin(), ordinals_.begin() + static_cast<long>(i), ordinals_[i]) ==
+                    ordinals_.begin() + static_cast<long>(i),
+                kInvalidArgument, "device {} is listed twice", ordinals_[i]);
   }
+  const std::string resolved = resolve_device(options_.device);
+  ATOLL_CHECK(resolved == "cuda" || resolved == "cpu" || resolved == "sim", kInvalidArgument,
+              "unknown device '{}' (expected auto, cuda, cpu or sim)", printable(options_.device));
   device_name_ = resolved;
-  rebuild_scheduler();
-  start_driver();
+  simulated_ = resolved != "cuda";
+  for (int ordinal : ordinals_) {
+    auto slot = std::make_unique<Slot>();
+    slot->ordinal = ordinal;
+    if (simulated_) {
+      sched::SimExecOptions sim;
+      sim.numerics = true;
+      slot->device = std::make_unique<sched::SimExecDevice>(sim);
+    } else {
+      slot->device = sched::make_cuda_exec_device(ordinal);
+    }
+    slots_.push_back(std::move(slot));
+  }
+  for (auto& slot : slots_) {
+    rebuild_scheduler(*slot);
+    start_driver(*slot);
+  }
 }
 
 Engine::~Engine() {
@@ -141,29 +170,34 @@ Engine::~Engine() {
 }
 
 std::string Engine::device_description() const {
-  return device_->description();
+  if (slots_.size() == 1) return slots_.front()->device->description();
+  std::string all;
+  for (const auto& slot : slots_) {
+    all += fmt::format("{}device {}: {}", all.empty() ? "" : "; ", slot->ordinal, slot->device->description());
+  }
+  return all;
 }
 
-void Engine::start_driver() {
+void Engine::start_driver(Slot& slot) {
   if (!simulated_) {
-    scheduler_->start();
+    slot.scheduler->start();
     return;
   }
   {
-    std::lock_guard lock(work_mutex_);
-    driver_stop_ = false;
+    std::lock_guard lock(slot.work_mutex);
+    slot.driver_stop = false;
   }
   // The simulated clock moves only when driven: run the scheduler while requests are in flight
   // and sleep otherwise, so an idle server takes no CPU.
-  driver_ = std::thread([this] {
+  slot.driver = std::thread([&slot] {
     for (;;) {
       {
-        std::unique_lock lock(work_mutex_);
-        work_changed_.wait(lock, [&] { return driver_stop_ || in_flight_ > 0; });
-        if (in_flight_ == 0) return;
+        std::unique_lock lock(slot.work_mutex);
+        slot.work_changed.wait(lock, [&] { return slot.driver_stop || slot.in_flight > 0; });
+        if (slot.in_flight == 0) return;
       }
       try {
-        scheduler_->run_until_idle();
+        slot.scheduler->run_until_idle();
       } catch (const std::exception& e) {
         fmt::print(stderr, "atoll serve: the scheduler failed; its requests were answered with the error: {}\n", e.what());
       }
@@ -171,40 +205,88 @@ void Engine::start_driver() {
   });
 }
 
-void Engine::stop_driver() {
+void Engine::stop_driver(Slot& slot) {
   if (!simulated_) {
-    scheduler_->stop();
+    slot.scheduler->stop();
     return;
   }
   {
-    std::lock_guard lock(work_mutex_);
-    driver_stop_ = true;
+    std::lock_guard lock(slot.work_mutex);
+    slot.driver_stop = true;
   }
-  work_changed_.notify_all();
-  if (driver_.joinable()) driver_.join();
+  slot.work_changed.notify_all();
+  if (slot.driver.joinable()) slot.driver.join();
 }
 
-void Engine::drain(std::unique_lock<std::mutex>& lock) {
-  work_changed_.wait(lock, [&] { return in_flight_ == 0; });
+void Engine::pause(Slot& slot) {
+  {
+    std::unique_lock work(slot.work_mutex);
+    slot.work_changed.wait(work, [&] { return slot.in_flight == 0; });
+  }
+  stop_driver(slot);
+  // On CUDA the stopped scheduler still holds its RT lanes' next tasks, and held work blocks
+  // loading: its destructor releases them.
+  slot.scheduler.reset();
 }
 
-// Called with config_mutex_ held exclusively and the driver stopped: every model's clients on
-// a new scheduler (the old one's destructor releases work it held on the device).
-void Engine::rebuild_scheduler() {
-  scheduler_.reset();
+void Engine::resume(Slot& slot) {
+  rebuild_scheduler(slot);
+  try {
+    apply_l2_residencies(slot, nullptr);
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "atoll serve: setting L2 residency on device {} failed: {}\n", slot.ordinal, e.what());
+  }
+  start_driver(slot);
+}
+
+// Called with config_mutex_ held exclusively and the slot's driver stopped: the clients of every
+// model on the slot on a new scheduler (the old one's destructor releases work it held).
+void Engine::rebuild_scheduler(Slot& slot) {
+  slot.scheduler.reset();
   sched::SchedulerOptions so;
   so.mode = options_.mode;
   so.inflight_cap = options_.inflight_cap;
-  scheduler_ = std::make_unique<sched::Scheduler>(*device_, so);
+  slot.scheduler = std::make_unique<sched::Scheduler>(*slot.device, so);
   const bool admits_be = sched::mode_traits(options_.mode).admits_be;
   for (auto& [name, model] : models_) {
+    if (slots_[model->slot].get() != &slot) continue;
     for (ServedModel::Bucket& b : model->buckets) {
-      const LoadedPrograms& p = *programs_.at(program_key(model->spec, b.batch));
+      const LoadedPrograms& p = *slot.programs.at(program_key(model->spec, b.batch));
       const std::string client = fmt::format("{}@{}", name, b.batch);
-      b.rt_client = scheduler_->add_client(sched::TaskClass::kRealTime, client + "/rt", p.rt_instance);
-      b.be_client = admits_be ? scheduler_->add_client(sched::TaskClass::kBestEffort, client + "/be", p.be_instance) : -1;
+      b.rt_client = slot.scheduler->add_client(sched::TaskClass::kRealTime, client + "/rt", p.rt_instance);
+      b.be_client =
+          admits_be ? slot.scheduler->add_client(sched::TaskClass::kBestEffort, client + "/be", p.be_instance) : -1;
     }
   }
+}
+
+// The device a model runs on: where it runs now if its config still allows it, else the allowed
+// device with the fewest models (the first listed on a tie).
+size_t Engine::place(const ModelSpec& spec, const ServedModel* previous) const {
+  const auto allowed = [&](size_t s) {
+    return spec.gpus.empty() || std::find(spec.gpus.begin(), spec.gpus.end(), slots_[s]->ordinal) != spec.gpus.end();
+  };
+  if (previous != nullptr && allowed(previous->slot)) return previous->slot;
+  std::optional<size_t> best;
+  size_t best_count = 0;
+  for (size_t s = 0; s < slots_.size(); ++s) {
+    if (!allowed(s)) continue;
+    const size_t count = static_cast<size_t>(std::count_if(models_.begin(), models_.end(), [&](const auto& m) {
+      return m.second->slot == s && m.second.get() != previous;
+    }));
+    if (!best || count < best_count) {
+      best = s;
+      best_count = count;
+    }
+  }
+  if (!best) {
+    std::string asked, served;
+    for (int g : spec.gpus) asked += (asked.empty() ? "" : ", ") + std::to_string(g);
+    for (int o : ordinals_) served += (served.empty() ? "" : ", ") + std::to_string(o);
+    ATOLL_THROW(kInvalidArgument, "{}: model '{}' is placed on GPUs [{}] (instance_group), but the server runs on "
+                "devices [{}] (--devices)", spec.source, printable(spec.name), asked, served);
+  }
+  return *best;
 }
 
 // Checked before the scheduler stops, so that a config for another program costs no pause.
@@ -239,18 +321,20 @@ std::string Engine::check_l2(const ModelSpec& spec, const std::vector<CompiledMo
 // Called with the driver stopped and the new scheduler not yet run, so no work is held. The
 // set-aside is one limit per device and the last instance to set it wins: instances that lost
 // their config are cleared first, and the largest set-aside is applied last.
-void Engine::apply_l2_residencies(ServedModel* loaded) {
+void Engine::apply_l2_residencies(Slot& slot, ServedModel* loaded) {
   if (simulated_) return;
   std::vector<std::pair<const ServedModel*, LoadedPrograms*>> wanted;
   for (const auto& [name, m] : models_) {
-    if (m->spec.l2) wanted.emplace_back(m.get(), programs_.at(program_key(m->spec, m->spec.l2->config.batch)).get());
+    if (!m->spec.l2 || slots_[m->slot].get() != &slot) continue;
+    wanted.emplace_back(m.get(), slot.programs.at(program_key(m->spec, m->spec.l2->config.batch)).get());
   }
   std::set<const LoadedPrograms*> keep;
   for (const auto& w : wanted) keep.insert(w.second);
-  for (auto& [key, p] : programs_) {
+  sched::ExecDevice& device = *slot.device;
+  for (auto& [key, p] : slot.programs) {
     if (!p->l2_applied || keep.contains(p.get())) continue;
-    device_->set_l2_residency(p->rt_instance, nullptr, *p->l2_applied);
-    device_->set_l2_residency(p->be_instance, nullptr, *p->l2_applied);
+    device.set_l2_residency(p->rt_instance, nullptr, *p->l2_applied);
+    device.set_l2_residency(p->be_instance, nullptr, *p->l2_applied);
     p->l2_applied.reset();
   }
   std::sort(wanted.begin(), wanted.end(), [](const auto& a, const auto& b) {
@@ -259,50 +343,48 @@ void Engine::apply_l2_residencies(ServedModel* loaded) {
   int64_t granted = 0;
   for (const auto& [model, p] : wanted) {
     const ModelSpec::L2& l2 = *model->spec.l2;
-    device_->set_l2_residency(p->rt_instance, &l2.config, l2.device);
-    granted = device_->set_l2_residency(p->be_instance, &l2.config, l2.device);
+    device.set_l2_residency(p->rt_instance, &l2.config, l2.device);
+    granted = device.set_l2_residency(p->be_instance, &l2.config, l2.device);
     p->l2_applied = l2.device;
   }
   if (loaded && loaded->spec.l2) {
-    loaded->l2_status = fmt::format("applied to batch {} on {} ({}); the device's persisting limit is {:.2f} MiB",
-                                    loaded->spec.l2->config.batch, device_name_, l2_summary(loaded->spec.l2->config),
-                                    static_cast<double>(granted) / (1 << 20));
+    loaded->l2_status = fmt::format("applied to batch {} on {} device {} ({}); the device's persisting limit is {:.2f} MiB",
+                                    loaded->spec.l2->config.batch, device_name_, slot.ordinal,
+                                    l2_summary(loaded->spec.l2->config), static_cast<double>(granted) / (1 << 20));
   }
 }
 
 void Engine::load(const ModelSpec& spec) {
-  // Compiled and checked before the scheduler stops: requests to other models wait only for the device.
-  std::vector<CompiledModel> compiled = compile_buckets(spec, device_->target(), options_.inflight_cap);
+  // Compiled and checked before a scheduler stops: requests to other models wait only for the device.
+  std::vector<CompiledModel> compiled = compile_buckets(spec, slots_.front()->device->target(), options_.inflight_cap);
   check_spec_against_program(spec, compiled.front().program);
   auto model = std::make_shared<ServedModel>();
   model->spec = spec;
   if (spec.l2) model->l2_status = check_l2(spec, compiled);
   std::unique_lock config(config_mutex_);
   ATOLL_CHECK(!shutting_down_, kUnavailable, "server is shutting down");
-  {
-    std::unique_lock work(work_mutex_);
-    drain(work);
-  }
-  stop_driver();
-  // On CUDA the stopped scheduler still holds its RT lanes' next tasks, and held work blocks
-  // loading: its destructor releases them.
-  scheduler_.reset();
   const std::shared_ptr<ServedModel> previous = models_.contains(spec.name) ? models_[spec.name] : nullptr;
+  model->slot = place(spec, previous.get());
+  model->device = slots_[model->slot]->ordinal;
+  Slot& slot = *slots_[model->slot];
+  Slot* moved_from = previous && previous->slot != model->slot ? slots_[previous->slot].get() : nullptr;
+  pause(slot);
+  if (moved_from != nullptr) pause(*moved_from);
   try {
     for (CompiledModel& cm : compiled) {
       const std::string key = program_key(spec, cm.program.batch);
-      if (!programs_.contains(key)) {
+      if (!slot.programs.contains(key)) {
         auto p = std::make_shared<LoadedPrograms>();
-        p->rt_instance = device_->load(cm.program, cm.weights);
-        p->be_instance = device_->load(cm.program, cm.weights);
+        p->rt_instance = slot.device->load(cm.program, cm.weights);
+        p->be_instance = slot.device->load(cm.program, cm.weights);
         p->program = std::move(cm.program);
-        programs_[key] = p;
+        slot.programs[key] = p;
       }
-      model->buckets.push_back({.batch = programs_[key]->program.batch, .program = programs_[key]->program});
+      model->buckets.push_back({.batch = slot.programs[key]->program.batch, .program = slot.programs[key]->program});
     }
     models_[spec.name] = model;
-    rebuild_scheduler();
-    apply_l2_residencies(model.get());
+    rebuild_scheduler(slot);
+    apply_l2_residencies(slot, model.get());
   } catch (...) {
     // The models served before keep being served.
     if (previous) {
@@ -310,39 +392,31 @@ void Engine::load(const ModelSpec& spec) {
     } else {
       models_.erase(spec.name);
     }
-    rebuild_scheduler();
-    try {
-      apply_l2_residencies(nullptr);
-    } catch (const std::exception& e) {
-      fmt::print(stderr, "atoll serve: restoring L2 residency failed: {}\n", e.what());
-    }
-    start_driver();
+    resume(slot);
+    if (moved_from != nullptr) resume(*moved_from);
     throw;
   }
   unavailable_.erase(spec.name);
   if (spec.l2) {
     fmt::print(stderr, "atoll serve: model '{}': L2 config '{}' {}\n", spec.name, spec.l2->path, model->l2_status);
   }
-  start_driver();
+  start_driver(slot);
+  if (moved_from != nullptr) resume(*moved_from);  // without the model, which left it
 }
 
 void Engine::unload(const std::string& name) {
   std::unique_lock config(config_mutex_);
   ATOLL_CHECK(models_.contains(name) || unavailable_.contains(name), kNotFound, "unknown model '{}'", printable(name));
-  {
-    std::unique_lock work(work_mutex_);
-    drain(work);
+  const auto it = models_.find(name);
+  if (it == models_.end()) {
+    unavailable_[name] = "unloaded";
+    return;
   }
-  stop_driver();
-  models_.erase(name);
+  Slot& slot = *slots_[it->second->slot];
+  pause(slot);
+  models_.erase(it);
   unavailable_[name] = "unloaded";
-  rebuild_scheduler();
-  try {
-    apply_l2_residencies(nullptr);  // its set-aside goes with it
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll serve: releasing the L2 residency of model '{}' failed: {}\n", printable(name), e.what());
-  }
-  start_driver();
+  resume(slot);  // its set-aside goes with it
 }
 
 void Engine::mark_unavailable(const std::string& name, const std::string& reason) {
@@ -423,6 +497,8 @@ void Engine::infer(const InferRequest& request, InferDone done) {
   a->batch = check_inputs(model.spec, model.batch1(), request);
   a->task_class = request.priority == 1 ? sched::TaskClass::kRealTime : model.spec.default_class;
   const ServedModel::Bucket& bucket = model.bucket_for(a->batch);
+  Slot& slot = *slots_[model.slot];
+  a->slot = &slot;
   const bool rt = a->task_class == sched::TaskClass::kRealTime;
   const sched::ClientId client = rt ? bucket.rt_client : bucket.be_client;
   ATOLL_CHECK(client >= 0, kUnsupported, "mode {} serves RT requests only (send parameter priority 1)",
@@ -451,11 +527,11 @@ void Engine::infer(const InferRequest& request, InferDone done) {
   a->compute_input_ns = elapsed_ns(received);
   a->done = std::move(done);
   {
-    std::lock_guard work(work_mutex_);
-    ++in_flight_;
+    std::lock_guard work(slot.work_mutex);
+    ++slot.in_flight;
   }
-  work_changed_.notify_all();
-  scheduler_->submit(client, std::move(scheduled),
+  slot.work_changed.notify_all();
+  slot.scheduler->submit(client, std::move(scheduled),
                      [this, a](std::exception_ptr error, sched::TaskResult result) { complete(*a, error, std::move(result)); });
 }
 
@@ -504,26 +580,26 @@ void Engine::complete(const Accepted& a, std::exception_ptr error, sched::TaskRe
     // A protocol that cannot deliver its answer (the client left) must not stop the scheduler.
     fmt::print(stderr, "atoll serve: answering request '{}' failed: {}\n", printable(a.id), e.what());
   }
-  finish_one();
+  finish_one(*a.slot);
 }
 
-void Engine::finish_one() {
+void Engine::finish_one(Slot& slot) {
   {
-    std::lock_guard work(work_mutex_);
-    --in_flight_;
+    std::lock_guard work(slot.work_mutex);
+    --slot.in_flight;
   }
-  work_changed_.notify_all();
+  slot.work_changed.notify_all();
 }
 
 void Engine::shutdown() {
   std::unique_lock config(config_mutex_);
   if (shutting_down_) return;
   shutting_down_ = true;
-  {
-    std::unique_lock work(work_mutex_);
-    drain(work);
+  for (auto& slot : slots_) {
+    std::unique_lock work(slot->work_mutex);
+    slot->work_changed.wait(work, [&] { return slot->in_flight == 0; });
   }
-  stop_driver();
+  for (auto& slot : slots_) stop_driver(*slot);
 }
 
 }  // namespace atl::serve

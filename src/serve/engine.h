@@ -1,9 +1,11 @@
 #pragma once
-// The serving engine: loaded models on one scheduler device, the bounded per-class queues in
-// front of the scheduler, and the thread that drives it. Both protocols call infer(); it checks
-// the request, packs its inputs and hands them to the scheduler, whose completion answers the
-// request exactly once. Loading or unloading a model drains the scheduler, rebuilds its clients
-// and starts it again: the scheduler takes clients only while stopped.
+// The serving engine: loaded models on one or more devices, each with its own scheduler and the
+// thread that drives it, and the bounded per-class queues in front of them. Each model runs on
+// one device, placed by its config (instance_group gpus) or on the least loaded one. Both
+// protocols call infer(); it checks the request, packs its inputs and hands them to the model's
+// scheduler, whose completion answers the request exactly once. Loading or unloading a model
+// drains its device's scheduler, rebuilds its clients and starts it again: a scheduler takes
+// clients only while stopped; the other devices keep serving.
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -30,6 +32,9 @@ struct EngineOptions {
   // scheduler on the simulated GPU with every kernel computed by the CPU backend: outputs are
   // the CPU's, timings (queue, compute) are simulated.
   std::string device = "auto";
+  // Device ordinals, one scheduler each (--devices 0,1); empty: device 0. On cpu and sim each is
+  // a simulated GPU of its own.
+  std::vector<int> devices;
   sched::Mode mode = sched::Mode::kReset;
   int inflight_cap = 4;
   // Requests of a class accepted and not yet answered; one more is refused (resource exhausted).
@@ -46,6 +51,8 @@ struct ServedModel {
     sched::ClientId be_client = -1;  // -1 in rt-only mode
   };
   ModelSpec spec;
+  size_t slot = 0;  // which of the engine's devices runs it
+  int device = 0;   // that device's ordinal
   std::vector<Bucket> buckets;  // ascending batch; the first runs batch 1
   // What the spec's L2 config does here, for logs and config responses ("" without one).
   std::string l2_status;
@@ -69,6 +76,7 @@ class Engine {
 
   const std::string& device_name() const { return device_name_; }
   std::string device_description() const;
+  const std::vector<int>& devices() const { return ordinals_; }
   const EngineOptions& options() const { return options_; }
 
   // Compiles and loads the model (again, if loaded: its new spec replaces the old one). An L2
@@ -102,34 +110,29 @@ class Engine {
  private:
   struct Accepted;
   struct LoadedPrograms;
+  struct Slot;
   std::string check_l2(const ModelSpec& spec, const std::vector<CompiledModel>& compiled) const;
-  void apply_l2_residencies(ServedModel* loaded);
-  void rebuild_scheduler();
-  void start_driver();
-  void stop_driver();
-  void drain(std::unique_lock<std::mutex>& lock);
+  size_t place(const ModelSpec& spec, const ServedModel* previous) const;
+  void apply_l2_residencies(Slot& slot, ServedModel* loaded);
+  void rebuild_scheduler(Slot& slot);
+  void start_driver(Slot& slot);
+  void stop_driver(Slot& slot);
+  void pause(Slot& slot);   // drains and stops the slot's scheduler; the caller holds config_mutex_
+  void resume(Slot& slot);  // rebuilds its clients, applies residencies and starts it again
   void complete(const Accepted& a, std::exception_ptr error, sched::TaskResult result);
-  void finish_one();
+  void finish_one(Slot& slot);
 
   EngineOptions options_;
   std::string device_name_;
-  std::unique_ptr<sched::ExecDevice> device_;
+  std::vector<int> ordinals_;
+  std::vector<std::unique_ptr<Slot>> slots_;
   bool simulated_ = false;
 
-  // Shared by requests while they are accepted; exclusive while models or the scheduler change.
+  // Shared by requests while they are accepted; exclusive while models or a scheduler change.
   mutable std::shared_mutex config_mutex_;
   std::map<std::string, std::shared_ptr<ServedModel>> models_;
   std::map<std::string, std::string> unavailable_;  // name -> reason
-  std::map<std::string, std::shared_ptr<LoadedPrograms>> programs_;  // device instances by program
-  std::unique_ptr<sched::Scheduler> scheduler_;
   bool shutting_down_ = false;
-
-  // Accepted and unanswered requests; the simulated device's driver runs while there are any.
-  std::mutex work_mutex_;
-  std::condition_variable work_changed_;
-  int64_t in_flight_ = 0;
-  bool driver_stop_ = false;
-  std::thread driver_;
 
   std::atomic<int64_t> queued_[2] = {0, 0};  // per class, indexed as TaskClass
   ServerStats stats_;

@@ -194,6 +194,12 @@ ModelSpec parse_config(const std::string& text, const std::string& name, const s
   ATOLL_CHECK(spec.max_batch_size >= 0 && spec.max_batch_size <= kMaxBatchLimit, kInvalidArgument,
               "model config '{}': max_batch_size {} is outside 0..{}", path, spec.max_batch_size, kMaxBatchLimit);
   spec.default_class = class_from_name(parameter(config, "default_class", "be"), path);
+  for (const auto& group : config.instance_group()) {
+    for (int gpu : group.gpus()) {
+      ATOLL_CHECK(gpu >= 0, kInvalidArgument, "model config '{}': instance_group gpu {} is negative", path, gpu);
+      if (std::find(spec.gpus.begin(), spec.gpus.end(), gpu) == spec.gpus.end()) spec.gpus.push_back(gpu);
+    }
+  }
   spec.timeout_policy = policy_from_name(parameter(config, "timeout_policy", "report"), path);
   const int64_t seed = parse_integer(parameter(config, "seed", "0"), "seed", path);
   ATOLL_CHECK(seed >= 0, kInvalidArgument, "model config '{}': seed {} is negative", path, seed);

@@ -52,6 +52,8 @@ struct ModelSpec {
     l2::L2Device device;  // the preset its windows are planned for (parameter l2_device)
   };
   std::optional<L2> l2;
+  // The devices it may run on (instance_group [{ gpus: [...] }]); empty: any the server runs on.
+  std::vector<int> gpus;
 
   bool is_onnx() const { return !onnx_file.empty(); }
   // What load_model_graph takes: the ONNX file or the zoo name.

@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <future>
 #include <mutex>
 #include <thread>
 
@@ -129,6 +130,84 @@ TEST(Engine, RtOnlyModeRefusesBestEffortRequests) {
   std::promise<sched::TaskClass> served;
   engine.infer(rt.request, [&](std::exception_ptr, InferResponse r) { served.set_value(r.task_class); });
   EXPECT_EQ(served.get_future().get(), sched::TaskClass::kRealTime);
+}
+
+}  // namespace
+}  // namespace atl::serve
+
+namespace atl::serve {
+namespace {
+
+// Answers one request to `model` and returns its first output.
+std::vector<float> infer_once(Engine& engine, const std::string& model) {
+  Input in(1, 1);
+  in.request.model = model;
+  std::promise<std::vector<float>> answer;
+  engine.infer(in.request, [&](std::exception_ptr error, InferResponse r) {
+    if (error) {
+      answer.set_exception(error);
+      return;
+    }
+    const auto v = r.outputs.at(0).data.as<float>();
+    answer.set_value(std::vector<float>(v.begin(), v.end()));
+  });
+  return answer.get_future().get();
+}
+
+ModelSpec tiny_named(const std::string& name, std::vector<int> gpus) {
+  ModelSpec spec = model_from_flag(name + "=tiny_cnn");
+  spec.gpus = std::move(gpus);
+  return spec;
+}
+
+// Two simulated GPUs: placement follows instance_group gpus, else the device with the fewest
+// models; a model on one device answers the same as on the other; loading and unloading on one
+// device leaves the other serving; a placement on a device the server lacks is a clear error.
+TEST(Engine, SeveralDevicesPlaceModelsByConfigAndServeEach) {
+  EngineOptions options;
+  options.device = "sim";
+  options.devices = {0, 1};
+  Engine engine(options);
+  EXPECT_EQ(engine.devices(), (std::vector<int>{0, 1}));
+  EXPECT_NE(engine.device_description().find("device 1:"), std::string::npos) << engine.device_description();
+  engine.load(tiny_named("pinned", {1}));
+  engine.load(tiny_named("spread", {}));  // device 0 holds none yet
+  engine.load(tiny_named("third", {}));   // a tie: the first listed
+  EXPECT_EQ(engine.model("pinned", "")->device, 1);
+  EXPECT_EQ(engine.model("spread", "")->device, 0);
+  EXPECT_EQ(engine.model("third", "")->device, 0);
+  const std::vector<float> on_one = infer_once(engine, "pinned");
+  const std::vector<float> on_zero = infer_once(engine, "spread");
+  EXPECT_EQ(on_one, on_zero) << "the same model and weights answer alike on either device";
+
+  // Reloading with another placement moves the model; its old device keeps serving the rest.
+  engine.load(tiny_named("spread", {1}));
+  EXPECT_EQ(engine.model("spread", "")->device, 1);
+  EXPECT_EQ(infer_once(engine, "spread"), on_zero);
+  EXPECT_EQ(infer_once(engine, "third"), on_zero);
+  engine.unload("pinned");
+  EXPECT_EQ(infer_once(engine, "spread"), on_zero);
+  EXPECT_EQ(infer_once(engine, "third"), on_zero);
+
+  try {
+    engine.load(tiny_named("elsewhere", {3}));
+    FAIL() << "a placement on an absent device loaded";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.message().find("[3]"), std::string::npos) << e.message();
+    EXPECT_NE(e.message().find("[0, 1]"), std::string::npos) << e.message();
+  }
+  EXPECT_EQ(infer_once(engine, "third"), on_zero) << "a refused load disturbs nothing";
+  engine.shutdown();
+}
+
+TEST(Engine, DeviceListsMustNameEachDeviceOnce) {
+  EngineOptions options;
+  options.device = "sim";
+  options.devices = {0, 0};
+  EXPECT_THROW(Engine{options}, Error);
+  options.devices = {-1};
+  EXPECT_THROW(Engine{options}, Error);
 }
 
 }  // namespace

@@ -41,6 +41,23 @@ TEST(ModelRepository, TextConfigSkipsTritonFieldsAtollDoesNotUse) {
   ASSERT_EQ(spec.declared_inputs.size(), 1u);
   EXPECT_EQ(spec.declared_inputs[0].datatype, "FP32");
   EXPECT_EQ(spec.declared_inputs[0].dims, (std::vector<int64_t>{3, 32, 32}));
+  EXPECT_TRUE(spec.gpus.empty()) << "an instance group without gpus places the model anywhere";
+}
+
+TEST(ModelRepository, InstanceGroupGpusPlaceTheModel) {
+  const ModelSpec text = parse_model_config(R"(
+    instance_group [ { kind: KIND_GPU count: 1 gpus: [ 1, 2 ] rate_limiter { priority: 1 } },
+                     { kind: KIND_GPU gpus: [ 2 ] } ]
+    parameters { key: "zoo_model" value: { string_value: "tiny_cnn" } }
+  )",
+                                            "cnn", "cnn/config.pbtxt");
+  EXPECT_EQ(text.gpus, (std::vector<int>{1, 2}));
+  const ModelSpec json = parse_model_config(
+      R"({"instance_group": [{"kind": "KIND_GPU", "gpus": [0]}], "parameters": {"zoo_model": {"string_value": "tiny_cnn"}}})",
+      "cnn", "cnn/config.json");
+  EXPECT_EQ(json.gpus, (std::vector<int>{0}));
+  EXPECT_EQ(code_of([] { parse_model_config("instance_group [ { gpus: [ -1 ] } ]", "tiny_cnn", "c.pbtxt"); }),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(ModelRepository, JsonConfigAndDefaults) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx" and "csan"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve" and "csan"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
@@ -151,6 +151,13 @@ for f in sorted(glob.glob(sys.argv[1] + "/onnx_run_*.json")):
     d = json.load(open(f))
     print(f.rsplit("/", 1)[1], "median ms", d["latency_ms"]["median"], "p99 ms", d["latency_ms"]["p99"])
 PY
+fi
+if has_step serve; then
+  # The server over gRPC on loopback (issue 17's targets): overhead against in-process requests,
+  # and the RT p99 beside closed-loop BE clients against the RT client alone.
+  timeout -k 5 "${SERVE_LIMIT:-150}" "$bin/atoll" bench serve --device cuda --rt "${SERVE_RT:-resnet50:100}" \
+    --be "${SERVE_BE:-resnet152:8,bert_base:8}" --duration "${SERVE_SECONDS:-10}" --requests 1000 \
+    --json "$out/serve_bench.json" 2>&1 | tail -12
 fi
 if has_step csan; then
   # compute-sanitizer over the GPU op suite: memcheck (out-of-bounds and misaligned accesses, leaks)

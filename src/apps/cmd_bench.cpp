@@ -276,6 +276,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   cmd->callback([f] { run_disb_command(*f); });
   add_pairs_command(*bench, modes);
+  add_serve_bench_command(*bench);
 }
 
 }  // namespace atl::apps

@@ -33,15 +33,6 @@ struct ColocateFlags {
   bool json = false;
 };
 
-// A positive number from the whole of `text`, or nullopt.
-template <typename T>
-std::optional<T> parse_number(const std::string& text) {
-  T value{};
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0)) return std::nullopt;
-  return value;
-}
-
 struct ClientArg {
   std::string model;
   std::optional<int64_t> batch;

@@ -12,6 +12,7 @@ void add_run_command(CLI::App& app);
 void add_l2_command(CLI::App& app);
 void add_colocate_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_bench_command(CLI::App& bench);  // `atoll bench serve`
 void add_profile_command(CLI::App& app);
 void add_serve_command(CLI::App& app);
 

@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <charconv>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 
@@ -12,6 +13,15 @@
 #include "models/zoo.h"
 
 namespace atl::apps {
+
+// A positive number from the whole of `text`, or nullopt.
+template <typename T>
+inline std::optional<T> parse_number(const std::string& text) {
+  T value{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size() || !(value > 0)) return std::nullopt;
+  return value;
+}
 
 // For unsigned options such as --seed, which CLI11 would otherwise read "-1" into as 2^64 - 1.
 inline const CLI::Validator kNotNegative(

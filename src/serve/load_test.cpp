@@ -1,0 +1,199 @@
+#include "serve/load_test.h"
+
+#include <grpcpp/grpcpp.h>
+
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "grpc_service.grpc.pb.h"
+#include "serve/datatype.h"
+
+namespace atl::serve {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+inference::ModelInferRequest to_message(const InferRequest& r) {
+  inference::ModelInferRequest m;
+  m.set_model_name(r.model);
+  m.set_id(r.id);
+  if (r.priority) (*m.mutable_parameters())["priority"].set_int64_param(*r.priority);
+  for (const InputTensor& t : r.inputs) {
+    auto* in = m.add_inputs();
+    in->set_name(t.name);
+    in->set_datatype(t.datatype);
+    for (int64_t d : t.shape) in->add_shape(d);
+    m.add_raw_input_contents(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  }
+  return m;
+}
+
+// One blocking ModelInfer; the error message when it fails.
+std::string call_infer(inference::GRPCInferenceService::Stub& stub, const inference::ModelInferRequest& m) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  inference::ModelInferResponse response;
+  const grpc::Status status = stub.ModelInfer(&context, m, &response);
+  return status.ok() ? std::string() : status.error_message().empty() ? "gRPC error" : status.error_message();
+}
+
+std::unique_ptr<inference::GRPCInferenceService::Stub> make_stub(const std::string& target) {
+  return inference::GRPCInferenceService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+}
+
+// What one sending thread records; merged per client at the end.
+struct Recorder {
+  std::mutex mutex;
+  LoadSamples samples;
+  void add(double latency_ms, const std::string& error) {
+    std::lock_guard lock(mutex);
+    if (error.empty()) {
+      samples.latency_ms.push_back(latency_ms);
+    } else if (samples.failed++ == 0) {
+      samples.first_error = error;
+    }
+  }
+};
+
+}  // namespace
+
+SampleRequest sample_request(const Engine& engine, const std::string& model, bool realtime, uint64_t seed) {
+  const std::shared_ptr<const ServedModel> served = engine.model(model, "");
+  SampleRequest s;
+  s.request.model = model;
+  if (realtime) s.request.priority = 1;
+  Rng rng(seed, model);
+  for (const TensorSpec& t : served->batch1().inputs) {
+    std::vector<int64_t> shape = client_shape(served->spec, t);
+    if (!shape.empty() && shape[0] < 0) shape[0] = 1;
+    int64_t n = 1;
+    for (int64_t d : shape) n *= d;
+    const std::string datatype = kserve_datatype(t.dtype);
+    std::vector<std::byte> bytes(static_cast<size_t>(n) * datatype_size(datatype));
+    if (datatype == "FP32") {
+      auto* v = reinterpret_cast<float*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i) v[i] = rng.uniform(-1.0f, 1.0f);
+    } else {
+      auto* v = reinterpret_cast<int64_t*>(bytes.data());
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(rng.next_u64() % 2);  // valid in every table
+    }
+    s.storage.push_back(std::move(bytes));
+    s.request.inputs.push_back({t.name, datatype, shape, std::span<const std::byte>(s.storage.back())});
+  }
+  return s;
+}
+
+std::vector<LoadSamples> run_grpc_load(const std::string& target, const Engine& engine,
+                                       const std::vector<LoadClient>& clients, double duration_s, double warmup_s) {
+  ATOLL_CHECK(duration_s > 0 && warmup_s >= 0, kInvalidArgument, "load test: duration must be positive (got {} s)",
+              duration_s);
+  std::vector<SampleRequest> requests;
+  std::vector<inference::ModelInferRequest> messages;
+  for (size_t c = 0; c < clients.size(); ++c) {
+    const LoadClient& lc = clients[c];
+    ATOLL_CHECK(lc.rate_hz >= 0 && lc.concurrency >= 1, kInvalidArgument,
+                "load client '{}': rate must not be negative and concurrency at least 1", lc.model);
+    requests.push_back(sample_request(engine, lc.model, lc.realtime, 1000 + c));
+    messages.push_back(to_message(requests.back().request));
+  }
+  std::vector<Recorder> recorders(clients.size());
+  const Clock::time_point start = Clock::now();
+  const auto from = start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(warmup_s));
+  const auto until = from + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(duration_s));
+  std::vector<std::thread> threads;
+  for (size_t c = 0; c < clients.size(); ++c) {
+    const LoadClient& lc = clients[c];
+    const int senders = lc.rate_hz > 0 ? 1 : lc.concurrency;
+    for (int k = 0; k < senders; ++k) {
+      threads.emplace_back([&, c, lc] {
+        auto stub = make_stub(target);
+        const auto period = lc.rate_hz > 0 ? std::chrono::duration_cast<Clock::duration>(
+                                                 std::chrono::duration<double>(1.0 / lc.rate_hz))
+                                           : Clock::duration::zero();
+        Clock::time_point next = start;
+        while (Clock::now() < until) {
+          if (lc.rate_hz > 0) {
+            std::this_thread::sleep_until(next);
+            next += period;
+            if (next >= until) next = until;
+          }
+          const Clock::time_point sent = Clock::now();
+          if (sent >= until) break;
+          const std::string error = call_infer(*stub, messages[c]);
+          if (sent >= from) recorders[c].add(ms_since(sent), error);
+        }
+      });
+    }
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<LoadSamples> out;
+  for (Recorder& r : recorders) {
+    r.samples.seconds = duration_s;
+    out.push_back(std::move(r.samples));
+  }
+  return out;
+}
+
+LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, int count) {
+  LoadSamples s;
+  const Clock::time_point began = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    std::promise<std::string> answered;
+    const Clock::time_point sent = Clock::now();
+    try {
+      engine.infer(request, [&](std::exception_ptr error, InferResponse) {
+        std::string message;
+        if (error) {
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& e) {
+            message = e.what();
+          }
+        }
+        answered.set_value(message);
+      });
+    } catch (const std::exception& e) {
+      answered.set_value(e.what());
+    }
+    const std::string error = answered.get_future().get();
+    const double ms = ms_since(sent);
+    if (error.empty()) {
+      s.latency_ms.push_back(ms);
+    } else if (s.failed++ == 0) {
+      s.first_error = error;
+    }
+  }
+  s.seconds = ms_since(began) / 1e3;
+  return s;
+}
+
+LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count) {
+  auto stub = make_stub(target);
+  const inference::ModelInferRequest message = to_message(request);
+  LoadSamples s;
+  const Clock::time_point began = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    const Clock::time_point sent = Clock::now();
+    const std::string error = call_infer(*stub, message);
+    const double ms = ms_since(sent);
+    if (error.empty()) {
+      s.latency_ms.push_back(ms);
+    } else if (s.failed++ == 0) {
+      s.first_error = error;
+    }
+  }
+  s.seconds = ms_since(began) / 1e3;
+  return s;
+}
+
+}  // namespace atl::serve

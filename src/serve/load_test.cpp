@@ -51,17 +51,21 @@ std::unique_ptr<inference::GRPCInferenceService::Stub> make_stub(const std::stri
   return inference::GRPCInferenceService::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
 }
 
-// What one sending thread records; merged per client at the end.
+void add_sample(LoadSamples& s, double latency_ms, const std::string& error) {
+  if (error.empty()) {
+    s.latency_ms.push_back(latency_ms);
+  } else if (s.failed++ == 0) {
+    s.first_error = error;
+  }
+}
+
+// One client's samples, from each of its sending threads.
 struct Recorder {
   std::mutex mutex;
   LoadSamples samples;
   void add(double latency_ms, const std::string& error) {
     std::lock_guard lock(mutex);
-    if (error.empty()) {
-      samples.latency_ms.push_back(latency_ms);
-    } else if (samples.failed++ == 0) {
-      samples.first_error = error;
-    }
+    add_sample(samples, latency_ms, error);
   }
 };
 
@@ -166,12 +170,7 @@ LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, i
       answered.set_value(e.what());
     }
     const std::string error = answered.get_future().get();
-    const double ms = ms_since(sent);
-    if (error.empty()) {
-      s.latency_ms.push_back(ms);
-    } else if (s.failed++ == 0) {
-      s.first_error = error;
-    }
+    add_sample(s, ms_since(sent), error);
   }
   s.seconds = ms_since(began) / 1e3;
   return s;
@@ -185,12 +184,7 @@ LoadSamples sequential_grpc(const std::string& target, const InferRequest& reque
   for (int i = 0; i < count; ++i) {
     const Clock::time_point sent = Clock::now();
     const std::string error = call_infer(*stub, message);
-    const double ms = ms_since(sent);
-    if (error.empty()) {
-      s.latency_ms.push_back(ms);
-    } else if (s.failed++ == 0) {
-      s.first_error = error;
-    }
+    add_sample(s, ms_since(sent), error);
   }
   s.seconds = ms_since(began) / 1e3;
   return s;

@@ -9,11 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "runtime/nvml.h"
 #include "runtime/session.h"
 
 #ifdef ATOLL_HAVE_CUDA
-#include <dlfcn.h>
-
 #include <array>
 
 #include "backends/cuda/cuda_backend.h"
@@ -62,69 +61,6 @@ L2Residency to_residency(const l2::WindowPlan& plan) {
   return r;
 }
 
-// NVML through dlopen, so that atoll neither links nor requires it.
-class Nvml {
- public:
-  explicit Nvml(int cuda_device) {
-    lib_ = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (lib_ == nullptr) {
-      note_ = fmt::format("NVML not loadable: {}", dlerror());
-      return;
-    }
-    init_ = reinterpret_cast<InitFn>(dlsym(lib_, "nvmlInit_v2"));
-    shutdown_ = reinterpret_cast<ShutdownFn>(dlsym(lib_, "nvmlShutdown"));
-    auto by_bus = reinterpret_cast<HandleFn>(dlsym(lib_, "nvmlDeviceGetHandleByPciBusId_v2"));
-    energy_ = reinterpret_cast<EnergyFn>(dlsym(lib_, "nvmlDeviceGetTotalEnergyConsumption"));
-    if (!init_ || !shutdown_ || !by_bus || !energy_) {
-      note_ = "NVML lacks nvmlInit_v2, nvmlDeviceGetHandleByPciBusId_v2 or nvmlDeviceGetTotalEnergyConsumption";
-      return;
-    }
-    if (const int rc = init_(); rc != 0) {
-      note_ = fmt::format("nvmlInit_v2 failed with NVML error {}", rc);
-      return;
-    }
-    initialized_ = true;
-    // NVML and CUDA may number devices differently; the PCI bus id names the same one.
-    std::array<char, 32> bus{};
-    ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), cuda_device));
-    if (const int rc = by_bus(bus.data(), &device_); rc != 0) {
-      note_ = fmt::format("NVML has no device at PCI bus id {} (error {})", bus.data(), rc);
-      device_ = nullptr;
-    }
-  }
-  ~Nvml() {
-    if (initialized_) shutdown_();
-    if (lib_ != nullptr) dlclose(lib_);
-  }
-  Nvml(const Nvml&) = delete;
-  Nvml& operator=(const Nvml&) = delete;
-
-  // Millijoules since the driver loaded; nullopt (with note()) when unavailable.
-  std::optional<double> energy_mj() {
-    if (device_ == nullptr) return std::nullopt;
-    unsigned long long mj = 0;
-    if (const int rc = energy_(device_, &mj); rc != 0) {
-      note_ = fmt::format("nvmlDeviceGetTotalEnergyConsumption failed with NVML error {}", rc);
-      return std::nullopt;
-    }
-    return static_cast<double>(mj);
-  }
-  const std::string& note() const { return note_; }
-
- private:
-  using InitFn = int (*)();
-  using ShutdownFn = int (*)();
-  using HandleFn = int (*)(const char*, void**);
-  using EnergyFn = int (*)(void*, unsigned long long*);
-  void* lib_ = nullptr;
-  InitFn init_ = nullptr;
-  ShutdownFn shutdown_ = nullptr;
-  EnergyFn energy_ = nullptr;
-  void* device_ = nullptr;
-  bool initialized_ = false;
-  std::string note_;
-};
-
 class Evaluator {
  public:
   Evaluator(CudaInstance& gpu, const L2Residency* residency)
@@ -158,7 +94,7 @@ class Evaluator {
   }
 
   // Millijoules per iteration over about `window_ms` of back-to-back iterations.
-  std::optional<double> energy_per_iteration(Nvml& nvml, bool with_config, double iteration_ms, double window_ms) {
+  std::optional<double> energy_per_iteration(NvmlDevice& nvml, bool with_config, double iteration_ms, double window_ms) {
     apply(with_config);
     const int iterations =
         std::clamp(static_cast<int>(std::ceil(window_ms / std::max(iteration_ms, 1e-3))), 1, kMaxEnergyIterations);
@@ -245,7 +181,9 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
     if (options.energy) {
       int device = 0;
       ATL_CUDA_CHECK(cudaGetDevice(&device));
-      Nvml nvml(device);
+      std::array<char, 32> bus{};
+      ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
+      NvmlDevice nvml(bus.data());
       m.baseline_energy_mj = ev.energy_per_iteration(nvml, false, m.baseline_ms, options.energy_ms);
       m.config_energy_mj = ev.energy_per_iteration(nvml, residency.has_value(), m.config_ms, options.energy_ms);
       if (!m.baseline_energy_mj || !m.config_energy_mj) {

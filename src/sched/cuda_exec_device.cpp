@@ -6,6 +6,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -73,6 +74,11 @@ class CudaExecDevice final : public ExecDevice {
   std::string description() const override { return backend_->device_description(); }
   CompileTarget target() const override { return backend_->target(); }
   void bind_thread() override { bound(device_); }
+  std::string pci_bus_id() const override {
+    std::array<char, 32> bus{};
+    ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device_));
+    return bus.data();
+  }
 
   InstanceId load(const Program& program, const WeightStore& weights) override {
     bind_thread();

@@ -62,6 +62,8 @@ class ExecDevice {
   // drives it while other devices share the process; the methods that are not on the launch
   // path bind themselves.
   virtual void bind_thread() {}
+  // The PCI bus id of a real GPU ("" for the simulated one), which NVML names devices by.
+  virtual std::string pci_bus_id() const { return ""; }
   // What compile_graph must produce for load().
   virtual CompileTarget target() const = 0;
   // Whether launches compute outputs from weight values; a timing-only device loads programs

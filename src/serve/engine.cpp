@@ -13,6 +13,7 @@
 #include "l2/slices.h"
 #include "runtime/devices.h"
 #include "runtime/model_source.h"
+#include "runtime/nvml.h"
 #include "sched/cuda_exec_device.h"
 #include "sched/sim_exec_device.h"
 
@@ -97,6 +98,9 @@ struct Engine::LoadedPrograms {
 struct Engine::Slot {
   int ordinal = 0;
   std::unique_ptr<sched::ExecDevice> device;
+  std::unique_ptr<NvmlDevice> nvml;  // real GPUs, for /metrics
+  std::optional<double> energy_at_start_mj;
+  std::mutex nvml_mutex;
   std::map<std::string, std::shared_ptr<LoadedPrograms>> programs;  // device instances by program
   std::unique_ptr<sched::Scheduler> scheduler;
   std::mutex work_mutex;
@@ -152,6 +156,11 @@ Engine::Engine(EngineOptions options) : options_(std::move(options)) {
       slot->device = std::make_unique<sched::SimExecDevice>(sim);
     } else {
       slot->device = sched::make_cuda_exec_device(ordinal);
+      slot->nvml = std::make_unique<NvmlDevice>(slot->device->pci_bus_id());
+      if (!slot->nvml->available()) {
+        fmt::print(stderr, "atoll serve: device {}: no GPU metrics: {}\n", ordinal, slot->nvml->note());
+      }
+      slot->energy_at_start_mj = slot->nvml->energy_mj();
     }
     slots_.push_back(std::move(slot));
   }
@@ -481,7 +490,26 @@ uint64_t Engine::queued(sched::TaskClass task_class) const {
 }
 
 std::string Engine::prometheus() const {
-  return stats_.prometheus(ready_models(), queued(sched::TaskClass::kRealTime), queued(sched::TaskClass::kBestEffort));
+  std::vector<GpuReading> gpus;
+  for (const auto& slot : slots_) {
+    if (!slot->nvml || !slot->nvml->available()) continue;
+    std::lock_guard lock(slot->nvml_mutex);
+    GpuReading g;
+    g.uuid = slot->nvml->uuid();
+    g.utilization = slot->nvml->utilization();
+    if (const auto m = slot->nvml->memory()) {
+      g.memory_used_bytes = m->used;
+      g.memory_total_bytes = m->total;
+    }
+    g.power_w = slot->nvml->power_w();
+    if (const auto mj = slot->nvml->energy_mj(); mj && slot->energy_at_start_mj) {
+      g.energy_j = (*mj - *slot->energy_at_start_mj) / 1e3;
+    }
+    gpus.push_back(std::move(g));
+  }
+  return stats_.prometheus(ready_models(), queued(sched::TaskClass::kRealTime),
+                           queued(sched::TaskClass::kBestEffort)) +
+         gpu_prometheus(gpus);
 }
 
 void Engine::infer(const InferRequest& request, InferDone done) {

@@ -159,4 +159,26 @@ std::string ServerStats::prometheus(const std::map<std::string, std::string>& mo
   return out;
 }
 
+std::string gpu_prometheus(const std::vector<GpuReading>& gpus) {
+  std::string out;
+  const auto series = [&](const char* name, const char* type, const char* help, auto value) {
+    bool any = false;
+    for (const GpuReading& g : gpus) any |= value(g).has_value();
+    if (!any) return;
+    family(out, name, type, help);
+    for (const GpuReading& g : gpus) {
+      if (const auto v = value(g)) out += fmt::format("{}{{gpu_uuid=\"{}\"}} {}\n", name, g.uuid, *v);
+    }
+  };
+  series("nv_gpu_utilization", "gauge", "GPU utilization rate [0.0 - 1.0)", [](const GpuReading& g) { return g.utilization; });
+  series("nv_gpu_memory_total_bytes", "gauge", "GPU total memory, in bytes",
+         [](const GpuReading& g) { return g.memory_total_bytes; });
+  series("nv_gpu_memory_used_bytes", "gauge", "GPU used memory, in bytes",
+         [](const GpuReading& g) { return g.memory_used_bytes; });
+  series("nv_gpu_power_usage", "gauge", "GPU power usage in watts", [](const GpuReading& g) { return g.power_w; });
+  series("nv_energy_consumption", "counter", "GPU energy consumption in joules since the server started",
+         [](const GpuReading& g) { return g.energy_j; });
+  return out;
+}
+
 }  // namespace atl::serve

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "sched/task.h"
 
@@ -49,6 +51,17 @@ struct RequestTimings {
   uint64_t preemption_latency_ns = 0;  // with preemptions on an RT request
   bool late = false;
 };
+
+// One GPU's readings for /metrics (Triton's nv_gpu_* and nv_energy_consumption, labelled by
+// gpu_uuid); a reading the driver did not give is left out.
+struct GpuReading {
+  std::string uuid;
+  std::optional<double> utilization;  // 0..1
+  std::optional<uint64_t> memory_used_bytes, memory_total_bytes;
+  std::optional<double> power_w;
+  std::optional<double> energy_j;
+};
+std::string gpu_prometheus(const std::vector<GpuReading>& gpus);
 
 class ServerStats {
  public:

@@ -212,3 +212,31 @@ TEST(Engine, DeviceListsMustNameEachDeviceOnce) {
 
 }  // namespace
 }  // namespace atl::serve
+
+namespace atl::serve {
+namespace {
+
+TEST(GpuMetrics, TritonNamesPerGpuUuidAndOnlyTheReadingsGiven) {
+  GpuReading a{.uuid = "GPU-a", .utilization = 0.25, .memory_used_bytes = 100, .memory_total_bytes = 1000,
+               .power_w = 350.5, .energy_j = 12.0};
+  GpuReading b{.uuid = "GPU-b", .utilization = 1.0};
+  const std::string text = gpu_prometheus({a, b});
+  EXPECT_NE(text.find("# TYPE nv_gpu_utilization gauge"), std::string::npos) << text;
+  EXPECT_NE(text.find("nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 0.25"), std::string::npos) << text;
+  EXPECT_NE(text.find("nv_gpu_utilization{gpu_uuid=\"GPU-b\"} 1"), std::string::npos) << text;
+  EXPECT_NE(text.find("nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-a\"} 100"), std::string::npos) << text;
+  EXPECT_NE(text.find("nv_gpu_power_usage{gpu_uuid=\"GPU-a\"} 350.5"), std::string::npos) << text;
+  EXPECT_NE(text.find("# TYPE nv_energy_consumption counter"), std::string::npos) << text;
+  EXPECT_EQ(text.find("nv_gpu_power_usage{gpu_uuid=\"GPU-b\"}"), std::string::npos) << "b gave no power reading";
+  EXPECT_EQ(gpu_prometheus({}), "");
+}
+
+TEST(GpuMetrics, SimulatedDevicesExportNone) {
+  EngineOptions options;
+  options.device = "sim";
+  Engine engine(options);
+  EXPECT_EQ(engine.prometheus().find("nv_gpu_"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atl::serve

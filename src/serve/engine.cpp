@@ -1,5 +1,7 @@
 #include "serve/engine.h"
 
+#include "serve/engine_impl.h"
+
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -44,10 +46,6 @@ std::vector<int64_t> bucket_batches(int64_t max_batch_size) {
   return batches;
 }
 
-// Scheduler clients own their instances: two models never share one, even of the same zoo model.
-std::string program_key(const ModelSpec& spec, int64_t batch) {
-  return fmt::format("{}|{}|{}|{}|{}", spec.name, spec.model_source(), batch, spec.seed, spec.seq_len);
-}
 
 // The model at every batch it runs at. An ONNX file is imported once per batch (the batch fills
 // its symbolic first dimension); its refusal names the file and the node, and this the model.
@@ -85,45 +83,6 @@ std::string latest_version(const ModelSpec& spec) {
 
 }  // namespace
 
-// A model's program at one batch, loaded twice: RT and BE clients each own an instance.
-struct Engine::LoadedPrograms {
-  Program program;
-  sched::InstanceId rt_instance = -1;
-  sched::InstanceId be_instance = -1;
-  std::optional<l2::L2Device> l2_applied;  // the preset of the residency set on both instances
-};
-
-// One device: its scheduler and the programs loaded on it. Its requests in flight are counted
-// so that a pause can drain them; the simulated device's driver runs while there are any.
-struct Engine::Slot {
-  int ordinal = 0;
-  std::unique_ptr<sched::ExecDevice> device;
-  std::unique_ptr<NvmlDevice> nvml;  // real GPUs, for /metrics
-  std::optional<double> energy_at_start_mj;
-  std::mutex nvml_mutex;
-  std::map<std::string, std::shared_ptr<LoadedPrograms>> programs;  // device instances by program
-  std::unique_ptr<sched::Scheduler> scheduler;
-  std::mutex work_mutex;
-  std::condition_variable work_changed;
-  int64_t in_flight = 0;
-  bool driver_stop = false;
-  std::thread driver;
-};
-
-// What the completion of an accepted request needs.
-struct Engine::Accepted {
-  Engine::Slot* slot = nullptr;
-  std::shared_ptr<const ServedModel> model;
-  size_t bucket = 0;
-  int64_t batch = 1;
-  sched::TaskClass task_class = sched::TaskClass::kBestEffort;
-  std::optional<int64_t> timeout_us;
-  std::vector<std::string> outputs;
-  std::string id, version;
-  Clock::time_point received;
-  uint64_t compute_input_ns = 0;
-  InferDone done;
-};
 
 const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
   for (const Bucket& b : buckets) {
@@ -185,117 +144,6 @@ std::string Engine::device_description() const {
     all += fmt::format("{}device {}: {}", all.empty() ? "" : "; ", slot->ordinal, slot->device->description());
   }
   return all;
-}
-
-void Engine::start_driver(Slot& slot) {
-  if (!simulated_) {
-    slot.scheduler->start();
-    return;
-  }
-  {
-    std::lock_guard lock(slot.work_mutex);
-    slot.driver_stop = false;
-  }
-  // The simulated clock moves only when driven: run the scheduler while requests are in flight
-  // and sleep otherwise, so an idle server takes no CPU.
-  slot.driver = std::thread([&slot] {
-    for (;;) {
-      {
-        std::unique_lock lock(slot.work_mutex);
-        slot.work_changed.wait(lock, [&] { return slot.driver_stop || slot.in_flight > 0; });
-        if (slot.in_flight == 0) return;
-      }
-      try {
-        slot.scheduler->run_until_idle();
-      } catch (const std::exception& e) {
-        fmt::print(stderr, "atoll serve: the scheduler failed; its requests were answered with the error: {}\n", e.what());
-      }
-    }
-  });
-}
-
-void Engine::stop_driver(Slot& slot) {
-  if (!simulated_) {
-    slot.scheduler->stop();
-    return;
-  }
-  {
-    std::lock_guard lock(slot.work_mutex);
-    slot.driver_stop = true;
-  }
-  slot.work_changed.notify_all();
-  if (slot.driver.joinable()) slot.driver.join();
-}
-
-void Engine::pause(Slot& slot) {
-  {
-    std::unique_lock work(slot.work_mutex);
-    slot.work_changed.wait(work, [&] { return slot.in_flight == 0; });
-  }
-  stop_driver(slot);
-  // On CUDA the stopped scheduler still holds its RT lanes' next tasks, and held work blocks
-  // loading: its destructor releases them.
-  slot.scheduler.reset();
-}
-
-void Engine::resume(Slot& slot) {
-  rebuild_scheduler(slot);
-  try {
-    apply_l2_residencies(slot, nullptr);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll serve: setting L2 residency on device {} failed: {}\n", slot.ordinal, e.what());
-  }
-  start_driver(slot);
-}
-
-// Called with config_mutex_ held exclusively and the slot's driver stopped: the clients of every
-// model on the slot on a new scheduler (the old one's destructor releases work it held).
-void Engine::rebuild_scheduler(Slot& slot) {
-  slot.scheduler.reset();
-  sched::SchedulerOptions so;
-  so.mode = options_.mode;
-  so.inflight_cap = options_.inflight_cap;
-  slot.scheduler = std::make_unique<sched::Scheduler>(*slot.device, so);
-  const bool admits_be = sched::mode_traits(options_.mode).admits_be;
-  for (auto& [name, model] : models_) {
-    if (slots_[model->slot].get() != &slot) continue;
-    for (ServedModel::Bucket& b : model->buckets) {
-      const LoadedPrograms& p = *slot.programs.at(program_key(model->spec, b.batch));
-      const std::string client = fmt::format("{}@{}", name, b.batch);
-      b.rt_client = slot.scheduler->add_client(sched::TaskClass::kRealTime, client + "/rt", p.rt_instance);
-      b.be_client =
-          admits_be ? slot.scheduler->add_client(sched::TaskClass::kBestEffort, client + "/be", p.be_instance) : -1;
-    }
-  }
-}
-
-// The device a model runs on: where it runs now if its config still allows it, else the allowed
-// device with the fewest models (the first listed on a tie).
-size_t Engine::place(const ModelSpec& spec, const ServedModel* previous) const {
-  const auto allowed = [&](size_t s) {
-    return spec.gpus.empty() || std::find(spec.gpus.begin(), spec.gpus.end(), slots_[s]->ordinal) != spec.gpus.end();
-  };
-  if (previous != nullptr && allowed(previous->slot)) return previous->slot;
-  std::optional<size_t> best;
-  size_t best_count = 0;
-  for (size_t s = 0; s < slots_.size(); ++s) {
-    if (!allowed(s)) continue;
-    const size_t count = static_cast<size_t>(std::count_if(models_.begin(), models_.end(), [&](const auto& m) {
-      return m.second->slot == s && m.second.get() != previous;
-    }));
-    if (!best || count < best_count) {
-      best = s;
-      best_count = count;
-    }
-  }
-  if (!best) {
-    std::string asked, served;
-    for (int g : spec.gpus) asked += (asked.empty() ? "" : ", ") + std::to_string(g);
-    for (int o : ordinals_) served += (served.empty() ? "" : ", ") + std::to_string(o);
-    ATOLL_THROW(kInvalidArgument, "{}: model '{}' is placed on GPUs [{}] (instance_group), but the server runs on "
-                "devices [{}] (--devices)", spec.source, printable(spec.name), asked, served);
-  }
-  return *best;
 }
 
 // Checked before the scheduler stops, so that a config for another program costs no pause.

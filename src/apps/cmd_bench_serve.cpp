@@ -44,7 +44,11 @@ std::pair<std::string, double> model_and_number(const std::string& spec, const s
     n = *v;
     model.resize(colon);
   }
-  check_model_exists(model);
+  try {
+    check_model_exists(model);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{} '{}': {}", flag, spec, e.message()), e.file(), e.line());
+  }
   return {model, n};
 }
 
@@ -74,6 +78,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
   std::vector<serve::LoadClient> be_clients;
   for (size_t i = 0; i < f.be.size(); ++i) {
     const auto [zoo, conc] = model_and_number(f.be[i], "--be", 8, "concurrency");
+    ATOLL_CHECK(conc == static_cast<double>(static_cast<int>(conc)) && conc <= 1024, kInvalidArgument,
+                "--be '{}': the concurrency after ':' must be a whole number in [1, 1024]", f.be[i]);
     const std::string name = fmt::format("be{}", i);
     so.models.push_back(name + "=" + zoo);
     be_clients.push_back({.model = name, .realtime = false, .rate_hz = 0, .concurrency = static_cast<int>(conc)});

@@ -30,6 +30,7 @@ struct L2Flags {
   double hit_ratio = 0.9;
   std::string out;
   bool exact = false;
+  bool discard_dead = false;  // sim: what-if, dead activations leave L2 without a write-back
   bool json = false;
   std::string run_device = "cuda";        // measure: where the model runs
   std::vector<std::string> config_files;  // measure: each against no residency, one model load
@@ -114,18 +115,21 @@ void run_simulate(const L2Flags& f) {
   if (!f.config_file.empty()) config = l2::load_config(f.config_file);
   l2::SimOptions opts;
   opts.hints = f.exact ? l2::HintMode::kExactSlices : l2::HintMode::kWindows;
+  opts.discard_dead = f.discard_dead;
   const auto t0 = std::chrono::steady_clock::now();
   const l2::SimResult r = l2::simulate(p, d, l2::policy_from_name(f.policy), config ? &*config : nullptr, opts);
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   if (f.json) {
     nlohmann::json j = r;
     j["simulation_ms"] = ms;
+    j["discard_dead"] = f.discard_dead;
     fmt::print("{}\n", j.dump(2));
     return;
   }
-  fmt::print("{} batch {} on {} L2, policy {}, {}\n", r.model, r.batch, r.device, r.policy,
+  fmt::print("{} batch {} on {} L2, policy {}, {}{}\n", r.model, r.batch, r.device, r.policy,
              config ? fmt::format("{} resident slices, hit ratio {}", config->resident_count(), config->hit_ratio)
-                    : std::string("no residency config"));
+                    : std::string("no residency config"),
+             f.discard_dead ? "; what-if: dead activations discarded at their last read" : "");
   fmt::print("accesses     {} lines, hit rate {:.2f}%\n", r.accesses, 100.0 * r.hit_rate());
   fmt::print("DRAM         read {:.2f} MiB, write {:.2f} MiB per inference\n", r.dram_read_bytes / 1048576.0,
              r.dram_write_bytes / 1048576.0);
@@ -233,6 +237,7 @@ void run_tune(const L2Flags& f) {
   if (f.evaluator == "sim") {
     l2::SimOptions so;
     so.hints = f.exact ? l2::HintMode::kExactSlices : l2::HintMode::kWindows;
+    so.discard_dead = f.discard_dead;
     l2::SimEvaluator ev(gpu_program(f.model), d, l2::policy_from_name(f.policy), f.hit_ratio, so);
     report_tune(tune_with(ev, f), ev, f);
     return;
@@ -287,6 +292,8 @@ void add_l2_command(CLI::App& app) {
     c->add_option("--config", f->config_file, "Residency config (JSON) to apply");
     c->add_flag("--exact-slices", f->exact,
                 "Hint exactly the resident slices (ideal layout) instead of per-kernel windows");
+    c->add_flag("--discard-dead", f->discard_dead,
+                "What-if: each activation leaves L2 at its last read without a write-back (discard.global.L2)");
     c->callback([f] { run_simulate(*f); });
   }
   {
@@ -323,6 +330,7 @@ void add_l2_command(CLI::App& app) {
         ->check(CLI::IsMember({"lru", "ship", "ship-sw", "belady"}));
     c->add_option("--hit-ratio", f->hit_ratio, "Access-policy hit ratio of the configs")->check(CLI::Range(0.0, 1.0));
     c->add_flag("--exact-slices", f->exact, "sim: hint exactly the resident slices instead of per-kernel windows");
+    c->add_flag("--discard-dead", f->discard_dead, "sim: what-if, activations leave L2 at their last read unwritten");
     c->callback([f] { run_tune(*f); });
   }
 }

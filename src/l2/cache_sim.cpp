@@ -116,6 +116,26 @@ void CacheSimulator::compute_next_uses(const Trace& t, int passes) {
   }
 }
 
+// An access is an arena line's last read when the line's next access, going round the inference
+// (the next pass repeats it), is a write.
+void CacheSimulator::compute_dead_after(const Trace& t) {
+  const auto total = static_cast<size_t>(t.accesses());
+  dead_after_.assign(total, 0);
+  std::vector<int8_t> next_is_write(static_cast<size_t>(t.arena_lines()), -1);  // -1: not seen yet
+  for (int round = 0; round < 2; ++round) {  // the second round sees each line's wrap-around successor
+    size_t index = total;
+    for (auto r = t.ranges.rbegin(); r != t.ranges.rend(); ++r) {
+      for (uint32_t i = r->lines; i-- > 0;) {
+        --index;
+        const uint32_t line = r->first_line + i;
+        if (line >= next_is_write.size()) continue;
+        dead_after_[index] = !r->write && next_is_write[line] == 1;
+        next_is_write[line] = r->write ? 1 : 0;
+      }
+    }
+  }
+}
+
 template <Policy P>
 int64_t CacheSimulator::choose_victim(int64_t first, int64_t end, uint32_t next_use) {
   for (int64_t s = first; s < end; ++s) {
@@ -153,6 +173,7 @@ void CacheSimulator::access(int64_t set_base, uint32_t line, bool write, bool pe
                             KernelStats& stats) {
   uint32_t next_use = 0;
   if constexpr (P == Policy::kBelady) next_use = next_use_[cursor_++];
+  const bool discard = discard_dead_ && dead_after_[pass_cursor_++];
   const int64_t line_bytes = geometry_.line_bytes;
   const auto tag = static_cast<int32_t>(line);
 
@@ -162,6 +183,11 @@ void CacheSimulator::access(int64_t set_base, uint32_t line, bool write, bool pe
   if (way < geometry_.ways) {
     const auto hit = static_cast<size_t>(set_base + way);
     ++stats.hits;
+    if (discard) {  // read, then invalidated without a write-back
+      tags_[hit] = -1;
+      flags_[hit] = 0;
+      return;
+    }
     if (write) flags_[hit] |= kDirty;
     if constexpr (P == Policy::kLru) {
       meta_[hit] = ++clock_;
@@ -177,6 +203,7 @@ void CacheSimulator::access(int64_t set_base, uint32_t line, bool write, bool pe
   }
 
   if (!write) stats.dram_read_bytes += line_bytes;
+  if (discard) return;  // read from DRAM, not kept
   const bool in_setaside = persisting && partition_ways_ > 0;
   const int64_t first = set_base + (in_setaside ? 0 : normal_first_way_);
   const int64_t end = set_base + (in_setaside ? partition_ways_ : geometry_.ways);
@@ -218,6 +245,7 @@ void CacheSimulator::run_passes(const Trace& t, int passes, uint64_t threshold, 
   constexpr uint32_t kPrefetchLines = 16;
   const uint32_t prefetch_offset = kPrefetchLines % sets;
   for (int pass = 0; pass < passes; ++pass) {
+    pass_cursor_ = 0;
     if (pass == passes - 1) {  // only the last pass is measured
       for (KernelStats& k : stats_) k = KernelStats{};
       persisting_accesses_ = 0;
@@ -271,6 +299,8 @@ SimResult CacheSimulator::run(const Trace& t, Policy policy, double hit_ratio, c
   const bool select_all = hit_ratio >= 1.0;
   // 2^64 itself does not fit: converting it would be undefined, so every line is selected apart.
   const uint64_t threshold = select_all ? UINT64_MAX : static_cast<uint64_t>(hit_ratio * 18446744073709551616.0);
+  discard_dead_ = options.discard_dead;
+  if (discard_dead_) compute_dead_after(t);
   switch (policy) {
     case Policy::kLru:
       run_passes<Policy::kLru>(t, passes, threshold, select_all);

@@ -59,6 +59,10 @@ struct SimOptions {
   int warmup_passes = 1;                // unmeasured inferences first: the GPU is timed in steady state
   bool flush_at_end = false;            // write back the dirty lines left after the measured inference
   HintMode hints = HintMode::kWindows;  // how simulate() turns a config into hints
+  // An activation's lines leave the cache without a write-back at its last read (its next access
+  // is the write of another buffer the planner put there): what Hopper's discard.global.L2 in the
+  // last reader would do. A what-if: atoll's kernels do not discard yet.
+  bool discard_dead = false;
 };
 
 struct KernelStats {
@@ -112,6 +116,7 @@ class CacheSimulator {
   template <Policy P>
   int64_t choose_victim(int64_t first, int64_t end, uint32_t next_use);
   void compute_next_uses(const Trace& t, int passes);
+  void compute_dead_after(const Trace& t);
 
   CacheGeometry geometry_;
   int partition_ways_ = 0;    // persisting ways in this run (0 under SHiP-SW)
@@ -123,6 +128,9 @@ class CacheSimulator {
   std::vector<uint8_t> flags_;
   std::vector<uint8_t> ship_counters_;
   std::vector<uint32_t> next_use_;
+  std::vector<uint8_t> dead_after_;  // per access of one pass: an arena line's last read before a write
+  bool discard_dead_ = false;
+  uint64_t pass_cursor_ = 0;  // index of the current access within its pass
   std::vector<KernelStats> stats_;
   uint64_t cursor_ = 0;  // index of the current access over all passes
   uint32_t clock_ = 0;

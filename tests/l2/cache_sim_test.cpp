@@ -154,6 +154,32 @@ TEST(CacheSim, WriteBackAccountingPerKernel) {
   EXPECT_EQ(flushed.flush_write_bytes, 128);
 }
 
+// Line 0 is written, read by the next kernel, then overwritten by another buffer the planner put
+// there (its last read is dead); line 1 is read twice in a row (its first read is not its last).
+TEST(CacheSim, DiscardDropsLinesAtTheirLastReadWithoutAWriteBack) {
+  const std::vector<LineAccess> trace = {{.line = 0, .write = true},
+                                         {.line = 0, .kernel = 1},
+                                         {.line = 1, .kernel = 1},
+                                         {.line = 1, .kernel = 2},
+                                         {.line = 2, .write = true, .kernel = 2},
+                                         {.line = 2, .kernel = 3}};
+  CacheSimulator sim(geometry(1, 1));
+  const Trace t = make_trace(trace);
+  const SimResult kept = sim.run(t, Policy::kLru, 1.0, {.warmup_passes = 1});
+  const SimResult dropped = sim.run(t, Policy::kLru, 1.0, {.warmup_passes = 1, .discard_dead = true});
+  // One way: without discarding, line 0's dirty copy is written back when line 1 evicts it, and
+  // line 2's when the next pass's line 0 evicts it; discarded at their last reads, neither is.
+  EXPECT_EQ(kept.dram_write_bytes, 2 * 128);
+  EXPECT_EQ(dropped.dram_write_bytes, 0);
+  EXPECT_EQ(kept.hits, 3);
+  EXPECT_EQ(dropped.hits, 3) << "a discard after the last read costs no hit (line 1's reads are not dead)";
+  // Weights and inputs (outside the arena) are never discarded.
+  Trace outside = t;
+  outside.arena_bytes = 0;
+  EXPECT_EQ(sim.run(outside, Policy::kLru, 1.0, {.warmup_passes = 1, .discard_dead = true}).dram_write_bytes,
+            kept.dram_write_bytes);
+}
+
 TEST(CacheSim, WarmupPassesAreNotCounted) {
   // Three lines fit in 4 ways: the measured pass after one warm-up hits every access.
   const auto trace = reads({0, 1, 2, 0});

@@ -13,8 +13,6 @@
 #include "runtime/session.h"
 
 #ifdef ATOLL_HAVE_CUDA
-#include <array>
-
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/timing.h"
@@ -181,9 +179,7 @@ L2Measurement measure_l2(Instance& instance, const l2::ResidencyConfig* config, 
     if (options.energy) {
       int device = 0;
       ATL_CUDA_CHECK(cudaGetDevice(&device));
-      std::array<char, 32> bus{};
-      ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
-      NvmlDevice nvml(bus.data());
+      NvmlDevice nvml(cuda_pci_bus_id(device));
       m.baseline_energy_mj = ev.energy_per_iteration(nvml, false, m.baseline_ms, options.energy_ms);
       m.config_energy_mj = ev.energy_per_iteration(nvml, residency.has_value(), m.config_ms, options.energy_ms);
       if (!m.baseline_energy_mj || !m.config_energy_mj) {

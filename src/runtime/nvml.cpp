@@ -68,7 +68,11 @@ NvmlDevice::~NvmlDevice() {
 
 std::optional<double> NvmlDevice::energy_mj() {
   unsigned long long mj = 0;
-  if (device_ == nullptr || !api_->energy) return std::nullopt;
+  if (device_ == nullptr) return std::nullopt;
+  if (!api_->energy) {
+    note_ = "NVML lacks nvmlDeviceGetTotalEnergyConsumption";
+    return std::nullopt;
+  }
   if (const int rc = api_->energy(device_, &mj); rc != 0) {
     note_ = fmt::format("nvmlDeviceGetTotalEnergyConsumption failed with NVML error {}", rc);
     return std::nullopt;

@@ -6,7 +6,6 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -74,11 +73,7 @@ class CudaExecDevice final : public ExecDevice {
   std::string description() const override { return backend_->device_description(); }
   CompileTarget target() const override { return backend_->target(); }
   void bind_thread() override { bound(device_); }
-  std::string pci_bus_id() const override {
-    std::array<char, 32> bus{};
-    ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device_));
-    return bus.data();
-  }
+  std::string pci_bus_id() const override { return cuda_pci_bus_id(device_); }
 
   InstanceId load(const Program& program, const WeightStore& weights) override {
     bind_thread();

@@ -1,7 +1,5 @@
 #include "serve/engine.h"
 
-#include "serve/engine_impl.h"
-
 #include <fmt/core.h>
 
 #include <cstdio>
@@ -18,6 +16,7 @@
 #include "runtime/nvml.h"
 #include "sched/cuda_exec_device.h"
 #include "sched/sim_exec_device.h"
+#include "serve/engine_impl.h"
 
 namespace atl::serve {
 
@@ -45,7 +44,6 @@ std::vector<int64_t> bucket_batches(int64_t max_batch_size) {
   batches.push_back(std::max<int64_t>(max_batch_size, 1));
   return batches;
 }
-
 
 // The model at every batch it runs at. An ONNX file is imported once per batch (the batch fills
 // its symbolic first dimension); its refusal names the file and the node, and this the model.
@@ -83,7 +81,6 @@ std::string latest_version(const ModelSpec& spec) {
 
 }  // namespace
 
-
 const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
   for (const Bucket& b : buckets) {
     if (b.batch >= batch) return b;
@@ -94,19 +91,19 @@ const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
 Engine::Engine(EngineOptions options) : options_(std::move(options)) {
   ATOLL_CHECK(options_.max_queue_rt >= 1 && options_.max_queue_be >= 1, kInvalidArgument,
               "queue limits must be at least 1 (got RT {}, BE {})", options_.max_queue_rt, options_.max_queue_be);
-  ordinals_ = options_.devices.empty() ? std::vector<int>{0} : options_.devices;
-  for (size_t i = 0; i < ordinals_.size(); ++i) {
-    ATOLL_CHECK(ordinals_[i] >= 0, kInvalidArgument, "device {} is negative", ordinals_[i]);
-    ATOLL_CHECK(std::find(ordinals_.begin(), ordinals_.begin() + static_cast<long>(i), ordinals_[i]) ==
-                    ordinals_.begin() + static_cast<long>(i),
-                kInvalidArgument, "device {} is listed twice", ordinals_[i]);
+  const std::vector<int> ordinals = options_.devices.empty() ? std::vector<int>{0} : options_.devices;
+  for (size_t i = 0; i < ordinals.size(); ++i) {
+    ATOLL_CHECK(ordinals[i] >= 0, kInvalidArgument, "device {} is negative", ordinals[i]);
+    ATOLL_CHECK(std::find(ordinals.begin(), ordinals.begin() + static_cast<long>(i), ordinals[i]) ==
+                    ordinals.begin() + static_cast<long>(i),
+                kInvalidArgument, "device {} is listed twice", ordinals[i]);
   }
   const std::string resolved = resolve_device(options_.device);
   ATOLL_CHECK(resolved == "cuda" || resolved == "cpu" || resolved == "sim", kInvalidArgument,
               "unknown device '{}' (expected auto, cuda, cpu or sim)", printable(options_.device));
   device_name_ = resolved;
   simulated_ = resolved != "cuda";
-  for (int ordinal : ordinals_) {
+  for (int ordinal : ordinals) {
     auto slot = std::make_unique<Slot>();
     slot->ordinal = ordinal;
     if (simulated_) {
@@ -471,10 +468,7 @@ void Engine::shutdown() {
   std::unique_lock config(config_mutex_);
   if (shutting_down_) return;
   shutting_down_ = true;
-  for (auto& slot : slots_) {
-    std::unique_lock work(slot->work_mutex);
-    slot->work_changed.wait(work, [&] { return slot->in_flight == 0; });
-  }
+  for (auto& slot : slots_) drain(*slot);
   for (auto& slot : slots_) stop_driver(*slot);
 }
 

@@ -76,7 +76,7 @@ class Engine {
 
   const std::string& device_name() const { return device_name_; }
   std::string device_description() const;
-  const std::vector<int>& devices() const { return ordinals_; }
+  std::vector<int> devices() const;  // the ordinals, in --devices order
   const EngineOptions& options() const { return options_; }
 
   // Compiles and loads the model (again, if loaded: its new spec replaces the old one). An L2
@@ -117,6 +117,7 @@ class Engine {
   void rebuild_scheduler(Slot& slot);
   void start_driver(Slot& slot);
   void stop_driver(Slot& slot);
+  void drain(Slot& slot);   // waits until the slot has no request in flight
   void pause(Slot& slot);   // drains and stops the slot's scheduler; the caller holds config_mutex_
   void resume(Slot& slot);  // rebuilds its clients, applies residencies and starts it again
   void complete(const Accepted& a, std::exception_ptr error, sched::TaskResult result);
@@ -124,7 +125,6 @@ class Engine {
 
   EngineOptions options_;
   std::string device_name_;
-  std::vector<int> ordinals_;
   std::vector<std::unique_ptr<Slot>> slots_;
   bool simulated_ = false;
 

@@ -49,11 +49,19 @@ void Engine::stop_driver(Slot& slot) {
   if (slot.driver.joinable()) slot.driver.join();
 }
 
+std::vector<int> Engine::devices() const {
+  std::vector<int> ordinals;
+  for (const auto& slot : slots_) ordinals.push_back(slot->ordinal);
+  return ordinals;
+}
+
+void Engine::drain(Slot& slot) {
+  std::unique_lock work(slot.work_mutex);
+  slot.work_changed.wait(work, [&] { return slot.in_flight == 0; });
+}
+
 void Engine::pause(Slot& slot) {
-  {
-    std::unique_lock work(slot.work_mutex);
-    slot.work_changed.wait(work, [&] { return slot.in_flight == 0; });
-  }
+  drain(slot);
   stop_driver(slot);
   // On CUDA the stopped scheduler still holds its RT lanes' next tasks, and held work blocks
   // loading: its destructor releases them.
@@ -113,7 +121,7 @@ size_t Engine::place(const ModelSpec& spec, const ServedModel* previous) const {
   if (!best) {
     std::string asked, served;
     for (int g : spec.gpus) asked += (asked.empty() ? "" : ", ") + std::to_string(g);
-    for (int o : ordinals_) served += (served.empty() ? "" : ", ") + std::to_string(o);
+    for (int o : devices()) served += (served.empty() ? "" : ", ") + std::to_string(o);
     ATOLL_THROW(kInvalidArgument, "{}: model '{}' is placed on GPUs [{}] (instance_group), but the server runs on "
                 "devices [{}] (--devices)", spec.source, printable(spec.name), asked, served);
   }

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "core/error.h"
-#include "core/rng.h"
 #include "grpc_service.grpc.pb.h"
+#include "runtime/model_source.h"
 #include "serve/datatype.h"
 
 namespace atl::serve {
@@ -76,23 +76,17 @@ SampleRequest sample_request(const Engine& engine, const std::string& model, boo
   SampleRequest s;
   s.request.model = model;
   if (realtime) s.request.priority = 1;
-  Rng rng(seed, model);
-  for (const TensorSpec& t : served->batch1().inputs) {
+  // The batch-1 program's inputs as the scheduler's own clients send them: f32 and i64, which
+  // are the request's FP32 and INT64 bytes.
+  const Program& program = served->batch1();
+  const std::vector<Tensor> values = seeded_inputs(program, seed);
+  for (size_t i = 0; i < values.size(); ++i) {
+    const TensorSpec& t = program.inputs[i];
     std::vector<int64_t> shape = client_shape(served->spec, t);
     if (!shape.empty() && shape[0] < 0) shape[0] = 1;
-    int64_t n = 1;
-    for (int64_t d : shape) n *= d;
-    const std::string datatype = kserve_datatype(t.dtype);
-    std::vector<std::byte> bytes(static_cast<size_t>(n) * datatype_size(datatype));
-    if (datatype == "FP32") {
-      auto* v = reinterpret_cast<float*>(bytes.data());
-      for (int64_t i = 0; i < n; ++i) v[i] = rng.uniform(-1.0f, 1.0f);
-    } else {
-      auto* v = reinterpret_cast<int64_t*>(bytes.data());
-      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<int64_t>(rng.next_u64() % 2);  // valid in every table
-    }
-    s.storage.push_back(std::move(bytes));
-    s.request.inputs.push_back({t.name, datatype, shape, std::span<const std::byte>(s.storage.back())});
+    const auto* raw = values[i].raw();
+    s.storage.emplace_back(raw, raw + values[i].nbytes());
+    s.request.inputs.push_back({t.name, kserve_datatype(t.dtype), shape, std::span<const std::byte>(s.storage.back())});
   }
   return s;
 }

@@ -1,5 +1,6 @@
 #include "backends/cuda/cuda_backend.h"
 
+#include <array>
 #include <cstdlib>
 #include <string_view>
 
@@ -91,6 +92,12 @@ class CudaBackend final : public Backend {
 bool cuda_device_available() { return unavailable_reason().empty(); }
 
 std::string cuda_unavailable_reason() { return unavailable_reason(); }
+
+std::string cuda_pci_bus_id(int device) {
+  std::array<char, 32> bus{};
+  ATL_CUDA_CHECK(cudaDeviceGetPCIBusId(bus.data(), static_cast<int>(bus.size()), device));
+  return bus.data();
+}
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
   return std::make_unique<CudaBackend>(options);

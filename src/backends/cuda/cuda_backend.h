@@ -21,6 +21,8 @@ namespace atl {
 bool cuda_device_available();
 // Why cuda_device_available() is false ("" when it is true), for skip messages and notes.
 std::string cuda_unavailable_reason();
+// The device's PCI bus id ("0000:19:00.0"), which NVML names devices by.
+std::string cuda_pci_bus_id(int device);
 
 struct CudaBackendOptions {
   int device = 0;

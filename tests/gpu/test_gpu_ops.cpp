@@ -140,6 +140,7 @@ std::vector<OpCase> gpu_op_cases() {
   std::vector<OpCase> c;
   c.push_back(conv("3x3_c64_o96_bias_relu", Shape{1, 64, 14, 14}, 96, 3, 1, 1, 1, true, false, "relu"));
   c.push_back(conv("1x1_c256_o512_7x7_residual", Shape{1, 256, 7, 7}, 512, 1, 1, 0, 1, true, true, "relu"));
+  c.push_back(conv("1x1_c64_o256_28x28_batch2", Shape{2, 64, 28, 28}, 256, 1, 1, 0, 1, true, false, "relu"));
   c.push_back(conv("3x3_s2_c32_o64_odd_map", Shape{2, 32, 17, 15}, 64, 3, 2, 1, 1, true, false, "none"));
   c.push_back(conv("3x3_group4_c64", Shape{1, 64, 9, 9}, 64, 3, 1, 1, 4, false, false, "relu"));
   c.push_back(conv("3x3_c256_7x7_split_k", Shape{1, 256, 7, 7}, 256, 3, 1, 1, 1, true, false, "relu"));
@@ -169,6 +170,15 @@ std::vector<OpCase> gpu_op_cases() {
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("relu")}},
                         {act_input("x", Shape{69000, 64}), param("w", Shape{128, 64}, Layout::kRowMajor, fan_in(64)),
                          param("b", Shape{128})}));
+  // BERT-base's FFN at batch 8 (every TMA tile, full tiles), then K and N tails of the 64-wide K
+  // tile and of the 256-wide N tile, with a residual.
+  c.push_back(make_case("gemm_1024x3072x768_gelu", OpKind::kGemm, gemm_bias_gelu,
+                        {act_input("x", Shape{1024, 768}), param("w", Shape{3072, 768}, Layout::kRowMajor, fan_in(768)),
+                         param("b", Shape{3072})}));
+  c.push_back(make_case("gemm_k200_n300_residual", OpKind::kGemm,
+                        {{"bias", int64_t{1}}, {"residual", int64_t{1}}, {"act", std::string("relu")}},
+                        {act_input("x", Shape{333, 200}), param("w", Shape{300, 200}, Layout::kRowMajor, fan_in(200)),
+                         param("b", Shape{300}), act_input("r", Shape{333, 300})}));
   c.push_back(make_case("gemm_classifier_m1", OpKind::kGemm,
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("none")}},
                         {act_input("x", Shape{1, 2048}), param("w", Shape{1000, 2048}, Layout::kRowMajor, fan_in(2048)),

@@ -102,7 +102,7 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
   for (size_t i = 0; i < clean.size(); ++i) EXPECT_TRUE(gputest::same_bytes(rerun[i], clean[i])) << "output " << i;
 }
 
-// Tiles of both GEMM kernels: mma.sync, and the wgmma ones where the device offers them.
+// Tiles of every GEMM kernel: mma.sync, and the wgmma and TMA ones where the device offers them.
 class GpuLongBlocks : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
@@ -129,7 +129,8 @@ TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
     gpu.select_gemm_choice(0, i);
     if (gpu.gemm_choice(0) == GetParam()) unsplit = i;
   }
-  if (unsplit < 0 && GetParam().front() == 'w') GTEST_SKIP() << "this device or build offers no wgmma tiles";
+  if (unsplit < 0 && GetParam().front() != 'w' && GetParam().front() != 't') FAIL() << "no tile " << GetParam();
+  if (unsplit < 0) GTEST_SKIP() << "this device or build offers no " << GetParam() << " tile";
   ASSERT_GE(unsplit, 0);
   gpu.select_gemm_choice(0, unsplit);
   inst->set_input(0, data.inputs[0]);
@@ -156,7 +157,7 @@ TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
   EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks, ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1"),
+INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks, ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x128/s1", "t128x256/s1"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.find('/'));
                            return name;

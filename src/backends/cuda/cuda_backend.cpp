@@ -63,7 +63,7 @@ class CudaBackend final : public Backend {
     // Everything that changes which choices exist or which is fastest.
     tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
-                                     info_.wgmma ? "mma.sync+wgmma v1" : "mma.sync v1");
+                                     info_.wgmma ? "mma.sync+wgmma+tma v2" : "mma.sync v1");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }

@@ -56,8 +56,8 @@ size_t device_elem_size(WeightFormat f) {
 }
 
 std::string choice_name(const GemmChoice& c) {
-  return fmt::format("{}{}x{}/s{}", gemm_tile_is_wgmma(c.tile) ? "w" : "", gemm_tile_m(c.tile), gemm_tile_n(c.tile),
-                     c.splits);
+  const char* kernel = gemm_tile_is_tma(c.tile) ? "t" : gemm_tile_is_wgmma(c.tile) ? "w" : "";
+  return fmt::format("{}{}x{}/s{}", kernel, gemm_tile_m(c.tile), gemm_tile_n(c.tile), c.splits);
 }
 
 // The cache's choice for this kernel's geometry, if it holds one the kernel still offers.

@@ -356,18 +356,29 @@ int gemm_tile_m(GemmTile t) {
   }
 }
 int gemm_tile_n(GemmTile t) {
-  return t == GemmTile::k128x128 || t == GemmTile::kW128x128 || t == GemmTile::kW64x128 ? 128 : 64;
+  switch (t) {
+    case GemmTile::kT128x256: return 256;
+    case GemmTile::k128x128:
+    case GemmTile::kW128x128:
+    case GemmTile::kW64x128:
+    case GemmTile::kT128x128: return 128;
+    default: return 64;
+  }
 }
 int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : kGemmTileK; }
 bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
+bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
+  if (gemm_tile_is_tma(cfg.tile)) return prepare_tma_gemm(cfg.tile);
   if (gemm_tile_is_wgmma(cfg.tile)) return prepare_wgmma_gemm(cfg.tile);
   dispatch<PrepareFn>(cfg);
 }
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
-  if (gemm_tile_is_wgmma(cfg.tile)) {
+  if (gemm_tile_is_tma(cfg.tile)) {
+    launch_tma_gemm(p, cfg.tile, s, flag, name);
+  } else if (gemm_tile_is_wgmma(cfg.tile)) {
     launch_wgmma_gemm(p, cfg.tile, s, flag, name);
   } else {
     dispatch<LaunchFn>(cfg, p, s, flag, name);

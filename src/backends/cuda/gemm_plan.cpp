@@ -41,12 +41,20 @@ constexpr TileTraits kWgmmaTiles[] = {
     {GemmTile::kW64x128, 2, 2.5},
     {GemmTile::kW64x64, 3, 2.0},
 };
+// Guesses before their first H200 run, as above.
+constexpr TileTraits kTmaTiles[] = {
+    {GemmTile::kT128x128, 1, 4.0},
+    {GemmTile::kT128x256, 1, 5.0},
+};
 
 const TileTraits& traits(GemmTile t) {
   for (const TileTraits& tt : kTiles) {
     if (tt.tile == t) return tt;
   }
   for (const TileTraits& tt : kWgmmaTiles) {
+    if (tt.tile == t) return tt;
+  }
+  for (const TileTraits& tt : kTmaTiles) {
     if (tt.tile == t) return tt;
   }
   return kTiles[2];
@@ -62,6 +70,9 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
     for (const TileTraits& t : kTiles) tiles.push_back(t.tile);
     if (s.wgmma) {
       for (const TileTraits& t : kWgmmaTiles) tiles.push_back(t.tile);
+    }
+    if (s.wgmma && s.tma) {
+      for (const TileTraits& t : kTmaTiles) tiles.push_back(t.tile);
     }
   } else {
     tiles.push_back(GemmTile::k64x64);  // the only instantiation of the scalar and [K, N] variants

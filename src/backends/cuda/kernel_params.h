@@ -43,7 +43,19 @@ struct GemmParams {
 };
 
 // mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).
-enum class GemmTile : uint8_t { k128x128, k128x64, k64x64, k32x64, kW128x128, kW128x64, kW64x128, kW64x64 };
+// The TMA-fed tiles (kT*) come last: they read only plain [M, K] A operands (tma_gemm_applies).
+enum class GemmTile : uint8_t {
+  k128x128,
+  k128x64,
+  k64x64,
+  k32x64,
+  kW128x128,
+  kW128x64,
+  kW64x128,
+  kW64x64,
+  kT128x128,
+  kT128x256
+};
 
 struct GemmConfig {
   GemmTile tile = GemmTile::k64x64;
@@ -56,11 +68,17 @@ constexpr int kWgmmaGemmTileK = 64;  // of the wgmma kernel (one 128-byte swizzl
 int gemm_tile_m(GemmTile t);
 int gemm_tile_n(GemmTile t);
 int gemm_tile_k(GemmTile t);
-bool gemm_tile_is_wgmma(GemmTile t);
+bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
+bool gemm_tile_is_tma(GemmTile t);
 // Whether this build holds the wgmma kernels (an sm_90a architecture was built).
 bool wgmma_gemm_built();
 void prepare_wgmma_gemm(GemmTile tile);
 void launch_wgmma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
+// Whether the TMA tiles can read this GEMM: one batch, A a plain row-major [M, K] (Gemm, MatMul,
+// 1x1 stride-1 convolutions), 16-byte aligned operands and row strides.
+bool tma_gemm_applies(const GemmParams& p);
+void prepare_tma_gemm(GemmTile tile);
+void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
 // Raises the dynamic shared-memory limit of the kernel `cfg` selects; call at load.
 void prepare_gemm_kernel(const GemmConfig& cfg);
 // Enqueues the GEMM and, when p.splits > 1, the deterministic split-K reduction.

@@ -25,7 +25,9 @@ int checked_int(int64_t v, const char* what) {
 class GemmLaunch final : public KernelLaunch {
  public:
   GemmLaunch(std::string name, const GemmParams& p, bool vec, bool b_kn, const DeviceInfo& dev)
-      : KernelLaunch(std::move(name)), params_(p), shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma} {
+      : KernelLaunch(std::move(name)),
+        params_(p),
+        shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma, dev.wgmma && vec && !b_kn && tma_gemm_applies(p)} {
     config_.vec = vec;
     config_.b_kn = b_kn;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});

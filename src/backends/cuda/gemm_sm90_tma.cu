@@ -1,0 +1,292 @@
+// Hopper GEMM fed by the Tensor Memory Accelerator, for operands that are plain row-major
+// matrices: Gemm, MatMul with trans_b and 1x1 stride-1 convolutions (tma_gemm_applies). One
+// producer thread issues TMA copies of 64-wide K tiles into a ring of shared-memory stages, each
+// guarded by a "full" and an "empty" mbarrier; two consumer warpgroups (64 rows each) run wgmma on
+// them, with the fused epilogue and split-K of the other GEMM kernels (gemm_common.cuh). Blocks
+// are persistent (one per SM) and walk the output tiles in the order an uncapped grid would
+// launch them. The cp.async kernel (gemm_sm90.cu) keeps the implicit-im2col convolutions: TMA
+// needs a plain strided tensor.
+//
+// Preemption: the consumers read the flag every kTmaCheckTiles K tiles (one thread's read,
+// issued a check ahead and OR-ed over a named barrier of the 256 consumer threads). On a raise
+// they stop at once and tell the producer through a shared word; it stops issuing and waits for
+// the copies in flight, which must land before the block's shared memory is released.
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/gemm_common.cuh"
+#include "backends/cuda/tma.cuh"
+#include "core/error.h"
+
+namespace atl::cuda {
+
+namespace {
+
+using namespace gemm;
+
+constexpr int kTmaBK = 64;                 // one 128-byte swizzle row of halves
+constexpr int kTmaRowBytes = kTmaBK * 2;
+constexpr int kTmaCheckTiles = 2;          // the cp.async wgmma kernel's check distance
+constexpr int kTmaConsumerThreads = 256;
+constexpr int kTmaThreads = 128 + kTmaConsumerThreads;
+constexpr int kTmaBM = 128;
+
+template <int BN, int STAGES>
+struct TmaShape {
+  static constexpr int kABytes = kTmaBM * kTmaRowBytes;
+  static constexpr int kBBytes = BN * kTmaRowBytes;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // Stages, then the full and empty barriers and the stop word; 1024 bytes of slack let the
+  // kernel align the stages to the swizzle atom.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * STAGES * 8 + 16 + 1024;
+  static constexpr int kAcc = BN / 2;  // accumulator floats per consumer thread
+  static_assert(BN == 128 || BN == 256, "TMA tiles: 128 rows by 128 or 256 columns");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
+};
+
+// Which tile of the walk `t` is, and its K range.
+struct TileCoords {
+  int m0, n0, split, kt_begin, k_tiles;
+};
+
+__device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, int t) {
+  const int tiles_m = (p.M + kTmaBM - 1) / kTmaBM, tiles_n = (p.N + bn - 1) / bn;
+  const int per_split = tiles_m * tiles_n;
+  const int mn = t % per_split;
+  TileCoords c;
+  c.m0 = (mn % tiles_m) * kTmaBM;
+  c.n0 = (mn / tiles_m) * bn;
+  c.split = t / per_split;
+  const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
+  c.kt_begin = c.split * p.k_tiles_per_split;
+  c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
+  return c;
+}
+
+#if defined(ATL_WGMMA_DEVICE)
+
+template <int BN>
+__device__ __forceinline__ void wgmma_k16(float (&acc)[BN / 2], uint64_t da, uint64_t db) {
+  if constexpr (BN == 256) {
+    wgmma_m64n256k16(acc, da, db);
+  } else {
+    wgmma_m64n128k16(acc, da, db);
+  }
+}
+
+// The stage ring: STAGES stages, then STAGES "full" barriers, STAGES "empty" ones, the stop word.
+template <int STAGES>
+struct Ring {
+  uint32_t stages, bars;
+  volatile int* stop;
+  __device__ uint32_t full(int s) const { return bars + 8u * s; }
+  __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
+};
+
+template <int BN, int STAGES>
+__device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
+                            const Ring<STAGES>& ring, int tiles) {
+  using S = TmaShape<BN, STAGES>;
+  tma_prefetch_map(map_a);
+  tma_prefetch_map(map_b);
+  int it = 0;
+  bool stopped = false;
+  for (int t = blockIdx.x; t < tiles && !stopped; t += gridDim.x) {
+    const TileCoords c = tile_coords(p, BN, t);
+    for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
+      const int s = it % STAGES;
+      // The consumers release stage s after its previous use; a stopped consumer never will.
+      const uint32_t parity = ((it / STAGES) & 1) ^ 1;
+      while (!mbar_done(ring.empty(s), parity) && *ring.stop == 0) {
+      }
+      if (*ring.stop != 0) {
+        stopped = true;
+        break;
+      }
+      const uint32_t dst = ring.stages + s * S::kStageBytes;
+      const int k0 = (c.kt_begin + kt) * kTmaBK;
+      mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
+      tma_load_2d(dst, map_a, k0, c.m0, ring.full(s));
+      tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
+    }
+  }
+  // Every copy issued lands before the block exits: the latest use of each stage.
+  for (int j = max(0, it - STAGES); j < it; ++j) mbar_wait(ring.full(j % STAGES), (j / STAGES) & 1);
+}
+
+template <int BN, int STAGES>
+__device__ void tma_consume(const GemmParams& p, const int* flag, int pending, const Ring<STAGES>& ring, int tiles) {
+  using S = TmaShape<BN, STAGES>;
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  const int wg = ctid / 128;
+  const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup
+  const int lane = ctid & 31;
+  int it = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    const TileCoords c = tile_coords(p, BN, t);
+    float acc[S::kAcc];
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+    for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
+      const int s = it % STAGES;
+      mbar_wait(ring.full(s), (it / STAGES) & 1);
+      if (flag != nullptr && kt % kTmaCheckTiles == 0) {
+        if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
+          wgmma_wait<0>();
+          if (ctid == 0) *ring.stop = 1;
+          return;
+        }
+        if (ctid == 0) pending = load_flag(flag);
+      }
+      const uint32_t stage = ring.stages + s * S::kStageBytes;
+      const uint64_t da = sw128_desc(stage + wg * 64 * kTmaRowBytes);
+      const uint64_t db = sw128_desc(stage + S::kABytes);
+      fence_registers(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_k16<BN>(acc, da + 2 * kk, db + 2 * kk);
+      wgmma_commit();
+      // The previous K tile's MMAs have retired: its stage may be refilled.
+      wgmma_wait<1>();
+      fence_registers(acc);
+      if (kt > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_registers(acc);
+    if (c.k_tiles > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
+
+    // Accumulator layout of m64nNk16, as in gemm_sm90.cu.
+    const int row = c.m0 + wg * 64 + ((ctid / 32) % 4) * 16 + lane / 4;
+    const EpilogueTarget target = epilogue_target(p, 0, c.split);
+#pragma unroll
+    for (int j = 0; j < BN / 8; ++j) {
+      const int col = c.n0 + j * 8 + (lane & 3) * 2;
+      store_pair(p, target, row, col, acc[4 * j], acc[4 * j + 1]);
+      store_pair(p, target, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  }
+}
+
+#endif  // ATL_WGMMA_DEVICE
+
+template <int BN, int STAGES>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    tma_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
+                    const __grid_constant__ CUtensorMap map_b, const int* flag) {
+#if defined(ATL_WGMMA_DEVICE)
+  using S = TmaShape<BN, STAGES>;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  Ring<STAGES> ring;
+  ring.stages = (raw + 1023u) & ~1023u;
+  ring.bars = ring.stages + STAGES * S::kStageBytes;
+  ring.stop = reinterpret_cast<volatile int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
+  const int tid = static_cast<int>(threadIdx.x);
+  // The first consumer's entry read, in flight while the barriers are set up and the first
+  // stage loads.
+  int pending = (flag != nullptr && tid == 128) ? load_flag(flag) : 0;
+  if (tid == 0) {
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(ring.full(s), 1);
+      mbar_init(ring.empty(s), 2);  // one arrival per consumer warpgroup
+    }
+    *ring.stop = 0;
+    mbar_init_fence();
+  }
+  __syncthreads();
+  const int tiles = ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits;
+  if (tid < 128) {
+    warpgroup_reg_dealloc<40>();
+    if (tid == 0) tma_produce<BN, STAGES>(p, &map_a, &map_b, ring, tiles);
+    return;
+  }
+  warpgroup_reg_alloc<232>();
+  tma_consume<BN, STAGES>(p, flag, pending, ring, tiles);
+#else
+  // Built without sm_90a: the planner never offers these tiles (DeviceInfo::wgmma).
+  __trap();
+#endif
+}
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's encoder, found through the runtime (linking libcuda would tie every binary to a
+// driver being installed, GPU-less CI machines included).
+EncodeTiledFn encode_tiled() {
+  static const EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
+    ATOLL_CHECK(found == cudaDriverEntryPointSuccess && f != nullptr, kCuda,
+                "the driver has no cuTensorMapEncodeTiled (TMA GEMM tiles need CUDA 12 drivers)");
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// A row-major [rows, cols] fp16 matrix with `row_elems` between rows, read in boxes of 64
+// columns by `box_rows` rows in the 128-byte swizzle wgmma's descriptors describe.
+CUtensorMap matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
+  CUtensorMap map{};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * sizeof(__half)};
+  const cuuint32_t box[2] = {kTmaBK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<__half*>(base), dims, strides,
+                                    box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  ATOLL_CHECK(r == CUDA_SUCCESS, kCuda, "cuTensorMapEncodeTiled failed ({}) for kernel '{}' ({} x {}, row stride {})",
+              static_cast<int>(r), name, rows, cols, row_elems);
+  return map;
+}
+
+template <int BN, int STAGES>
+struct TmaVariant {
+  using S = TmaShape<BN, STAGES>;
+  static void prepare() {
+    ATL_CUDA_CHECK(cudaFuncSetAttribute(tma_gemm_kernel<BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        S::kSmemBytes));
+  }
+  static void launch(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
+    ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': TMA tile given to a GEMM whose operands it cannot read",
+                name);
+    const CUtensorMap map_a = matrix_map(p.a, p.M, p.K, p.in_c, kTmaBM, name);
+    const CUtensorMap map_b = matrix_map(p.b, p.N, p.K, p.ldb, BN, name);
+    const int64_t tiles = int64_t{(p.M + kTmaBM - 1) / kTmaBM} * ((p.N + BN - 1) / BN) * p.splits;
+    const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, device_sm_count()));
+    tma_gemm_kernel<BN, STAGES><<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);
+    ATL_CUDA_CHECK_LAUNCH(name);
+  }
+};
+
+// 128x128 takes six stages of 32 KB; 128x256 four of 48 KB.
+template <typename Fn>
+void dispatch_tma(GemmTile tile, Fn&& fn) {
+  switch (tile) {
+    case GemmTile::kT128x128: return fn(TmaVariant<128, 6>{});
+    case GemmTile::kT128x256: return fn(TmaVariant<256, 4>{});
+    default: ATOLL_THROW(kInternal, "not a TMA tile");
+  }
+}
+
+}  // namespace
+
+bool tma_gemm_applies(const GemmParams& p) {
+  const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 &&
+                       p.pad_l == 0 && p.in_h == p.out_h && p.in_w == p.out_w;
+  return p.batch == 1 && plain_a && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 && p.ldb % 8 == 0 &&
+         aligned(p.a) && aligned(p.b);
+}
+
+void prepare_tma_gemm(GemmTile tile) {
+  dispatch_tma(tile, [](auto v) { decltype(v)::prepare(); });
+}
+
+void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name) {
+  dispatch_tma(tile, [&](auto v) { decltype(v)::launch(p, s, flag, name); });
+}
+
+}  // namespace atl::cuda

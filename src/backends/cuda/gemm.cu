@@ -235,18 +235,14 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
   const EpilogueTarget target = epilogue_target(p, bidx, split);
-#pragma unroll
-  for (int i = 0; i < S::kMi; ++i) {
-#pragma unroll
-    for (int j = 0; j < S::kNi; ++j) {
-      const int col = n0 + warp_n * S::kWarpN + j * 8 + (lane & 3) * 2;
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int row = m0 + warp_m * S::kWarpM + i * 16 + (lane >> 2) + h * 8;
-        store_pair(p, target, row, col, acc[i][j][h * 2], acc[i][j][h * 2 + 1]);
-      }
-    }
-  }
+  // Pair q = (i, j, h) in that order.
+  store_pairs<S::kMi * S::kNi * 2>(p, target, [&](int q, int& row, int& col, float& v0, float& v1) {
+    const int i = q / (S::kNi * 2), j = (q / 2) % S::kNi, h = q % 2;
+    col = n0 + warp_n * S::kWarpN + j * 8 + (lane & 3) * 2;
+    row = m0 + warp_m * S::kWarpM + i * 16 + (lane >> 2) + h * 8;
+    v0 = acc[i][j][h * 2];
+    v1 = acc[i][j][h * 2 + 1];
+  });
   return false;
 }
 

@@ -95,41 +95,134 @@ __device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, i
   return t;
 }
 
-// Stores accumulators (row, col) and (row, col + 1); either may fall outside the matrix.
-__device__ __forceinline__ void store_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col, float v0,
-                                           float v1) {
+// Split-K partials of accumulators (row, col) and (row, col + 1); either may fall outside.
+__device__ __forceinline__ void store_partial_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col,
+                                                   float v0, float v1) {
+  if (row >= p.M || col >= p.N) return;
+  float* dst = t.part + static_cast<int64_t>(row) * p.N + col;
+  if (col + 1 < p.N && t.pairs_part) {
+    *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
+  } else {
+    dst[0] = v0;
+    if (col + 1 < p.N) dst[1] = v1;
+  }
+}
+
+// The finished outputs (row, col) and (row, col + 1): scale, bias, residual, activation ACT.
+template <int ACT>
+__device__ __forceinline__ void store_final_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col,
+                                                 float v0, float v1) {
   if (row >= p.M || col >= p.N) return;
   const bool both = col + 1 < p.N;
-  if (t.part != nullptr) {
-    float* dst = t.part + static_cast<int64_t>(row) * p.N + col;
-    if (both && t.pairs_part) {
-      *reinterpret_cast<float2*>(dst) = make_float2(v0, v1);
-    } else {
-      dst[0] = v0;
-      if (both) dst[1] = v1;
-    }
-    return;
-  }
+  const bool vec = both && t.pairs_c;
   const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
   float r0 = p.alpha * v0, r1 = p.alpha * v1;
   if (t.bias) {
     r0 += t.bias[col];
     if (both) r1 += t.bias[col + 1];
   }
-  if (both && t.pairs_c) {
-    if (t.residual) {
+  if (t.residual) {
+    if (vec) {
       const float2 rr = __half22float2(*reinterpret_cast<const __half2*>(t.residual + off));
       r0 += rr.x;
       r1 += rr.y;
+    } else {
+      r0 += __half2float(t.residual[off]);
+      if (both) r1 += __half2float(t.residual[off + 1]);
     }
-    *reinterpret_cast<__half2*>(t.c + off) = __floats2half2_rn(apply_act(r0, p.act), apply_act(r1, p.act));
+  }
+  r0 = apply_act(r0, ACT);
+  r1 = apply_act(r1, ACT);
+  if (vec) {
+    *reinterpret_cast<__half2*>(t.c + off) = __floats2half2_rn(r0, r1);
+  } else {
+    t.c[off] = __float2half(r0);
+    if (both) t.c[off + 1] = __float2half(r1);
+  }
+}
+
+// The fused epilogue over a thread's `Pairs` accumulator pairs; pair(i, row, col, v0, v1) names
+// pair i (i is a constant after unrolling, so accumulators stay in registers). The activation
+// is a template argument with one unrolled loop per kind: a runtime switch inside the unrolled
+// loop put erff and tanhf inline at every accumulator, 200-370 KB of code per GEMM kernel that
+// missed the instruction cache on every tile (ncu: "no instruction" 60-67% of the stalls).
+template <int Pairs, typename PairFn>
+__device__ __forceinline__ void store_pairs(const GemmParams& p, const EpilogueTarget& t, PairFn&& pair) {
+  const auto each = [&](auto store) {
+#pragma unroll
+    for (int i = 0; i < Pairs; ++i) {
+      int row, col;
+      float v0, v1;
+      pair(i, row, col, v0, v1);
+      store(row, col, v0, v1);
+    }
+  };
+  if (t.part != nullptr) {
+    each([&](int r, int c, float a, float b) { store_partial_pair(p, t, r, c, a, b); });
     return;
   }
-  if (t.residual) r0 += __half2float(t.residual[off]);
-  t.c[off] = __float2half(apply_act(r0, p.act));
-  if (both) {
-    if (t.residual) r1 += __half2float(t.residual[off + 1]);
-    t.c[off + 1] = __float2half(apply_act(r1, p.act));
+  switch (p.act) {
+    case kActRelu:
+      each([&](int r, int c, float a, float b) { store_final_pair<kActRelu>(p, t, r, c, a, b); });
+      break;
+    case kActRelu6:
+      each([&](int r, int c, float a, float b) { store_final_pair<kActRelu6>(p, t, r, c, a, b); });
+      break;
+    case kActGelu:
+      each([&](int r, int c, float a, float b) { store_final_pair<kActGelu>(p, t, r, c, a, b); });
+      break;
+    case kActTanh:
+      each([&](int r, int c, float a, float b) { store_final_pair<kActTanh>(p, t, r, c, a, b); });
+      break;
+    default:
+      each([&](int r, int c, float a, float b) { store_final_pair<kActNone>(p, t, r, c, a, b); });
+  }
+}
+
+// Four consecutive outputs (row, col .. col + 3) of the fused epilogue, for epilogues that stage
+// accumulators through shared memory and finish them row-contiguous: split-K partials as one
+// 16-byte store, finished outputs as one 8-byte store where aligned (tails element by element).
+__device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueTarget& t, int row, int col, float4 v) {
+  if (row >= p.M || col >= p.N) return;
+  const int valid = min(4, p.N - col);
+  float r[4] = {v.x, v.y, v.z, v.w};
+  if (t.part != nullptr) {
+    float* dst = t.part + static_cast<int64_t>(row) * p.N + col;
+    if (valid == 4 && reinterpret_cast<uintptr_t>(dst) % 16 == 0) {
+      *reinterpret_cast<float4*>(dst) = v;
+    } else {
+      for (int e = 0; e < valid; ++e) dst[e] = r[e];
+    }
+    return;
+  }
+  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+  const bool vec = valid == 4 && reinterpret_cast<uintptr_t>(t.c + off) % 8 == 0 &&
+                   (t.residual == nullptr || reinterpret_cast<uintptr_t>(t.residual + off) % 8 == 0);
+#pragma unroll
+  for (int e = 0; e < 4; ++e) r[e] = p.alpha * r[e] + (t.bias != nullptr && e < valid ? t.bias[col + e] : 0.0f);
+  if (t.residual != nullptr) {
+    if (vec) {
+      const uint2 raw = *reinterpret_cast<const uint2*>(t.residual + off);
+      const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
+      const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
+      r[0] += lo.x;
+      r[1] += lo.y;
+      r[2] += hi.x;
+      r[3] += hi.y;
+    } else {
+      for (int e = 0; e < valid; ++e) r[e] += __half2float(t.residual[off + e]);
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < 4; ++e) r[e] = apply_act(r[e], p.act);
+  if (vec) {
+    const __half2 lo = __floats2half2_rn(r[0], r[1]), hi = __floats2half2_rn(r[2], r[3]);
+    uint2 raw;
+    raw.x = *reinterpret_cast<const uint32_t*>(&lo);
+    raw.y = *reinterpret_cast<const uint32_t*>(&hi);
+    *reinterpret_cast<uint2*>(t.c + off) = raw;
+  } else {
+    for (int e = 0; e < valid; ++e) t.c[off + e] = __float2half(r[e]);
   }
 }
 

@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "backends/cuda/gemm_common.cuh"
 #include "backends/cuda/wgmma.cuh"
+#include "backends/cuda/wgmma_epilogue.cuh"
 
 namespace atl::cuda {
 
@@ -43,6 +44,7 @@ struct WgShape {
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128), "wgmma tiles: 64 rows per warpgroup, N 64 or 128");
   static_assert(STAGES >= 3, "the pipeline keeps STAGES - 2 tiles in flight");
   static_assert(kAChunks >= 1 && kBChunks >= 1 && kRowStep % 8 == 0, "a thread's rows share one swizzle phase");
+  static_assert(STAGES * kStageBytes >= kWarpGroups * kEpiBufBytes, "the stages hold the epilogue buffers");
 };
 
 #if defined(ATL_WGMMA_DEVICE)
@@ -157,17 +159,13 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
   cp_async_wait<0>();
   if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return true;
 
-  // Accumulator layout of m64nNk16: warp w of the warpgroup holds rows 16w..16w+15; registers
-  // 4j..4j+3 hold columns 8j + 2(lane % 4) + {0, 1} of rows lane / 4 and lane / 4 + 8.
-  const int lane = tid & 31;
-  const int row = m0 + wg * 64 + ((tid / 32) % 4) * 16 + lane / 4;
-  const EpilogueTarget target = epilogue_target(p, bidx, split);
-#pragma unroll
-  for (int j = 0; j < BN / 8; ++j) {
-    const int col = n0 + j * 8 + (lane & 3) * 2;
-    store_pair(p, target, row, col, acc[4 * j], acc[4 * j + 1]);
-    store_pair(p, target, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
-  }
+  // Every thread's copies have landed and every warpgroup's MMAs have retired: the stages hold
+  // the epilogue buffers now (a persistent block's next tile refills them only after the
+  // barrier that starts it).
+  __syncthreads();
+  float* buffers = reinterpret_cast<float*>(__cvta_shared_to_generic(smem));
+  staged_epilogue<BN>(p, epilogue_target(p, bidx, split), m0 + wg * 64, n0, acc, buffers + wg * (kEpiBufBytes / 4),
+                      tid % 128, wg);
   return false;
 }
 

@@ -16,6 +16,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_common.cuh"
 #include "backends/cuda/tma.cuh"
+#include "backends/cuda/wgmma_epilogue.cuh"
 #include "core/error.h"
 
 namespace atl::cuda {
@@ -36,9 +37,9 @@ struct TmaShape {
   static constexpr int kABytes = kTmaBM * kTmaRowBytes;
   static constexpr int kBBytes = BN * kTmaRowBytes;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Stages, then the full and empty barriers and the stop word; 1024 bytes of slack let the
-  // kernel align the stages to the swizzle atom.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * STAGES * 8 + 16 + 1024;
+  // Stages, the two epilogue buffers, then the full and empty barriers and the stop word; 1024
+  // bytes of slack let the kernel align the stages to the swizzle atom.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
   static constexpr int kAcc = BN / 2;  // accumulator floats per consumer thread
   static_assert(BN == 128 || BN == 256, "TMA tiles: 128 rows by 128 or 256 columns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
@@ -74,10 +75,12 @@ __device__ __forceinline__ void wgmma_k16(float (&acc)[BN / 2], uint64_t da, uin
   }
 }
 
-// The stage ring: STAGES stages, then STAGES "full" barriers, STAGES "empty" ones, the stop word.
+// The stage ring: STAGES stages, the epilogue buffers, then STAGES "full" barriers, STAGES
+// "empty" ones, the stop word.
 template <int STAGES>
 struct Ring {
   uint32_t stages, bars;
+  float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
   volatile int* stop;
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
@@ -120,7 +123,6 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
   const int ctid = static_cast<int>(threadIdx.x) - 128;
   const int wg = ctid / 128;
   const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup
-  const int lane = ctid & 31;
   int it = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     const TileCoords c = tile_coords(p, BN, t);
@@ -155,15 +157,8 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     fence_registers(acc);
     if (c.k_tiles > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
 
-    // Accumulator layout of m64nNk16, as in gemm_sm90.cu.
-    const int row = c.m0 + wg * 64 + ((ctid / 32) % 4) * 16 + lane / 4;
-    const EpilogueTarget target = epilogue_target(p, 0, c.split);
-#pragma unroll
-    for (int j = 0; j < BN / 8; ++j) {
-      const int col = c.n0 + j * 8 + (lane & 3) * 2;
-      store_pair(p, target, row, col, acc[4 * j], acc[4 * j + 1]);
-      store_pair(p, target, row + 8, col, acc[4 * j + 2], acc[4 * j + 3]);
-    }
+    staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
+                        ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg);
   }
 }
 
@@ -179,7 +174,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const uint32_t raw = smem_addr(smem_raw);
   Ring<STAGES> ring;
   ring.stages = (raw + 1023u) & ~1023u;
-  ring.bars = ring.stages + STAGES * S::kStageBytes;
+  ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + STAGES * S::kStageBytes - raw));
+  ring.bars = ring.stages + STAGES * S::kStageBytes + 2 * kEpiBufBytes;
   ring.stop = reinterpret_cast<volatile int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first

@@ -1,0 +1,68 @@
+#pragma once
+// The epilogue of the wgmma kernels (m64nNk16 accumulators, 64 rows per warpgroup), staged
+// through shared memory. The accumulators' fragment layout puts each thread's outputs in 2 rows
+// and scattered columns, and an unrolled per-accumulator epilogue inlined the whole fused
+// epilogue (bias, residual, every activation) at each of them: 200-370 KB of code per kernel,
+// which missed the instruction cache on every tile (ncu on the H200: "no instruction" 60-67% of
+// the stalls, the SMs 93% idle). Staged, the epilogue is one copy of finish_quad in a loop.
+#include "backends/cuda/gemm_common.cuh"
+#include "backends/cuda/wgmma.cuh"
+
+namespace atl::cuda::gemm {
+
+// A warpgroup's 64 rows go through its buffer 32 columns at a time (rows padded to 40 floats:
+// fragment writes spread over the banks, rows stay 16-byte aligned), then are finished
+// row-contiguous, four outputs per thread per step.
+constexpr int kEpiCols = 32;
+constexpr int kEpiStride = kEpiCols + 8;
+constexpr int kEpiBufBytes = 64 * kEpiStride * 4;
+
+#if defined(ATL_WGMMA_DEVICE)
+
+// Immediate barrier ids: with a register id ptxas reserves all 16 of the block's barriers, which
+// caps the blocks an SM holds.
+__device__ __forceinline__ void warpgroup_barrier(int wg) {
+  if (wg == 0) {
+    asm volatile("bar.sync 2, 128;\n" ::: "memory");
+  } else {
+    asm volatile("bar.sync 3, 128;\n" ::: "memory");
+  }
+}
+
+// One consumer warpgroup's 64 x BN accumulators (m64nNk16 layout: warp w holds rows 16w..16w+15;
+// registers 4j..4j+3 hold columns 8j + 2(lane % 4) + {0, 1} of rows lane / 4 and lane / 4 + 8)
+// through `buf`, 32 columns per chunk.
+// Named barriers 2 and 3 (0 is __syncthreads, 1 the TMA kernel's consumers).
+template <int BN>
+__device__ __forceinline__ void staged_epilogue(const GemmParams& p, const EpilogueTarget& target, int m_base,
+                                                int n_base, const float (&acc)[BN / 2], float* buf, int wtid, int wg) {
+  const int lane = wtid & 31;
+  const int frag_row = (wtid / 32) * 16 + lane / 4;
+  const int frag_col = (lane & 3) * 2;
+#pragma unroll 1
+  for (int chunk = 0; chunk < BN / kEpiCols; ++chunk) {
+    warpgroup_barrier(wg);  // the previous chunk (or tile) has been read
+#pragma unroll
+    for (int cc = 0; cc < BN / kEpiCols; ++cc) {
+      if (cc != chunk) continue;
+#pragma unroll
+      for (int jj = 0; jj < kEpiCols / 8; ++jj) {
+        const int j = cc * (kEpiCols / 8) + jj;
+        float* at = buf + frag_row * kEpiStride + jj * 8 + frag_col;
+        *reinterpret_cast<float2*>(at) = make_float2(acc[4 * j], acc[4 * j + 1]);
+        *reinterpret_cast<float2*>(at + 8 * kEpiStride) = make_float2(acc[4 * j + 2], acc[4 * j + 3]);
+      }
+    }
+    warpgroup_barrier(wg);
+#pragma unroll 1
+    for (int q = wtid; q < 64 * (kEpiCols / 4); q += 128) {
+      const int r = q / (kEpiCols / 4), c4 = (q % (kEpiCols / 4)) * 4;
+      const float4 v = *reinterpret_cast<const float4*>(buf + r * kEpiStride + c4);
+      finish_quad(p, target, m_base + r, n_base + chunk * kEpiCols + c4, v);
+    }
+  }
+}
+
+#endif
+
+}  // namespace atl::cuda::gemm

@@ -8,6 +8,8 @@
 
 #include "../backends/op_cases.h"
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/gemm_plan.h"
+#include "backends/cuda/kernel_params.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "ir/op_attrs.h"
@@ -284,6 +286,53 @@ TEST(GpuOps, RefusesReduceMeanOverNhwc) {
     EXPECT_NE(e.message().find("ReduceMean"), std::string::npos) << e.message();
     EXPECT_NE(e.message().find(c.name), std::string::npos) << e.message();
   }
+}
+
+// The TMA tiles read A as one plain row-major [M, K] through a tensor map: offered for Gemm-like
+// operands only, never for an implicit im2col, a strided or batched one, or unaligned rows.
+// Needs no GPU.
+TEST(GpuGemmPlan, TmaTilesOnlyForPlainAlignedOperands) {
+  const auto* aligned = reinterpret_cast<const __half*>(uintptr_t{0x10000});
+  cuda::GemmParams g;
+  g.a = g.b = aligned;
+  g.M = 1024;
+  g.N = 3072;
+  g.K = 768;
+  g.in_w = g.out_w = g.M;
+  g.in_c = g.cg = g.K;
+  g.ldb = g.K;
+  EXPECT_TRUE(cuda::tma_gemm_applies(g));
+  cuda::GemmParams conv3x3 = g;
+  conv3x3.cg = 64;
+  conv3x3.K = 576;
+  conv3x3.kw = 3;
+  EXPECT_FALSE(cuda::tma_gemm_applies(conv3x3));
+  cuda::GemmParams strided = g;
+  strided.stride_h = strided.stride_w = 2;
+  EXPECT_FALSE(cuda::tma_gemm_applies(strided));
+  cuda::GemmParams batched = g;
+  batched.batch = 2;
+  EXPECT_FALSE(cuda::tma_gemm_applies(batched));
+  cuda::GemmParams odd_rows = g;
+  odd_rows.in_c = 772;  // rows 1544 bytes apart: not a multiple of 16
+  EXPECT_FALSE(cuda::tma_gemm_applies(odd_rows));
+  cuda::GemmParams unaligned = g;
+  unaligned.a = reinterpret_cast<const __half*>(uintptr_t{0x10008});
+  EXPECT_FALSE(cuda::tma_gemm_applies(unaligned));
+
+  const auto has_tma_tile = [](const cuda::GemmShape& s) {
+    for (const cuda::GemmChoice& c : cuda::candidate_choices(s)) {
+      if (cuda::gemm_tile_is_tma(c.tile)) return true;
+    }
+    return false;
+  };
+  cuda::GemmShape shape{g.M, g.N, g.K, 1, true, false, true, true};
+  EXPECT_TRUE(has_tma_tile(shape));
+  shape.tma = false;
+  EXPECT_FALSE(has_tma_tile(shape));
+  shape.tma = true;
+  shape.wgmma = false;  // a device without wgmma
+  EXPECT_FALSE(has_tma_tile(shape));
 }
 
 class GpuOpTest : public ::testing::TestWithParam<OpCase> {};

@@ -55,14 +55,6 @@ __device__ __forceinline__ uint32_t swizzled(int row, int chunk) {
   return static_cast<uint32_t>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
 }
 
-template <int BN>
-__device__ __forceinline__ void wgmma_tile_k16(float (&acc)[BN / 2], uint64_t da, uint64_t db) {
-  if constexpr (BN == 128) {
-    wgmma_m64n128k16(acc, da, db);
-  } else {
-    wgmma_m64n64k16(acc, da, db);
-  }
-}
 
 // One output tile; returns true when the block saw the flag and stopped (outputs then partial).
 template <int BM, int BN, int STAGES>
@@ -148,7 +140,7 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
 #pragma unroll
     for (int kk = 0; kk < kWgBK / 16; ++kk) {
       // 16 halves = 32 bytes along K: descriptor addresses count 16-byte units.
-      wgmma_tile_k16<BN>(acc, da + 2 * kk, db + 2 * kk);
+      wgmma_m64nNk16<BN>(acc, da + 2 * kk, db + 2 * kk);
     }
     wgmma_commit();
     wgmma_wait<1>();

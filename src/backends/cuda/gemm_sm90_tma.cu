@@ -66,15 +66,6 @@ __device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, i
 
 #if defined(ATL_WGMMA_DEVICE)
 
-template <int BN>
-__device__ __forceinline__ void wgmma_k16(float (&acc)[BN / 2], uint64_t da, uint64_t db) {
-  if constexpr (BN == 256) {
-    wgmma_m64n256k16(acc, da, db);
-  } else {
-    wgmma_m64n128k16(acc, da, db);
-  }
-}
-
 // The stage ring: STAGES stages, the epilogue buffers, then STAGES "full" barriers, STAGES
 // "empty" ones, the stop word.
 template <int STAGES>
@@ -146,7 +137,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
       fence_registers(acc);
       wgmma_fence();
 #pragma unroll
-      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_k16<BN>(acc, da + 2 * kk, db + 2 * kk);
+      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_m64nNk16<BN>(acc, da + 2 * kk, db + 2 * kk);
       wgmma_commit();
       // The previous K tile's MMAs have retired: its stage may be refilled.
       wgmma_wait<1>();

@@ -107,6 +107,19 @@ __device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], uint64_t desc_
       : "l"(desc_a), "l"(desc_b), "r"(1));
 }
 
+
+// D[64 x N] += A[64 x 16] * B[N x 16]^T for the tile widths the kernels use.
+template <int N>
+__device__ __forceinline__ void wgmma_m64nNk16(float (&d)[N / 2], uint64_t desc_a, uint64_t desc_b) {
+  static_assert(N == 64 || N == 128 || N == 256, "wgmma tile widths: 64, 128, 256");
+  if constexpr (N == 256) {
+    wgmma_m64n256k16(d, desc_a, desc_b);
+  } else if constexpr (N == 128) {
+    wgmma_m64n128k16(d, desc_a, desc_b);
+  } else {
+    wgmma_m64n64k16(d, desc_a, desc_b);
+  }
+}
 #endif
 
 }  // namespace atl::cuda::gemm

@@ -49,8 +49,8 @@ void Scheduler::Impl::arm(Lane& l) {
     LaunchOptions lo;
     lo.timed = k == 0 || k == c.kernels - 1;
     // The last armed kernel reports too: a task that fails at staging launches no more.
-    // Padding follows the RT task kernel by kernel.
-    lo.report = k == armed_kernels - 1 || traits.pads_be;
+    // Padding follows the RT task by the kernels that report.
+    lo.report = k == armed_kernels - 1 || (traits.pads_be && c.costs.reports(k));
     const uint64_t seq = launch(l, c.instance, k, lo);
     if (k == 0) l.armed_seq = seq;
     ++l.parked;

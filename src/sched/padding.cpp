@@ -26,6 +26,28 @@ RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTi
   return RtWindow{&rt, kernel, rt.ns[static_cast<size_t>(kernel)] - (now - since), 0.0};
 }
 
+std::vector<uint8_t> padding_reports(const KernelCosts& rt, DeviceTime spacing) {
+  std::vector<uint8_t> reported(rt.ns.size(), 0);
+  DeviceTime since_report = 0;
+  for (size_t k = 0; k < rt.ns.size(); ++k) {
+    since_report += rt.ns[k];
+    if (since_report >= spacing || k + 1 == rt.ns.size()) {
+      reported[k] = 1;
+      since_report = 0;
+    }
+  }
+  return reported;
+}
+
+RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now) {
+  DeviceTime elapsed = now - since;
+  while (!rt.reports(kernel) && elapsed >= rt.ns[static_cast<size_t>(kernel)]) {
+    elapsed -= rt.ns[static_cast<size_t>(kernel)];
+    ++kernel;
+  }
+  return rt_window(rt, kernel, now - elapsed, now);
+}
+
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns) {
   // An RT kernel past its profiled time ends at an unknown moment: nothing is planned beside it.
   if (window.rt == nullptr || window.remaining_ns <= 0) return false;
@@ -59,8 +81,9 @@ KernelCosts Scheduler::Impl::profiled_costs(const std::string& client, InstanceI
   return KernelCosts::from(*p);
 }
 
-// The running RT task's current kernel: the first one not seen to have ended, running since the
-// scheduler first saw it current. Nothing fits once the task has no kernel left, or none runs.
+// The running RT task's current kernel: estimated from the first one not seen to have ended,
+// current since the scheduler first saw it so. Nothing fits once the task has no kernel left,
+// or none runs.
 RtWindow Scheduler::Impl::running_rt_window() {
   for (int i : rt_lanes) {
     Lane& l = lanes[static_cast<size_t>(i)];
@@ -74,7 +97,7 @@ RtWindow Scheduler::Impl::running_rt_window() {
       l.seen_kernel = t.cursor;
       l.seen_since = now;
     }
-    return rt_window(c.costs, t.cursor, l.seen_since, now);
+    return estimated_rt_window(c.costs, t.cursor, l.seen_since, now);
   }
   return RtWindow{};
 }

@@ -4,6 +4,7 @@
 // its profiled time, counted from the moment it could start, ends before the RT kernels it
 // overlaps do by their profiles, and its SM share fits in what each of them (and BE kernels
 // already padded) leave. A query reads a few array entries: nanoseconds, not microseconds.
+#include <cstdint>
 #include <vector>
 
 #include "profile/kernel_profile.h"
@@ -15,8 +16,18 @@ namespace atl::sched {
 struct KernelCosts {
   std::vector<DeviceTime> ns;
   std::vector<double> share;
+  // An RT client's kernels whose ends are reported in the padding modes (padding_reports);
+  // empty: every one.
+  std::vector<uint8_t> reported;
   static KernelCosts from(const ModelProfile& profile);
+  bool reports(int kernel) const { return reported.empty() || reported[static_cast<size_t>(kernel)] != 0; }
 };
+
+// Which of an RT task's kernels report their end while BE work pads beside it: the last, and
+// one at least every `spacing` ns of profiled time (0: every kernel). A report is a stream
+// write after the kernel, which on the H200 cost RT tasks 13-20% when every kernel wrote one;
+// between reports the scheduler follows the task by its profile (estimated_rt_window).
+std::vector<uint8_t> padding_reports(const KernelCosts& rt, DeviceTime spacing);
 
 // How far ahead of the running RT kernel a padded BE kernel may reach: a few kernels keep a
 // query a short loop.
@@ -33,6 +44,11 @@ struct RtWindow {
 
 // RT kernel `kernel` of `rt`, seen running since `since`, at `now`.
 RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now);
+
+// The RT kernel running at `now`, when `kernel` is the first not reported ended and has been so
+// since `since`: the profile walked forward from it, up to the next kernel that reports (whose
+// end the scheduler will see; past its profiled time nothing fits, as with rt_window).
+RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now);
 
 // Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends within the
 // RT kernels it would run beside (the current one and up to kPaddingLookahead after it) while

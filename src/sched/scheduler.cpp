@@ -25,6 +25,8 @@ Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), opt
               options.armed_kernels);
   ATOLL_CHECK(options.stall_timeout_ns >= 1, kInvalidArgument, "stall timeout must be positive (got {} ns)",
               options.stall_timeout_ns);
+  ATOLL_CHECK(options.padding_resync_ns >= 0, kInvalidArgument,
+              "padding resync spacing must not be negative (got {} ns)", options.padding_resync_ns);
   ATOLL_CHECK(options.padding_launch_ns >= 0, kInvalidArgument, "padding launch time must not be negative (got {} ns)",
               options.padding_launch_ns);
   if (traits.layout == LaneLayout::kOneLane) add_lane(-1, StreamPriority::kLow);
@@ -54,6 +56,7 @@ ClientId Scheduler::Impl::add_client(TaskClass task_class, std::string name, Ins
               name, options.inflight_cap, program.inflight_window);
   const ClientId id = static_cast<ClientId>(clients.size());
   KernelCosts costs = traits.pads_be ? profiled_costs(name, instance) : KernelCosts{};
+  if (traits.pads_be && task_class == TaskClass::kRealTime) costs.reported = padding_reports(costs, options.padding_resync_ns);
   clients.push_back(Client{std::move(name), task_class, instance, kernels, {}, -1, std::move(costs)});
   const bool rt = task_class == TaskClass::kRealTime;
   if (traits.layout != LaneLayout::kOneLane) {
@@ -230,8 +233,8 @@ void Scheduler::Impl::top_up(Lane& l) {
     lo.preemptible = !is_rt(c);
     lo.timed = first || t.next_launch == c.kernels - 1;
     // An RT task is never rolled back: only its last kernel's end matters, except to padding,
-    // which follows the RT task kernel by kernel.
-    lo.report = lo.preemptible || t.next_launch == c.kernels - 1 || traits.pads_be;
+    // which follows the RT task by the kernels that report.
+    lo.report = lo.preemptible || t.next_launch == c.kernels - 1 || (traits.pads_be && c.costs.reports(t.next_launch));
     uint64_t seq;
     try {
       seq = launch(l, c.instance, t.next_launch, lo);

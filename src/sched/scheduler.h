@@ -54,6 +54,9 @@ struct SchedulerOptions {
   // Padding modes: how long after its launch call a padded BE kernel can start. It must end,
   // this much plus its profiled time from now, before the RT kernel beside it does.
   DeviceTime padding_launch_ns = 6'000;
+  // Padding modes: an RT kernel reports its end at least this often by its profiled time (and
+  // the last one always); 0 reports every kernel (padding_reports).
+  DeviceTime padding_resync_ns = 200'000;
 };
 
 // RT mode transitions (wait and reset modes), for timelines.

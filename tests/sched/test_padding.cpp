@@ -53,6 +53,29 @@ TEST(PaddingFit, ABeKernelMaySpanSeveralRtKernels) {
       << "the lookahead stops after " << kPaddingLookahead << " kernels";
 }
 
+// RT kernels report their end about every `spacing` of profiled time, and the last one always;
+// between reports the window walks the profile, but never past a kernel that reports.
+TEST(PaddingFit, SparseReportsAndTheEstimatedWindow) {
+  KernelCosts rt = costs({40'000, 40'000, 40'000, 40'000, 40'000}, {0.2, 0.3, 0.4, 0.5, 0.6});
+  EXPECT_EQ(padding_reports(rt, 100'000), (std::vector<uint8_t>{0, 0, 1, 0, 1}));
+  EXPECT_EQ(padding_reports(rt, 0), (std::vector<uint8_t>{1, 1, 1, 1, 1}));
+  EXPECT_EQ(padding_reports(rt, 1'000'000), (std::vector<uint8_t>{0, 0, 0, 0, 1}));
+  rt.reported = padding_reports(rt, 100'000);
+  const RtWindow at_start = estimated_rt_window(rt, 0, 1'000'000, 1'010'000);
+  EXPECT_EQ(at_start.kernel, 0);
+  EXPECT_EQ(at_start.remaining_ns, 30'000);
+  const RtWindow walked = estimated_rt_window(rt, 0, 0, 50'000);
+  EXPECT_EQ(walked.kernel, 1) << "kernel 0 reports nothing: by the profile, kernel 1 runs";
+  EXPECT_EQ(walked.remaining_ns, 30'000);
+  const RtWindow overran = estimated_rt_window(rt, 0, 0, 130'000);
+  EXPECT_EQ(overran.kernel, 2) << "kernel 2 reports: the walk stops there";
+  EXPECT_LT(overran.remaining_ns, 0);
+  const KernelCosts be = costs({1'000}, {0.1});
+  EXPECT_FALSE(fits_beside(be, 0, overran, 0)) << "past a reporting kernel's profile nothing fits";
+  rt.reported.clear();
+  EXPECT_EQ(estimated_rt_window(rt, 0, 0, 50'000).kernel, 0) << "every kernel reports: no walk";
+}
+
 // Selection reads a few array entries per BE lane: far below the 1 us budget.
 TEST(PaddingFit, SelectionTakesWellUnderAMicrosecond) {
   std::vector<DeviceTime> ns(500);

@@ -2,7 +2,8 @@
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
 #   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve" and "csan"
-#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through;
+#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through; every output comes
+#   back as $OUT/results.tgz;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
@@ -187,5 +188,15 @@ if has_step torch; then
 fi
 if [[ -f $out/atoll_cuda.json && -f $out/torch_models.json ]]; then
   python3 bench/compare.py "$out/atoll_cuda.json" "$out/torch_models.json" --json "$out/compare.json"
+fi
+# The device tool brings back only a few files per call: everything goes home as one archive
+# (results.tgz, extract with tar xzf), the originals removed. KEEP_FILES=1 leaves them as they are.
+if [[ ${KEEP_FILES:-0} != 1 ]] && [[ -n $(ls -A "$out") ]]; then
+  archive=$(mktemp "${TMPDIR:-/tmp}/results.XXXXXX.tgz")
+  if tar czf "$archive" -C "$out" . && find "$out" -mindepth 1 -delete && mv "$archive" "$out/results.tgz"; then
+    echo "results: $out/results.tgz ($(du -h "$out/results.tgz" | cut -f1))"
+  else
+    echo "results: packing failed; the files stay in $out"
+  fi
 fi
 exit $status

@@ -68,6 +68,32 @@ void check_samples(const serve::LoadSamples& s, const std::string& what) {
               s.first_error.empty() ? std::string() : ": " + s.first_error);
 }
 
+// The server's own timings of one phase's requests, as per-request means in microseconds: from
+// receipt to answer (wall), and of it decoding the inputs, waiting for dispatch, running on the
+// device and unpacking the outputs. A client's latency minus `wall` is the protocol's share.
+struct ServerSide {
+  double wall = 0, input = 0, queue = 0, infer = 0, output = 0;
+};
+
+ServerSide server_side(const serve::ModelStats& before, const serve::ModelStats& after) {
+  const auto mean_us = [](const serve::DurationStat& b, const serve::DurationStat& a) {
+    return a.count > b.count ? static_cast<double>(a.ns - b.ns) / 1e3 / static_cast<double>(a.count - b.count) : 0.0;
+  };
+  return {mean_us(before.success, after.success), mean_us(before.compute_input, after.compute_input),
+          mean_us(before.queue, after.queue), mean_us(before.compute_infer, after.compute_infer),
+          mean_us(before.compute_output, after.compute_output)};
+}
+
+std::string server_side_text(const ServerSide& s) {
+  return fmt::format("server mean {:.1f} us: inputs {:.1f}, queue {:.1f}, device {:.1f}, outputs {:.1f}, rest {:.1f}",
+                     s.wall, s.input, s.queue, s.infer, s.output, s.wall - s.input - s.queue - s.infer - s.output);
+}
+
+nlohmann::json server_side_json(const ServerSide& s) {
+  return {{"wall_us", s.wall}, {"inputs_us", s.input}, {"queue_us", s.queue}, {"device_us", s.infer},
+          {"outputs_us", s.output}};
+}
+
 void run_serve_bench(const ServeBenchFlags& f) {
   const auto [rt_zoo, rt_hz] = model_and_number(f.rt, "--rt", 100, "rate in Hz");
   serve::ServeOptions so;
@@ -91,14 +117,20 @@ void run_serve_bench(const ServeBenchFlags& f) {
 
   const serve::SampleRequest rt_request = serve::sample_request(server.engine(), "rt", true, 1);
   serve::sequential_in_process(server.engine(), rt_request.request, std::max(5, f.requests / 10));  // warm-up
+  const serve::ModelStats at_start = server.engine().stats().model("rt");
   const serve::LoadSamples local = serve::sequential_in_process(server.engine(), rt_request.request, f.requests);
+  const serve::ModelStats after_local = server.engine().stats().model("rt");
   const serve::LoadSamples remote = serve::sequential_grpc(target, rt_request.request, f.requests);
+  const ServerSide local_side = server_side(at_start, after_local);
+  const ServerSide remote_side = server_side(after_local, server.engine().stats().model("rt"));
   check_samples(local, "in-process requests");
   check_samples(remote, "gRPC requests");
   const bench::Distribution dl = bench::distribution(local.latency_ms), dr = bench::distribution(remote.latency_ms);
   const double overhead_us = (dr.p50 - dl.p50) * 1e3;
-  fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n  gRPC        {}\n  overhead    p50 {:+.1f} us\n",
-             rt_zoo, dist_text(dl), dist_text(dr), overhead_us);
+  fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
+             "              {}\n  overhead    p50 {:+.1f} us\n",
+             rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
+             overhead_us);
 
   const serve::LoadClient rt_client{.model = "rt", .realtime = true, .rate_hz = rt_hz, .concurrency = 1};
   const serve::LoadSamples alone = serve::run_grpc_load(target, server.engine(), {rt_client}, f.duration_s, f.warmup_s)[0];
@@ -136,6 +168,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
                    {"in_process_ms", dist_json(dl)},
                    {"grpc_ms", dist_json(dr)},
                    {"p50_overhead_us", overhead_us},
+                   {"in_process_server", server_side_json(local_side)},
+                   {"grpc_server", server_side_json(remote_side)},
                    {"failed", local.failed + remote.failed}};
   j["rt_rate_hz"] = rt_hz;
   j["duration_s"] = f.duration_s;

@@ -150,6 +150,7 @@ expect_ok "bench pairs JSON" '"throughput_vs_reset"' cat "$work/pairs.json"
 expect_ok "bench serve" "RT p99 .*x alone" "$atoll" bench serve --device sim --rt tiny_cnn:100 --be tiny_vgg:2 \
   --duration 0.2 --warmup 0.05 --requests 10 --json "$work/serve_bench.json"
 expect_ok "bench serve JSON" '"p50_overhead_us"' cat "$work/serve_bench.json"
+expect_ok "bench serve server-side split" '"grpc_server"' cat "$work/serve_bench.json"
 expect_error "bench serve unknown model" "--rt 'resnet51:5': unknown model" "$atoll" bench serve --device sim --rt resnet51:5
 expect_error "bench serve fractional concurrency" "whole number" "$atoll" bench serve --device sim --be tiny_cnn:1.5
 sed 's/"name": "cli"/"name": "..\/..\/X"/' "$work/w.json" >"$work/escape.json"

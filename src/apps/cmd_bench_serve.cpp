@@ -121,16 +121,23 @@ void run_serve_bench(const ServeBenchFlags& f) {
   const serve::LoadSamples local = serve::sequential_in_process(server.engine(), rt_request.request, f.requests);
   const serve::ModelStats after_local = server.engine().stats().model("rt");
   const serve::LoadSamples remote = serve::sequential_grpc(target, rt_request.request, f.requests);
+  const serve::ModelStats after_remote = server.engine().stats().model("rt");
+  const serve::LoadSamples remote_shm =
+      serve::sequential_grpc_shm(target, server.engine(), rt_request.request, f.requests);
   const ServerSide local_side = server_side(at_start, after_local);
-  const ServerSide remote_side = server_side(after_local, server.engine().stats().model("rt"));
+  const ServerSide remote_side = server_side(after_local, after_remote);
+  const ServerSide shm_side = server_side(after_remote, server.engine().stats().model("rt"));
   check_samples(local, "in-process requests");
   check_samples(remote, "gRPC requests");
+  check_samples(remote_shm, "gRPC requests with shared memory");
   const bench::Distribution dl = bench::distribution(local.latency_ms), dr = bench::distribution(remote.latency_ms);
-  const double overhead_us = (dr.p50 - dl.p50) * 1e3;
+  const bench::Distribution ds = bench::distribution(remote_shm.latency_ms);
+  const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
   fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
-             "              {}\n  overhead    p50 {:+.1f} us\n",
+             "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
+             "{:+.1f} us\n",
              rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
-             overhead_us);
+             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us);
 
   const serve::LoadClient rt_client{.model = "rt", .realtime = true, .rate_hz = rt_hz, .concurrency = 1};
   const serve::LoadSamples alone = serve::run_grpc_load(target, server.engine(), {rt_client}, f.duration_s, f.warmup_s)[0];
@@ -170,7 +177,10 @@ void run_serve_bench(const ServeBenchFlags& f) {
                    {"p50_overhead_us", overhead_us},
                    {"in_process_server", server_side_json(local_side)},
                    {"grpc_server", server_side_json(remote_side)},
-                   {"failed", local.failed + remote.failed}};
+                   {"grpc_shm_ms", dist_json(ds)},
+                   {"grpc_shm_server", server_side_json(shm_side)},
+                   {"p50_overhead_shm_us", shm_overhead_us},
+                   {"failed", local.failed + remote.failed + remote_shm.failed}};
   j["rt_rate_hz"] = rt_hz;
   j["duration_s"] = f.duration_s;
   j["rt_alone_ms"] = dist_json(da);

@@ -4,11 +4,25 @@
 #include <grpcpp/health_check_service_interface.h>
 
 #include <chrono>
+#include <cstring>
+#include <map>
 
 #include "core/text.h"
+#include "serve/shared_memory.h"
 #include "grpc_service.grpc.pb.h"
 
 namespace atl::serve {
+
+// Outside the anonymous namespace: the front end's completion callbacks hold them.
+// A tensor that lives in a registered shared-memory region (the parameters
+// shared_memory_region, shared_memory_byte_size and shared_memory_offset), or nothing.
+struct ShmTensor {
+  std::shared_ptr<const SharedMemoryRegion> region;
+  uint64_t offset = 0, byte_size = 0;
+};
+
+// Shared-memory outputs the request asked for, by output name.
+using ShmOutputs = std::map<std::string, ShmTensor>;
 
 namespace {
 
@@ -78,31 +92,77 @@ std::span<const std::byte> typed_contents(const inference::ModelInferRequest::In
   return {};
 }
 
-InferRequest to_request(const inference::ModelInferRequest& message) {
+std::string string_parameter(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                             const std::string& key) {
+  const auto it = params.find(key);
+  if (it == params.end()) return {};
+  ATOLL_CHECK(it->second.parameter_choice_case() == inference::InferParameter::kStringParam, kInvalidArgument,
+              "parameter '{}' must be a string", key);
+  return it->second.string_param();
+}
+
+ShmTensor shm_tensor(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                     const SharedMemoryRegistry& registry, const std::string& tensor) {
+  const std::string name = string_parameter(params, "shared_memory_region");
+  if (name.empty()) return {};
+  const std::optional<int64_t> size = integer_parameter(params, "shared_memory_byte_size");
+  ATOLL_CHECK(size && *size >= 0, kInvalidArgument,
+              "tensor '{}' names shared-memory region '{}' without a shared_memory_byte_size", printable(tensor),
+              printable(name));
+  const int64_t offset = integer_parameter(params, "shared_memory_offset").value_or(0);
+  ATOLL_CHECK(offset >= 0, kInvalidArgument, "tensor '{}': negative shared_memory_offset", printable(tensor));
+  return {registry.find(name), static_cast<uint64_t>(offset), static_cast<uint64_t>(*size)};
+}
+
+// The request as the engine takes it. Inputs in shared memory are read in place: `held` keeps
+// their regions mapped until the engine has copied them (Engine::infer packs them before it
+// returns).
+InferRequest to_request(const inference::ModelInferRequest& message, const SharedMemoryRegistry& registry,
+                        std::vector<std::shared_ptr<const SharedMemoryRegion>>& held, ShmOutputs& shm_outputs) {
   InferRequest r;
   r.model = message.model_name();
   r.version = message.model_version();
   r.id = message.id();
   r.priority = integer_parameter(message.parameters(), "priority");
   r.timeout_us = integer_parameter(message.parameters(), "timeout");
+  std::vector<ShmTensor> shm_inputs;
+  int in_message = 0;
+  for (const auto& in : message.inputs()) {
+    shm_inputs.push_back(shm_tensor(in.parameters(), registry, in.name()));
+    if (!shm_inputs.back().region) ++in_message;
+  }
   const bool raw = message.raw_input_contents_size() > 0;
-  ATOLL_CHECK(!raw || message.raw_input_contents_size() == message.inputs_size(), kInvalidArgument,
-              "raw_input_contents holds {} tensors for {} inputs", message.raw_input_contents_size(),
-              message.inputs_size());
+  ATOLL_CHECK(!raw || message.raw_input_contents_size() == in_message, kInvalidArgument,
+              "raw_input_contents holds {} tensors for {} inputs outside shared memory",
+              message.raw_input_contents_size(), in_message);
+  int next_raw = 0;
   for (int i = 0; i < message.inputs_size(); ++i) {
     const auto& in = message.inputs(i);
     InputTensor t;
     t.name = in.name();
     t.datatype = in.datatype();
     t.shape.assign(in.shape().begin(), in.shape().end());
-    t.data = raw ? std::as_bytes(std::span(message.raw_input_contents(i))) : typed_contents(in);
+    if (const ShmTensor& shm = shm_inputs[static_cast<size_t>(i)]; shm.region) {
+      t.data = shm.region->bytes(shm.offset, shm.byte_size);
+      held.push_back(shm.region);
+    } else {
+      t.data = raw ? std::as_bytes(std::span(message.raw_input_contents(next_raw++))) : typed_contents(in);
+    }
     r.inputs.push_back(std::move(t));
   }
-  for (const auto& out : message.outputs()) r.outputs.push_back(out.name());
+  for (const auto& out : message.outputs()) {
+    r.outputs.push_back(out.name());
+    if (ShmTensor shm = shm_tensor(out.parameters(), registry, out.name()); shm.region) {
+      shm.region->bytes(shm.offset, shm.byte_size);  // checked now, before any work
+      shm_outputs[out.name()] = std::move(shm);
+    }
+  }
   return r;
 }
 
-void fill_response(InferResponse response, inference::ModelInferResponse& message) {
+// Outputs asked for in shared memory are written there, and their raw_output_contents entry left
+// empty so that the entries stay aligned with the outputs.
+void fill_response(InferResponse response, const ShmOutputs& shm_outputs, inference::ModelInferResponse& message) {
   message.set_model_name(response.model);
   message.set_model_version(response.version);
   message.set_id(response.id);
@@ -113,6 +173,15 @@ void fill_response(InferResponse response, inference::ModelInferResponse& messag
     t->set_name(out.name);
     t->set_datatype(out.datatype);
     for (int64_t d : out.shape) t->add_shape(d);
+    if (const auto shm = shm_outputs.find(out.name); shm != shm_outputs.end()) {
+      const ShmTensor& s = shm->second;
+      ATOLL_CHECK(out.data.nbytes() <= s.byte_size, kInvalidArgument,
+                  "output '{}' has {} bytes; its shared-memory region '{}' was given {}", printable(out.name),
+                  out.data.nbytes(), s.region->name(), s.byte_size);
+      std::memcpy(s.region->bytes(s.offset, out.data.nbytes()).data(), out.data.raw(), out.data.nbytes());
+      message.add_raw_output_contents();
+      continue;
+    }
     message.add_raw_output_contents()->assign(reinterpret_cast<const char*>(out.data.raw()), out.data.nbytes());
   }
 }
@@ -212,6 +281,7 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
       r->set_name(kServerName);
       r->set_version(kServerVersion);
       for (const char* e : kExtensions) r->add_extensions(e);
+      r->add_extensions("system_shared_memory");  // gRPC only: the HTTP front end does not take regions
     });
   }
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* c, const inference::ModelMetadataRequest* q,
@@ -275,13 +345,18 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
                                        inference::ModelInferResponse* r) override {
     grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
     try {
-      engine_.infer(to_request(*q), [reactor, r](std::exception_ptr error, InferResponse response) {
-        if (error) {
-          reactor->Finish(to_status(error));
-          return;
+      std::vector<std::shared_ptr<const SharedMemoryRegion>> held;
+      auto shm_outputs = std::make_shared<ShmOutputs>();
+      InferRequest request = to_request(*q, shm_, held, *shm_outputs);
+      engine_.infer(request, [reactor, r, shm_outputs](std::exception_ptr error, InferResponse response) {
+        if (!error) {
+          try {
+            fill_response(std::move(response), *shm_outputs, *r);
+          } catch (...) {
+            error = std::current_exception();
+          }
         }
-        fill_response(std::move(response), *r);
-        reactor->Finish(grpc::Status::OK);
+        reactor->Finish(error ? to_status(error) : grpc::Status::OK);
       });
     } catch (...) {
       reactor->Finish(to_status(std::current_exception()));
@@ -289,9 +364,34 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
     return reactor;
   }
 
+  grpc::ServerUnaryReactor* SystemSharedMemoryStatus(grpc::CallbackServerContext* c,
+                                                     const inference::SystemSharedMemoryStatusRequest* q,
+                                                     inference::SystemSharedMemoryStatusResponse* r) override {
+    return answer(c, [&] {
+      for (const auto& region : shm_.status(q->name())) {
+        auto& s = (*r->mutable_regions())[region->name()];
+        s.set_name(region->name());
+        s.set_key(region->key());
+        s.set_offset(region->offset());
+        s.set_byte_size(region->byte_size());
+      }
+    });
+  }
+  grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* c,
+                                                       const inference::SystemSharedMemoryRegisterRequest* q,
+                                                       inference::SystemSharedMemoryRegisterResponse*) override {
+    return answer(c, [&] { shm_.register_region(q->name(), q->key(), q->offset(), q->byte_size()); });
+  }
+  grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* c,
+                                                         const inference::SystemSharedMemoryUnregisterRequest* q,
+                                                         inference::SystemSharedMemoryUnregisterResponse*) override {
+    return answer(c, [&] { shm_.unregister(q->name()); });
+  }
+
  private:
   ModelControl& control_;
   Engine& engine_;
+  SharedMemoryRegistry shm_;
 };
 
 GrpcFrontEnd::GrpcFrontEnd(ModelControl& control, const std::string& host, int port, int max_message_bytes)

@@ -1,9 +1,15 @@
 #include "serve/load_test.h"
 
+#include <fcntl.h>
+#include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -170,18 +176,111 @@ LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, i
   return s;
 }
 
-LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count) {
-  auto stub = make_stub(target);
-  const inference::ModelInferRequest message = to_message(request);
+namespace {
+
+// A POSIX shared-memory object of `bytes`, unlinked and unmapped when done.
+class ShmObject {
+ public:
+  explicit ShmObject(size_t bytes) : key_(fmt::format("/atoll_bench_{}", getpid())), bytes_(bytes) {
+    const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+    ATOLL_CHECK(fd >= 0, kIo, "shm_open({}) failed: {}", key_, std::strerror(errno));
+    const bool sized = ftruncate(fd, static_cast<off_t>(bytes_)) == 0;
+    void* m = sized ? mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    close(fd);
+    if (m == MAP_FAILED) {
+      shm_unlink(key_.c_str());
+      ATOLL_THROW(kIo, "cannot size or map shared memory {} ({} bytes)", key_, bytes_);
+    }
+    data_ = static_cast<std::byte*>(m);
+  }
+  ~ShmObject() {
+    munmap(data_, bytes_);
+    shm_unlink(key_.c_str());
+  }
+  ShmObject(const ShmObject&) = delete;
+  ShmObject& operator=(const ShmObject&) = delete;
+  const std::string& key() const { return key_; }
+  std::byte* data() const { return data_; }
+
+ private:
+  std::string key_;
+  size_t bytes_;
+  std::byte* data_ = nullptr;
+};
+
+// `count` calls of `message`, each sent when the previous was answered.
+LoadSamples sequential_calls(inference::GRPCInferenceService::Stub& stub, const inference::ModelInferRequest& message,
+                             int count) {
   LoadSamples s;
   const Clock::time_point began = Clock::now();
   for (int i = 0; i < count; ++i) {
     const Clock::time_point sent = Clock::now();
-    const std::string error = call_infer(*stub, message);
+    const std::string error = call_infer(stub, message);
     add_sample(s, ms_since(sent), error);
   }
   s.seconds = ms_since(began) / 1e3;
   return s;
+}
+
+void set_shm_parameters(google::protobuf::Map<std::string, inference::InferParameter>& params, const std::string& region,
+                        size_t offset, size_t bytes) {
+  params["shared_memory_region"].set_string_param(region);
+  params["shared_memory_byte_size"].set_int64_param(static_cast<int64_t>(bytes));
+  params["shared_memory_offset"].set_int64_param(static_cast<int64_t>(offset));
+}
+
+}  // namespace
+
+LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine, const InferRequest& request,
+                                int count) {
+  const std::shared_ptr<const ServedModel> model = engine.model(request.model, "");
+  size_t in_bytes = 0, out_bytes = 0;
+  for (const InputTensor& t : request.inputs) in_bytes += t.data.size();
+  std::vector<std::pair<std::string, size_t>> outputs;  // name, bytes (f32 or i64 over the protocol)
+  for (const TensorSpec& t : model->batch1().outputs) {
+    outputs.emplace_back(t.name, static_cast<size_t>(t.shape.numel()) * 8);
+    out_bytes += outputs.back().second;
+  }
+  ShmObject object(in_bytes + out_bytes);
+  auto stub = make_stub(target);
+  const std::string region = "atoll_bench";
+  {
+    grpc::ClientContext context;
+    inference::SystemSharedMemoryRegisterRequest q;
+    q.set_name(region);
+    q.set_key(object.key());
+    q.set_byte_size(in_bytes + out_bytes);
+    inference::SystemSharedMemoryRegisterResponse r;
+    const grpc::Status status = stub->SystemSharedMemoryRegister(&context, q, &r);
+    ATOLL_CHECK(status.ok(), kUnavailable, "registering shared memory failed: {}", status.error_message());
+  }
+  inference::ModelInferRequest message = to_message(request);
+  message.clear_raw_input_contents();
+  size_t offset = 0;
+  for (int i = 0; i < message.inputs_size(); ++i) {
+    const std::span<const std::byte> data = request.inputs[static_cast<size_t>(i)].data;
+    std::memcpy(object.data() + offset, data.data(), data.size());
+    set_shm_parameters(*message.mutable_inputs(i)->mutable_parameters(), region, offset, data.size());
+    offset += data.size();
+  }
+  for (const auto& [name, bytes] : outputs) {
+    auto* out = message.add_outputs();
+    out->set_name(name);
+    set_shm_parameters(*out->mutable_parameters(), region, offset, bytes);
+    offset += bytes;
+  }
+  LoadSamples s = sequential_calls(*stub, message, count);
+  grpc::ClientContext context;
+  inference::SystemSharedMemoryUnregisterRequest q;
+  q.set_name(region);
+  inference::SystemSharedMemoryUnregisterResponse r;
+  stub->SystemSharedMemoryUnregister(&context, q, &r);
+  return s;
+}
+
+LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count) {
+  auto stub = make_stub(target);
+  return sequential_calls(*stub, to_message(request), count);
 }
 
 }  // namespace atl::serve

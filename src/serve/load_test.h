@@ -43,5 +43,9 @@ std::vector<LoadSamples> run_grpc_load(const std::string& target, const Engine& 
 // `count` requests one after the other, each sent when the previous was answered.
 LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, int count);
 LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count);
+// The same with every input and output in one registered system shared-memory region (Triton's
+// extension, as perf_analyzer --shared-memory system): only the request's header travels.
+LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine, const InferRequest& request,
+                                int count);
 
 }  // namespace atl::serve

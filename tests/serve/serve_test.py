@@ -142,6 +142,48 @@ def grpc_input(x, datatype="FP32", name="input"):
     return i
 
 
+def check_shared_memory(g, x, close):
+    """Triton's system shared-memory extension through tritonclient's own helpers: the input read
+    from a registered region, the output written into another, status and unregister, and the
+    errors for an unknown region and a tensor past a region's end."""
+    try:
+        import tritonclient.utils.shared_memory as shm
+    except ImportError as e:
+        print(f"skip shared-memory checks: {e}")
+        return
+    out_bytes = 10 * 4
+    key_in, key_out = f"/atoll_test_in_{os.getpid()}", f"/atoll_test_out_{os.getpid()}"
+    h_in = shm.create_shared_memory_region("in_region", key_in, x.nbytes)
+    h_out = shm.create_shared_memory_region("out_region", key_out, out_bytes)
+    try:
+        shm.set_shared_memory_region(h_in, [x])
+        g.register_system_shared_memory("in_region", key_in, x.nbytes)
+        g.register_system_shared_memory("out_region", key_out, out_bytes)
+        status = g.get_system_shared_memory_status(as_json=True)
+        check("shm status lists both regions", sorted(status.get("regions", {})) == ["in_region", "out_region"],
+              str(status))
+        check("shm is a listed extension", "system_shared_memory" in g.get_server_metadata().extensions)
+        i = grpcclient.InferInput("input", list(x.shape), "FP32")
+        i.set_shared_memory("in_region", x.nbytes)
+        o = grpcclient.InferRequestedOutput("logits")
+        o.set_shared_memory("out_region", out_bytes)
+        g.infer("cnn", [i], outputs=[o])
+        got = shm.get_contents_as_numpy(h_out, np.float32, [1, 10])
+        check("shm input and output equal atoll run", close(got))
+        i.set_shared_memory("in_region", x.nbytes, offset=4)
+        expect_error("shm tensor past the region's end", lambda: g.infer("cnn", [i]), "StatusCode.INVALID_ARGUMENT",
+                     text="do not fit")
+        i.set_shared_memory("nowhere", x.nbytes)
+        expect_error("shm unknown region", lambda: g.infer("cnn", [i]), "StatusCode.NOT_FOUND", text="nowhere")
+        expect_error("shm register a missing key", lambda: g.register_system_shared_memory("bad", "/atoll_no_key", 8),
+                     "StatusCode.NOT_FOUND", text="cannot open key")
+        g.unregister_system_shared_memory()
+        check("shm unregister all", not g.get_system_shared_memory_status(as_json=True).get("regions"))
+    finally:
+        shm.destroy_shared_memory_region(h_in)
+        shm.destroy_shared_memory_region(h_out)
+
+
 def check_inference(g, h, work, port_grpc):
     x = np.random.default_rng(1).uniform(-1, 1, (1, 3, 32, 32)).astype(np.float32)
     np.save(os.path.join(work, "x.npy"), x)
@@ -164,6 +206,8 @@ def check_inference(g, h, work, port_grpc):
     hi.set_data_from_numpy(x, binary_data=False)
     r = h.infer("cnn", [hi], outputs=[httpclient.InferRequestedOutput("logits", binary_data=False)])
     check("http JSON tensors equal atoll run", close(r.as_numpy("logits")))
+
+    check_shared_memory(g, x, close)
 
     x2 = np.concatenate([x, x])
     r = g.infer("cnn", [grpc_input(x2)])

@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "../error_code_of.h"
 #include "serve/model_repository.h"
 
 namespace atl::serve {
@@ -11,15 +12,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-ErrorCode code_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no error thrown";
-  return ErrorCode::kInternal;
-}
+using test::code_of;
 
 TEST(ModelRepository, TextConfigSkipsTritonFieldsAtollDoesNotUse) {
   const ModelSpec spec = parse_model_config(R"(

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "../error_code_of.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/launch.h"
 #include "core/error.h"
@@ -60,16 +61,6 @@ bool all_bytes_are(const std::vector<std::byte>& bytes, uint8_t value);
 // Sets the flag word through the legacy path and waits, so the next launch sees it.
 void set_flag(int* device_flag, int value);
 
-// The code of the atl::Error that fn() throws; fails the test when it throws none.
-template <typename Fn>
-ErrorCode code_of(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.code();
-  }
-  ADD_FAILURE() << "no atl::Error thrown";
-  return ErrorCode::kInternal;
-}
+using test::code_of;
 
 }  // namespace atl::gputest

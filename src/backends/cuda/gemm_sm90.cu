@@ -1,8 +1,9 @@
 // Hopper tensor-core GEMM and implicit-GEMM convolution: warpgroup MMAs (wgmma, sm_90a) reading
 // both operands from shared memory in the 128-byte swizzled K-major layout, fed by a cp.async
 // pipeline that computes the implicit im2col addresses exactly as the mma.sync kernel does (so
-// every convolution the vectorized path takes runs here too), with the same fused epilogue,
-// split-K partials and preemption checks. One to two warpgroups per block, each owning 64 rows.
+// every convolution the vectorized path takes runs here too), with the same fused epilogue
+// (staged through the freed stages, wgmma_epilogue.cuh), split-K partials and preemption checks.
+// One to two warpgroups per block, each owning 64 rows.
 //
 // Why cp.async rather than TMA: the A operand of a convolution is an implicit im2col whose rows
 // start anywhere in the image; cp.async keeps that address arithmetic shared with the mma.sync

@@ -2,7 +2,8 @@
 // matrices: Gemm, MatMul with trans_b and 1x1 stride-1 convolutions (tma_gemm_applies). One
 // producer thread issues TMA copies of 64-wide K tiles into a ring of shared-memory stages, each
 // guarded by a "full" and an "empty" mbarrier; two consumer warpgroups (64 rows each) run wgmma on
-// them, with the fused epilogue and split-K of the other GEMM kernels (gemm_common.cuh). Blocks
+// them, with the fused epilogue (staged through shared memory, wgmma_epilogue.cuh) and split-K
+// of the other GEMM kernels. Blocks
 // are persistent (one per SM) and walk the output tiles in the order an uncapped grid would
 // launch them. The cp.async kernel (gemm_sm90.cu) keeps the implicit-im2col convolutions: TMA
 // needs a plain strided tensor.

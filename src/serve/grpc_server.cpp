@@ -13,16 +13,9 @@
 
 namespace atl::serve {
 
-// Outside the anonymous namespace: the front end's completion callbacks hold them.
-// A tensor that lives in a registered shared-memory region (the parameters
-// shared_memory_region, shared_memory_byte_size and shared_memory_offset), or nothing.
-struct ShmTensor {
-  std::shared_ptr<const SharedMemoryRegion> region;
-  uint64_t offset = 0, byte_size = 0;
-};
-
-// Shared-memory outputs the request asked for, by output name.
-using ShmOutputs = std::map<std::string, ShmTensor>;
+// Shared-memory outputs a request asked for, by output name (outside the anonymous namespace:
+// the front end's completion callbacks hold them).
+using ShmOutputs = std::map<std::string, SharedMemoryTensor>;
 
 namespace {
 
@@ -101,17 +94,15 @@ std::string string_parameter(const google::protobuf::Map<std::string, inference:
   return it->second.string_param();
 }
 
-ShmTensor shm_tensor(const google::protobuf::Map<std::string, inference::InferParameter>& params,
-                     const SharedMemoryRegistry& registry, const std::string& tensor) {
+// The tensor a request's parameters put in shared memory, or none (no region named).
+std::optional<SharedMemoryTensor> shm_tensor(const google::protobuf::Map<std::string, inference::InferParameter>& params,
+                                             const SharedMemoryRegistry& registry, const std::string& tensor) {
   const std::string name = string_parameter(params, "shared_memory_region");
-  if (name.empty()) return {};
+  if (name.empty()) return std::nullopt;
   const std::optional<int64_t> size = integer_parameter(params, "shared_memory_byte_size");
-  ATOLL_CHECK(size && *size >= 0, kInvalidArgument,
-              "tensor '{}' names shared-memory region '{}' without a shared_memory_byte_size", printable(tensor),
-              printable(name));
-  const int64_t offset = integer_parameter(params, "shared_memory_offset").value_or(0);
-  ATOLL_CHECK(offset >= 0, kInvalidArgument, "tensor '{}': negative shared_memory_offset", printable(tensor));
-  return {registry.find(name), static_cast<uint64_t>(offset), static_cast<uint64_t>(*size)};
+  ATOLL_CHECK(size.has_value(), kInvalidArgument, "tensor '{}' names shared-memory region '{}' without a "
+              "shared_memory_byte_size", printable(tensor), printable(name));
+  return registry.tensor(name, *size, integer_parameter(params, "shared_memory_offset").value_or(0), tensor);
 }
 
 // The request as the engine takes it. Inputs in shared memory are read in place: `held` keeps
@@ -125,11 +116,11 @@ InferRequest to_request(const inference::ModelInferRequest& message, const Share
   r.id = message.id();
   r.priority = integer_parameter(message.parameters(), "priority");
   r.timeout_us = integer_parameter(message.parameters(), "timeout");
-  std::vector<ShmTensor> shm_inputs;
+  std::vector<std::optional<SharedMemoryTensor>> shm_inputs;
   int in_message = 0;
   for (const auto& in : message.inputs()) {
     shm_inputs.push_back(shm_tensor(in.parameters(), registry, in.name()));
-    if (!shm_inputs.back().region) ++in_message;
+    if (!shm_inputs.back()) ++in_message;
   }
   const bool raw = message.raw_input_contents_size() > 0;
   ATOLL_CHECK(!raw || message.raw_input_contents_size() == in_message, kInvalidArgument,
@@ -142,9 +133,9 @@ InferRequest to_request(const inference::ModelInferRequest& message, const Share
     t.name = in.name();
     t.datatype = in.datatype();
     t.shape.assign(in.shape().begin(), in.shape().end());
-    if (const ShmTensor& shm = shm_inputs[static_cast<size_t>(i)]; shm.region) {
-      t.data = shm.region->bytes(shm.offset, shm.byte_size);
-      held.push_back(shm.region);
+    if (const auto& shm = shm_inputs[static_cast<size_t>(i)]) {
+      t.data = shm->bytes();
+      held.push_back(shm->region);
     } else {
       t.data = raw ? std::as_bytes(std::span(message.raw_input_contents(next_raw++))) : typed_contents(in);
     }
@@ -152,10 +143,7 @@ InferRequest to_request(const inference::ModelInferRequest& message, const Share
   }
   for (const auto& out : message.outputs()) {
     r.outputs.push_back(out.name());
-    if (ShmTensor shm = shm_tensor(out.parameters(), registry, out.name()); shm.region) {
-      shm.region->bytes(shm.offset, shm.byte_size);  // checked now, before any work
-      shm_outputs[out.name()] = std::move(shm);
-    }
+    if (auto shm = shm_tensor(out.parameters(), registry, out.name())) shm_outputs[out.name()] = std::move(*shm);
   }
   return r;
 }
@@ -174,11 +162,7 @@ void fill_response(InferResponse response, const ShmOutputs& shm_outputs, infere
     t->set_datatype(out.datatype);
     for (int64_t d : out.shape) t->add_shape(d);
     if (const auto shm = shm_outputs.find(out.name); shm != shm_outputs.end()) {
-      const ShmTensor& s = shm->second;
-      ATOLL_CHECK(out.data.nbytes() <= s.byte_size, kInvalidArgument,
-                  "output '{}' has {} bytes; its shared-memory region '{}' was given {}", printable(out.name),
-                  out.data.nbytes(), s.region->name(), s.byte_size);
-      std::memcpy(s.region->bytes(s.offset, out.data.nbytes()).data(), out.data.raw(), out.data.nbytes());
+      shm->second.write(out.name, std::span(out.data.raw(), out.data.nbytes()));
       message.add_raw_output_contents();
       continue;
     }
@@ -347,7 +331,7 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
     try {
       std::vector<std::shared_ptr<const SharedMemoryRegion>> held;
       auto shm_outputs = std::make_shared<ShmOutputs>();
-      InferRequest request = to_request(*q, shm_, held, *shm_outputs);
+      InferRequest request = to_request(*q, control_.shared_memory(), held, *shm_outputs);
       engine_.infer(request, [reactor, r, shm_outputs](std::exception_ptr error, InferResponse response) {
         if (!error) {
           try {
@@ -368,7 +352,7 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
                                                      const inference::SystemSharedMemoryStatusRequest* q,
                                                      inference::SystemSharedMemoryStatusResponse* r) override {
     return answer(c, [&] {
-      for (const auto& region : shm_.status(q->name())) {
+      for (const auto& region : control_.shared_memory().status(q->name())) {
         auto& s = (*r->mutable_regions())[region->name()];
         s.set_name(region->name());
         s.set_key(region->key());
@@ -380,18 +364,17 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
   grpc::ServerUnaryReactor* SystemSharedMemoryRegister(grpc::CallbackServerContext* c,
                                                        const inference::SystemSharedMemoryRegisterRequest* q,
                                                        inference::SystemSharedMemoryRegisterResponse*) override {
-    return answer(c, [&] { shm_.register_region(q->name(), q->key(), q->offset(), q->byte_size()); });
+    return answer(c, [&] { control_.shared_memory().register_region(q->name(), q->key(), q->offset(), q->byte_size()); });
   }
   grpc::ServerUnaryReactor* SystemSharedMemoryUnregister(grpc::CallbackServerContext* c,
                                                          const inference::SystemSharedMemoryUnregisterRequest* q,
                                                          inference::SystemSharedMemoryUnregisterResponse*) override {
-    return answer(c, [&] { shm_.unregister(q->name()); });
+    return answer(c, [&] { control_.shared_memory().unregister(q->name()); });
   }
 
  private:
   ModelControl& control_;
   Engine& engine_;
-  SharedMemoryRegistry shm_;
 };
 
 GrpcFrontEnd::GrpcFrontEnd(ModelControl& control, const std::string& host, int port, int max_message_bytes)

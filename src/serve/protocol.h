@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "serve/engine.h"
+#include "serve/shared_memory.h"
 
 namespace atl::serve {
 
@@ -17,6 +18,8 @@ class ModelControl {
   virtual Engine& engine() = 0;
   virtual void load_model(const std::string& name) = 0;
   virtual void unload_model(const std::string& name) = 0;
+  // The system shared-memory regions both front ends resolve requests against.
+  virtual SharedMemoryRegistry& shared_memory() = 0;
 };
 
 // The error an exception carries: code and message; std::bad_alloc is resource exhaustion and

@@ -36,6 +36,7 @@ class Server final : public ModelControl {
   // Repository models re-read their config; --model and default models load their spec again.
   void load_model(const std::string& name) override;
   void unload_model(const std::string& name) override;
+  SharedMemoryRegistry& shared_memory() override { return shared_memory_; }
 
   int grpc_port() const { return grpc_->port(); }
   int http_port() const { return http_->port(); }
@@ -49,6 +50,7 @@ class Server final : public ModelControl {
   std::mutex specs_mutex_;
   std::vector<ModelSpec> flag_specs_;  // models given without a repository
   std::unique_ptr<Engine> engine_;
+  SharedMemoryRegistry shared_memory_;  // before the front ends, which resolve requests against it
   std::unique_ptr<GrpcFrontEnd> grpc_;
   std::unique_ptr<HttpFrontEnd> http_;
   std::unique_ptr<MetricsFrontEnd> metrics_;

@@ -84,4 +84,20 @@ std::shared_ptr<const SharedMemoryRegion> SharedMemoryRegistry::find(const std::
   return status(name).front();
 }
 
+SharedMemoryTensor SharedMemoryRegistry::tensor(const std::string& name, int64_t byte_size, int64_t offset,
+                                                const std::string& what) const {
+  ATOLL_CHECK(byte_size >= 0 && offset >= 0, kInvalidArgument,
+              "tensor '{}': shared_memory_byte_size and shared_memory_offset must not be negative", printable(what));
+  SharedMemoryTensor t{find(name), static_cast<uint64_t>(offset), static_cast<uint64_t>(byte_size)};
+  t.bytes();  // checked now, before any work
+  return t;
+}
+
+void SharedMemoryTensor::write(const std::string& output, std::span<const std::byte> data) const {
+  ATOLL_CHECK(data.size() <= byte_size, kInvalidArgument,
+              "output '{}' has {} bytes; its shared-memory region '{}' was given {}", printable(output), data.size(),
+              printable(region->name()), byte_size);
+  std::memcpy(region->bytes(offset, data.size()).data(), data.data(), data.size());
+}
+
 }  // namespace atl::serve

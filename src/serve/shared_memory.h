@@ -37,6 +37,16 @@ class SharedMemoryRegion {
   size_t mapped_bytes_ = 0;
 };
 
+// A tensor in a registered region: the request parameters shared_memory_region,
+// shared_memory_byte_size and shared_memory_offset, resolved. Holding it keeps the region mapped.
+struct SharedMemoryTensor {
+  std::shared_ptr<const SharedMemoryRegion> region;
+  uint64_t offset = 0, byte_size = 0;
+  std::span<std::byte> bytes() const { return region->bytes(offset, byte_size); }
+  // Copies an output's bytes into the tensor's place; more bytes than it was given is an error.
+  void write(const std::string& output, std::span<const std::byte> data) const;
+};
+
 class SharedMemoryRegistry {
  public:
   // Maps the object now, so a missing key or a region past the object's end is reported here.
@@ -46,6 +56,8 @@ class SharedMemoryRegistry {
   // Every region, or the one named ("" for all); an unknown name is kNotFound.
   std::vector<std::shared_ptr<const SharedMemoryRegion>> status(const std::string& name) const;
   std::shared_ptr<const SharedMemoryRegion> find(const std::string& name) const;
+  // The tensor a request's parameters place in region `name` (checked against the region).
+  SharedMemoryTensor tensor(const std::string& name, int64_t byte_size, int64_t offset, const std::string& what) const;
 
  private:
   mutable std::mutex mutex_;

@@ -30,7 +30,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   spec.name = "m";
   spec.max_batch_size = 4;
   try {
-    const atl::serve::HttpInferRequest r = atl::serve::decode_infer_request(body, header_length, "m", "");
+    const atl::serve::HttpInferRequest r = atl::serve::decode_infer_request(body, header_length, "m", "", atl::serve::SharedMemoryRegistry{});
     (void)atl::serve::check_inputs(spec, two_input_program(1), r.request);
     (void)atl::serve::pack_inputs(two_input_program(spec.max_batch_size), r.request);
   } catch (const atl::Error&) {

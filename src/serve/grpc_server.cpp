@@ -265,7 +265,6 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
       r->set_name(kServerName);
       r->set_version(kServerVersion);
       for (const char* e : kExtensions) r->add_extensions(e);
-      r->add_extensions("system_shared_memory");  // gRPC only: the HTTP front end does not take regions
     });
   }
   grpc::ServerUnaryReactor* ModelMetadata(grpc::CallbackServerContext* c, const inference::ModelMetadataRequest* q,

@@ -30,6 +30,20 @@ std::optional<int64_t> integer_parameter(const json* params, const char* key) {
   return json_int64(v, key);
 }
 
+// The tensor the parameters place in a registered region, or none.
+std::optional<SharedMemoryTensor> shm_tensor(const json* params, const SharedMemoryRegistry& shm,
+                                             const std::string& tensor) {
+  if (params == nullptr || !params->contains("shared_memory_region")) return std::nullopt;
+  const json& region = params->at("shared_memory_region");
+  ATOLL_CHECK(region.is_string(), kInvalidArgument, "parameter 'shared_memory_region' must be a string");
+  const std::optional<int64_t> size = integer_parameter(params, "shared_memory_byte_size");
+  ATOLL_CHECK(size.has_value(), kInvalidArgument,
+              "tensor '{}' names shared-memory region '{}' without a shared_memory_byte_size", printable(tensor),
+              printable(region.get<std::string>()));
+  return shm.tensor(region.get<std::string>(), *size, integer_parameter(params, "shared_memory_offset").value_or(0),
+                    tensor);
+}
+
 bool bool_parameter(const json* params, const char* key, bool fallback) {
   if (params == nullptr || !params->contains(key)) return fallback;
   const json& v = params->at(key);
@@ -109,7 +123,8 @@ json parse_header(const std::string& body, std::optional<size_t> header_length) 
 }  // namespace
 
 HttpInferRequest decode_infer_request(const std::string& body, std::optional<size_t> header_length,
-                                      const std::string& model, const std::string& version) {
+                                      const std::string& model, const std::string& version,
+                                      const SharedMemoryRegistry& shm) {
   const json header = parse_header(body, header_length);
   HttpInferRequest out;
   InferRequest& r = out.request;
@@ -140,7 +155,10 @@ HttpInferRequest decode_infer_request(const std::string& body, std::optional<siz
     t.datatype = datatype->get<std::string>();
     t.shape = shape_of(in, t.name);
     const json* in_params = member(in, "parameters");
-    if (const std::optional<int64_t> size = integer_parameter(in_params, "binary_data_size")) {
+    if (std::optional<SharedMemoryTensor> region = shm_tensor(in_params, shm, t.name)) {
+      t.data = region->bytes();
+      out.shm_inputs.push_back(std::move(*region));
+    } else if (const std::optional<int64_t> size = integer_parameter(in_params, "binary_data_size")) {
       ATOLL_CHECK(*size >= 0 && static_cast<size_t>(*size) <= body.size() - binary_at, kInvalidArgument,
                   "input '{}' declares {} binary bytes; only {} remain in the body", t.name, *size,
                   body.size() - binary_at);
@@ -172,6 +190,7 @@ HttpInferRequest decode_infer_request(const std::string& body, std::optional<siz
       std::optional<bool> binary;
       if (o_params && o_params->contains("binary_data")) binary = bool_parameter(o_params, "binary_data", false);
       out.binary_output.push_back(binary);
+      out.shm_outputs.push_back(shm_tensor(o_params, shm, r.outputs.back()));
     }
   }
   return out;
@@ -192,7 +211,12 @@ HttpInferBody encode_infer_response(const InferResponse& response, const HttpInf
                                ? *request.binary_output[i]
                                : request.binary_output_default;
     json o{{"name", out.name}, {"datatype", out.datatype}, {"shape", out.shape}};
-    if (as_binary) {
+    const std::optional<SharedMemoryTensor>* shm = i < request.shm_outputs.size() ? &request.shm_outputs[i] : nullptr;
+    if (shm != nullptr && shm->has_value()) {
+      (*shm)->write(out.name, std::span(out.data.raw(), out.data.nbytes()));
+      o["parameters"]["shared_memory_region"] = (*shm)->region->name();
+      o["parameters"]["shared_memory_byte_size"] = out.data.nbytes();
+    } else if (as_binary) {
       o["parameters"]["binary_data_size"] = out.data.nbytes();
       binary.append(reinterpret_cast<const char*>(out.data.raw()), out.data.nbytes());
     } else if (out.data.dtype() == DType::kF32) {

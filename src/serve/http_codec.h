@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "serve/inference.h"
+#include "serve/shared_memory.h"
 
 namespace atl::serve {
 
@@ -17,17 +18,24 @@ struct HttpInferRequest {
   std::vector<std::vector<std::byte>> buffers;  // JSON tensors converted to bytes
   bool binary_output_default = false;           // parameter binary_data_output
   std::vector<std::optional<bool>> binary_output;  // per requested output: parameter binary_data
+  // Inputs read in place from shared memory keep their regions here; requested outputs that go
+  // to shared memory, by position in request.outputs.
+  std::vector<SharedMemoryTensor> shm_inputs;
+  std::vector<std::optional<SharedMemoryTensor>> shm_outputs;
 };
 
 // `body` must outlive the result. `header_length` is Inference-Header-Content-Length when given.
-// Throws kParse for malformed JSON, kInvalidArgument for a body that does not add up.
+// Tensors naming a shared-memory region (the system shared-memory extension) resolve against
+// `shm`. Throws kParse for malformed JSON, kInvalidArgument for a body that does not add up.
 HttpInferRequest decode_infer_request(const std::string& body, std::optional<size_t> header_length,
-                                      const std::string& model, const std::string& version);
+                                      const std::string& model, const std::string& version,
+                                      const SharedMemoryRegistry& shm);
 
 struct HttpInferBody {
   std::string body;
   std::optional<size_t> header_length;  // set when binary tensors follow the JSON
 };
+// Outputs the request placed in shared memory are written there and answered without data.
 HttpInferBody encode_infer_response(const InferResponse& response, const HttpInferRequest& request);
 
 // {"error": message}

@@ -127,6 +127,43 @@ void bind(httplib::Server& server, const std::string& host, int port, int& bound
   ATOLL_CHECK(bound > 0, kIo, "cannot listen for {} on {}:{}", what, host, port);
 }
 
+// Triton's system shared-memory endpoints: status of every region or one, register, unregister.
+void add_shared_memory_routes(httplib::Server& s, SharedMemoryRegistry& shm) {
+  const auto status = [&shm](const std::string& name, httplib::Response& res) {
+    respond(res, [&] {
+      json regions = json::array();
+      for (const auto& r : shm.status(name)) {
+        regions.push_back({{"name", r->name()}, {"key", r->key()}, {"offset", r->offset()}, {"byte_size", r->byte_size()}});
+      }
+      send_json(res, regions);
+    });
+  };
+  s.Get("/v2/systemsharedmemory/status",
+        [status](const httplib::Request&, httplib::Response& res) { status("", res); });
+  s.Get(R"(/v2/systemsharedmemory/region/([^/]+)/status)",
+        [status](const httplib::Request& req, httplib::Response& res) { status(req.matches[1], res); });
+  s.Post(R"(/v2/systemsharedmemory/region/([^/]+)/register)", [&shm](const httplib::Request& req, httplib::Response& res) {
+    respond(res, [&] {
+      const json body = json::parse(req.body, nullptr, false);
+      ATOLL_CHECK(body.is_object() && body.contains("key") && body["key"].is_string(), kInvalidArgument,
+                  "a shared-memory registration needs a JSON object with a string 'key'");
+      const auto unsigned_field = [&](const char* field) {
+        if (!body.contains(field)) return uint64_t{0};
+        ATOLL_CHECK(body[field].is_number_unsigned(), kInvalidArgument, "'{}' must be a non-negative integer", field);
+        return body[field].get<uint64_t>();
+      };
+      shm.register_region(req.matches[1], body["key"].get<std::string>(), unsigned_field("offset"),
+                          unsigned_field("byte_size"));
+    });
+  });
+  s.Post("/v2/systemsharedmemory/unregister",
+         [&shm](const httplib::Request&, httplib::Response& res) { respond(res, [&] { shm.unregister(""); }); });
+  s.Post(R"(/v2/systemsharedmemory/region/([^/]+)/unregister)",
+         [&shm](const httplib::Request& req, httplib::Response& res) {
+           respond(res, [&] { shm.unregister(req.matches[1]); });
+         });
+}
+
 }  // namespace
 
 HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int port, size_t max_body_bytes,
@@ -189,9 +226,10 @@ void HttpFrontEnd::add_routes(ModelControl& control) {
   s.Get(model_route(""), [&engine](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] { send_json(res, model_metadata(*engine.model(req.matches[1], req.matches[2]))); });
   });
-  s.Post(model_route("/infer"), [&engine](const httplib::Request& req, httplib::Response& res) {
+  s.Post(model_route("/infer"), [&engine, &control](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] {
-      const HttpInferRequest decoded = decode_infer_request(req.body, header_length(req), req.matches[1], req.matches[2]);
+      const HttpInferRequest decoded = decode_infer_request(req.body, header_length(req), req.matches[1],
+                                                            req.matches[2], control.shared_memory());
       const HttpInferBody body = encode_infer_response(infer_blocking(engine, decoded.request), decoded);
       if (body.header_length) {
         res.set_header("Inference-Header-Content-Length", std::to_string(*body.header_length));
@@ -223,6 +261,7 @@ void HttpFrontEnd::add_routes(ModelControl& control) {
   s.Post(R"(/v2/repository/models/([^/]+)/unload)", [&control](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] { control.unload_model(req.matches[1]); });
   });
+  add_shared_memory_routes(s, control.shared_memory());
 }
 
 MetricsFrontEnd::MetricsFrontEnd(const Engine& engine, const std::string& host, int port)

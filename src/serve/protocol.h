@@ -36,6 +36,7 @@ int http_status(ErrorCode code);
 inline constexpr const char* kServerName = "atoll";
 inline constexpr const char* kServerVersion = "0.1.0";
 // The protocol extensions both front ends implement, as ServerMetadata lists them.
-inline constexpr const char* kExtensions[] = {"model_repository", "statistics", "binary_tensor_data"};
+inline constexpr const char* kExtensions[] = {"model_repository", "statistics", "binary_tensor_data",
+                                              "system_shared_memory"};
 
 }  // namespace atl::serve

@@ -142,7 +142,7 @@ def grpc_input(x, datatype="FP32", name="input"):
     return i
 
 
-def check_shared_memory(g, x, close):
+def check_shared_memory(g, h, x, close):
     """Triton's system shared-memory extension through tritonclient's own helpers: the input read
     from a registered region, the output written into another, status and unregister, and the
     errors for an unknown region and a tensor past a region's end."""
@@ -179,6 +179,24 @@ def check_shared_memory(g, x, close):
                      "StatusCode.NOT_FOUND", text="cannot open key")
         g.unregister_system_shared_memory()
         check("shm unregister all", not g.get_system_shared_memory_status(as_json=True).get("regions"))
+
+        # The same over HTTP: registration, status, and tensors in and out of the regions.
+        shm.set_shared_memory_region(h_out, [np.zeros((1, 10), np.float32)])
+        h.register_system_shared_memory("in_region", key_in, x.nbytes)
+        h.register_system_shared_memory("out_region", key_out, out_bytes)
+        names = sorted(r["name"] for r in h.get_system_shared_memory_status())
+        check("http shm status lists both regions", names == ["in_region", "out_region"], str(names))
+        hi = httpclient.InferInput("input", list(x.shape), "FP32")
+        hi.set_shared_memory("in_region", x.nbytes)
+        ho = httpclient.InferRequestedOutput("logits")
+        ho.set_shared_memory("out_region", out_bytes)
+        h.infer("cnn", [hi], outputs=[ho])
+        check("http shm input and output equal atoll run", close(shm.get_contents_as_numpy(h_out, np.float32, [1, 10])))
+        h.unregister_system_shared_memory("in_region")
+        names = [r["name"] for r in h.get_system_shared_memory_status()]
+        check("http shm unregister one", names == ["out_region"], str(names))
+        expect_error("http shm unknown region", lambda: h.infer("cnn", [hi]), http_status=404, text="in_region")
+        h.unregister_system_shared_memory()
     finally:
         shm.destroy_shared_memory_region(h_in)
         shm.destroy_shared_memory_region(h_out)
@@ -207,7 +225,7 @@ def check_inference(g, h, work, port_grpc):
     r = h.infer("cnn", [hi], outputs=[httpclient.InferRequestedOutput("logits", binary_data=False)])
     check("http JSON tensors equal atoll run", close(r.as_numpy("logits")))
 
-    check_shared_memory(g, x, close)
+    check_shared_memory(g, h, x, close)
 
     x2 = np.concatenate([x, x])
     r = g.infer("cnn", [grpc_input(x2)])

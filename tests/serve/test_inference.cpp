@@ -121,7 +121,7 @@ TEST(HttpCodec, JsonAndBinaryTensors) {
       R"({"name":"ids","datatype":"INT64","shape":[1,4],"data":[[1,2,3,4]]}],)"
       R"("outputs":[{"name":"scores","parameters":{"binary_data":false}}]})";
   const std::string body = header + std::string(reinterpret_cast<const char*>(image.data()), 24);
-  const HttpInferRequest r = decode_infer_request(body, header.size(), "m", "");
+  const HttpInferRequest r = decode_infer_request(body, header.size(), "m", "", SharedMemoryRegistry{});
   EXPECT_EQ(r.request.id, "7");
   EXPECT_EQ(r.request.priority, 1);
   EXPECT_EQ(r.request.timeout_us, 500);
@@ -136,10 +136,28 @@ TEST(HttpCodec, JsonAndBinaryTensors) {
   EXPECT_NE(json_only.body.find(R"("data":[0.0,0.0,0.0,0.0,0.0])"), std::string::npos) << json_only.body;
 }
 
+// A tensor naming a shared-memory region resolves against the registry: an unknown region is
+// kNotFound, a region without its byte size kInvalidArgument, before any work.
+TEST(HttpCodec, SharedMemoryTensorsNeedARegisteredRegionAndASize) {
+  const auto code = [](const std::string& params) {
+    const std::string body = R"({"inputs":[{"name":"image","datatype":"FP32","shape":[1,2,3],"parameters":)" + params +
+                             "}]}";
+    try {
+      decode_infer_request(body, std::nullopt, "m", "", SharedMemoryRegistry{});
+    } catch (const Error& e) {
+      return e.code();
+    }
+    return ErrorCode::kInternal;
+  };
+  EXPECT_EQ(code(R"({"shared_memory_region":"r","shared_memory_byte_size":24})"), ErrorCode::kNotFound);
+  EXPECT_EQ(code(R"({"shared_memory_region":"r"})"), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(code(R"({"shared_memory_region":7,"shared_memory_byte_size":24})"), ErrorCode::kInvalidArgument);
+}
+
 TEST(HttpCodec, MalformedBodiesAreErrorsNotCrashes) {
   const auto code = [](const std::string& body, std::optional<size_t> header) {
     try {
-      decode_infer_request(body, header, "m", "");
+      decode_infer_request(body, header, "m", "", SharedMemoryRegistry{});
     } catch (const Error& e) {
       return e.code();
     }

@@ -3,7 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
-#include <sys/mman.h>
+#include <sys/mman.h>  // shm_open, shm_unlink
 #include <unistd.h>
 
 #include <atomic>
@@ -18,6 +18,7 @@
 #include "grpc_service.grpc.pb.h"
 #include "runtime/model_source.h"
 #include "serve/datatype.h"
+#include "serve/shared_memory.h"
 
 namespace atl::serve {
 
@@ -178,34 +179,35 @@ LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, i
 
 namespace {
 
-// A POSIX shared-memory object of `bytes`, unlinked and unmapped when done.
+// A POSIX shared-memory object of `bytes` the client creates, mapped as the server maps regions
+// (SharedMemoryRegion) and unlinked when done.
 class ShmObject {
  public:
-  explicit ShmObject(size_t bytes) : key_(fmt::format("/atoll_bench_{}", getpid())), bytes_(bytes) {
+  explicit ShmObject(size_t bytes) : key_(fmt::format("/atoll_bench_{}", getpid())) {
     const int fd = shm_open(key_.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     ATOLL_CHECK(fd >= 0, kIo, "shm_open({}) failed: {}", key_, std::strerror(errno));
-    const bool sized = ftruncate(fd, static_cast<off_t>(bytes_)) == 0;
-    void* m = sized ? mmap(nullptr, bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    const bool sized = ftruncate(fd, static_cast<off_t>(bytes)) == 0;
     close(fd);
-    if (m == MAP_FAILED) {
+    try {
+      ATOLL_CHECK(sized, kIo, "cannot size shared memory {} to {} bytes", key_, bytes);
+      mapping_ = std::make_unique<SharedMemoryRegion>("client", key_, 0, bytes);
+    } catch (...) {
       shm_unlink(key_.c_str());
-      ATOLL_THROW(kIo, "cannot size or map shared memory {} ({} bytes)", key_, bytes_);
+      throw;
     }
-    data_ = static_cast<std::byte*>(m);
   }
   ~ShmObject() {
-    munmap(data_, bytes_);
+    mapping_.reset();
     shm_unlink(key_.c_str());
   }
   ShmObject(const ShmObject&) = delete;
   ShmObject& operator=(const ShmObject&) = delete;
   const std::string& key() const { return key_; }
-  std::byte* data() const { return data_; }
+  std::byte* data() const { return mapping_->bytes(0, mapping_->byte_size()).data(); }
 
  private:
   std::string key_;
-  size_t bytes_;
-  std::byte* data_ = nullptr;
+  std::unique_ptr<SharedMemoryRegion> mapping_;
 };
 
 // `count` calls of `message`, each sent when the previous was answered.

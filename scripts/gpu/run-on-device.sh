@@ -161,18 +161,31 @@ if has_step serve; then
     --json "$out/serve_bench.json" 2>&1 | tail -12
 fi
 if has_step csan; then
-  # compute-sanitizer over the GPU op suite: memcheck (out-of-bounds and misaligned accesses, leaks)
+  # compute-sanitizer over the GPU test suite: memcheck (out-of-bounds and misaligned accesses, leaks)
   # and racecheck (shared-memory hazards in the tiled GEMM and reduction kernels). Both run 10-100x
-  # slower than the plain suite, hence the filters (CSAN_FILTER, CSAN_RACE_FILTER).
+  # slower than the plain suite and mostly on the host, so each tool runs as CSAN_SHARDS gtest
+  # shards side by side (CSAN_FILTER, CSAN_RACE_FILTER narrow them; CSAN_LIMIT bounds the step).
   if command -v compute-sanitizer >/dev/null; then
-    for tool in memcheck racecheck; do
-      filter=${CSAN_FILTER:-*GpuOpTest*:GpuOps.*:*GpuLongBlocks*:GpuPreemption.*}
-      [[ $tool == racecheck ]] && filter=${CSAN_RACE_FILTER:-*GpuOpTest*}
+    shards=${CSAN_SHARDS:-6}
+    pids=()
+    for tool in ${CSAN_TOOLS:-memcheck racecheck}; do
+      filter=${CSAN_FILTER:-*}
+      [[ $tool == racecheck ]] && filter=${CSAN_RACE_FILTER:-*GpuOpTest*:*GpuLongBlocks*}
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
-      timeout -k 5 "${CSAN_LIMIT:-240}" compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 \
-        "$bin/test_gpu" --gtest_filter="$filter" >"$out/csan_$tool.log" 2>&1
-      echo "compute-sanitizer $tool ($filter): exit $?; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/csan_$tool.log" | tail -1)"
+      for ((i = 0; i < shards; ++i)); do
+        GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout -k 5 "${CSAN_LIMIT:-400}" \
+          compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 "$bin/test_gpu" \
+          --gtest_filter="$filter" >"$out/csan_${tool}_$i.log" 2>&1 &
+        pids+=("$tool $i $!")
+      done
+    done
+    for entry in "${pids[@]}"; do
+      read -r tool i pid <<<"$entry"
+      wait "$pid"
+      st=$?
+      log=$out/csan_${tool}_$i.log
+      echo "compute-sanitizer $tool shard $i: exit $st; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
     done
   else
     echo "compute-sanitizer: not on this machine's PATH"

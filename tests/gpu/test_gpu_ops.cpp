@@ -151,6 +151,9 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("stem_7x7_c3_o64", Shape{1, 3, 57, 57}, 64, 7, 2, 3, 1, true, false, "relu"));
   c.push_back(conv("stem_3x3_c3_o32_residual", Shape{2, 3, 19, 23}, 32, 3, 1, 1, 1, false, true, "relu6"));
   c.push_back(conv("stem_3x3_c4_o24_s2", Shape{1, 4, 16, 15}, 24, 3, 2, 1, 1, true, false, "none"));
+  // One channel (grayscale), and a 1x1 stem whose padded input is a plain [M, 8] operand.
+  c.push_back(conv("stem_5x5_c1_o16_s2", Shape{2, 1, 21, 18}, 16, 5, 2, 2, 1, true, false, "relu"));
+  c.push_back(conv("stem_1x1_c3_o32", Shape{1, 3, 24, 24}, 32, 1, 1, 0, 1, true, false, "none"));
   c.push_back(conv("depthwise_c32_s1", Shape{2, 32, 13, 11}, 32, 3, 1, 1, 32, true, false, "relu6"));
   c.push_back(conv("depthwise_c64_s2_residual", Shape{1, 64, 14, 14}, 64, 3, 2, 1, 64, true, true, "none"));
   c.push_back(make_case("maxpool_c64", OpKind::kMaxPool,

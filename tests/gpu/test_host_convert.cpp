@@ -41,5 +41,22 @@ TEST(WeightToHalf, FiltersAndFlatWeightsSaturateAlike) {
   EXPECT_EQ(half_bits_to_float(flat[2]), 65504.0f);
 }
 
+// An image stem's filter [O, kh, kw, C] keeps every tap's C values in order, then zeros up to
+// the padded channel count, so the implicit GEMM's extra channels multiply zeros.
+TEST(StemFilterPadding, KeepsEachTapsChannelsAndZeroFillsTheRest) {
+  const int64_t o = 2, c = 3, kh = 2, kw = 1, channels = 8;
+  std::vector<float> w(static_cast<size_t>(o * kh * kw * c));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i + 1);
+  std::vector<uint16_t> padded(static_cast<size_t>(o * kh * kw * channels), 0xFFFF);
+  cuda::filter_pad_channels(w, Shape({o, c, kh, kw}), channels, padded.data());
+  for (int64_t tap = 0; tap < o * kh * kw; ++tap) {
+    for (int64_t ch = 0; ch < channels; ++ch) {
+      const float want = ch < c ? w[static_cast<size_t>(tap * c + ch)] : 0.0f;
+      EXPECT_EQ(half_bits_to_float(padded[static_cast<size_t>(tap * channels + ch)]), want)
+          << "tap " << tap << " channel " << ch;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace atl

@@ -17,7 +17,7 @@ namespace atl::sched {
 namespace {
 
 KernelCosts costs(std::vector<DeviceTime> ns, std::vector<double> share) {
-  return KernelCosts{std::move(ns), std::move(share)};
+  return KernelCosts{std::move(ns), std::move(share), {}};
 }
 
 TEST(PaddingFit, TimeAndShareMustBothFit) {

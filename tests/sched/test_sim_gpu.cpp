@@ -319,8 +319,10 @@ TEST(SimShapes, EachKernelChecksAsItsCudaKernelDoes) {
   // 2 x 128 of 2^20 K columns between two reads that can stop the block.
   EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 256.0 / (1 << 20), 1.0);
   EXPECT_EQ(shapes[1].check_ns, shapes[1].block_ns);
-  // The stem polls once per filter row, read one row ahead: 2 of 7 rows.
-  EXPECT_NEAR(static_cast<double>(shapes[2].check_ns), shapes[2].block_ns * 2.0 / 7.0, 1.0);
+  // The stem is an implicit GEMM like any other convolution: its K (flops / 2 / outputs) is
+  // 1e9 / 2^21 = 477, read every gemm_check_k columns, one check late.
+  const double stem_k = 1e9 / (2.0 * (1 << 20));
+  EXPECT_NEAR(static_cast<double>(shapes[2].check_ns), shapes[2].block_ns * 2.0 * c.gemm_check_k / stem_k, 1.0);
 }
 
 // Every kernel of every zoo model at its largest benchmarked batch checks within 25 us on the

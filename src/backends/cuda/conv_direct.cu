@@ -1,7 +1,6 @@
-// Direct convolutions over NHWC. Depthwise: each thread computes V consecutive channels of one
-// output pixel. Small-channel (image stems): each thread computes 8 output channels of one pixel
-// from a filter held in shared memory. Filters are stored [kh][kw][C/group][O], so the weights of
-// 8 consecutive output channels for one (tap, channel) are one 16-byte load.
+// Direct depthwise convolutions over NHWC: each thread computes V consecutive channels of one
+// output pixel from filters stored [kh][kw][C][1]. And the image stems' channel padding, which lets
+// the implicit GEMM run them.
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
 
@@ -67,69 +66,25 @@ __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
   }
 }
 
-__global__ void small_channel_conv_kernel(const DirectConvParams p, const int* flag) {
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  __half* s_w = reinterpret_cast<__half*>(smem_raw);
-  __shared__ int s_stop;
-  // The flag read overlaps the filter copy; the copy's barrier doubles as the entry check.
-  int pending = threadIdx.x == 0 ? item_flag(flag, true) : 0;
-  if (threadIdx.x == 0) s_stop = 0;
-  const int filter = p.kh * p.kw * p.c * p.o;  // a multiple of 8 (o % 8 == 0)
-  for (int i = threadIdx.x * 8; i < filter; i += blockDim.x * 8) {
-    *reinterpret_cast<uint4*>(s_w + i) = *reinterpret_cast<const uint4*>(p.w + i);
-  }
-  if (__syncthreads_or(pending)) return;
-  const int groups = p.o / 8;
-  const int total = p.n * p.out_h * p.out_w * groups;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    const int oc = (i % groups) * 8;
-    int pix = i / groups;
-    const int ow = pix % p.out_w;
-    pix /= p.out_w;
-    const int oh = pix % p.out_h;
-    const int img = pix / p.out_h;
-    float acc[8];
+// One pixel per item: its c channels, then zeros up to kStemChannels, as one 16-byte store.
+__global__ void pad_channels_kernel(const PadChannelsParams p, const int* flag) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.pixels;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    __align__(16) __half v[kStemChannels];
+    const __half* xp = p.x + i * p.c;
 #pragma unroll
-    for (int v = 0; v < 8; ++v) acc[v] = p.bias ? p.bias[oc + v] : 0.0f;
-    const __half* xb = p.x + static_cast<int64_t>(img) * p.h * p.w_in * p.c;
-    for (int r = 0; r < p.kh; ++r) {
-      // A stem thread runs tens of microseconds at large batch: poll once per filter row.
-      if (block_poll(flag, pending, &s_stop)) return;
-      const int ih = oh * p.stride_h - p.pad_t + r * p.dil_h;
-      if (ih < 0 || ih >= p.h) continue;
-      for (int s = 0; s < p.kw; ++s) {
-        const int iw = ow * p.stride_w - p.pad_l + s * p.dil_w;
-        if (iw < 0 || iw >= p.w_in) continue;
-        const __half* xp = xb + (static_cast<int64_t>(ih) * p.w_in + iw) * p.c;
-        const __half* wp = s_w + ((r * p.kw + s) * p.c) * p.o + oc;
-        for (int c = 0; c < p.c; ++c) {
-          const float xv = __half2float(xp[c]);
-          float wv[8];
-          load8(wp + c * p.o, wv);
-#pragma unroll
-          for (int v = 0; v < 8; ++v) acc[v] = fmaf(xv, wv[v], acc[v]);
-        }
-      }
-    }
-    const int out = i * 8;  // dense NHWC output: pixel-major, then channel
-    if (p.residual) {
-      float rv[8];
-      load8(p.residual + out, rv);
-#pragma unroll
-      for (int v = 0; v < 8; ++v) acc[v] += rv[v];
-    }
-#pragma unroll
-    for (int v = 0; v < 8; ++v) acc[v] = apply_act(acc[v], p.act);
-    store8(p.y + out, acc);
+    for (int c = 0; c < kStemChannels; ++c) v[c] = c < p.c ? xp[c] : __float2half(0.0f);
+    after_loads(stop, __half2float(v[0]));
+    if (stop) return;
+    *reinterpret_cast<uint4*>(p.y + i * kStemChannels) = *reinterpret_cast<const uint4*>(v);
   }
 }
 
 }  // namespace
 
-void launch_small_channel_conv(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name) {
-  const int64_t items = static_cast<int64_t>(p.n) * p.out_h * p.out_w * (p.o / 8);
-  const size_t smem = static_cast<size_t>(p.kh) * p.kw * p.c * p.o * sizeof(__half);
-  small_channel_conv_kernel<<<blocks_for(items, 256), 256, smem, s>>>(p, flag);
+void launch_pad_channels(const PadChannelsParams& p, cudaStream_t s, const int* flag, const char* name) {
+  pad_channels_kernel<<<blocks_for(p.pixels, 256), 256, 0, s>>>(p, flag);
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 

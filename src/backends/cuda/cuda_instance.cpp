@@ -44,6 +44,12 @@ size_t align_up(size_t v) {
   return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
 }
 
+// Elements a weight takes on the device: its own, or the padded filter's.
+int64_t device_elems(const TensorSpec& spec, WeightFormat f) {
+  if (f != WeightFormat::kChannelsPadded8) return spec.shape.numel();
+  return spec.shape.numel() / spec.shape[1] * kStemChannels;
+}
+
 size_t device_elem_size(WeightFormat f) {
   switch (f) {
     case WeightFormat::kParamF32:
@@ -130,7 +136,7 @@ void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
   size_t total = 0;
   for (size_t i = 0; i < program_.weights.size(); ++i) {
     weight_offsets_[i] = total;
-    total += align_up(static_cast<size_t>(program_.weights[i].shape.numel()) * device_elem_size(formats_[i]));
+    total += align_up(static_cast<size_t>(device_elems(program_.weights[i], formats_[i])) * device_elem_size(formats_[i]));
   }
   std::vector<std::byte> host(total);
   for (size_t i = 0; i < program_.weights.size(); ++i) {
@@ -153,6 +159,9 @@ void CudaInstanceImpl::upload_weights(const WeightStore& weights) {
         break;
       case WeightFormat::kTapsMajor:
         filter_to_taps_major(t.as<float>(), spec.shape, reinterpret_cast<uint16_t*>(dst));
+        break;
+      case WeightFormat::kChannelsPadded8:
+        filter_pad_channels(t.as<float>(), spec.shape, kStemChannels, reinterpret_cast<uint16_t*>(dst));
         break;
     }
   }

@@ -23,4 +23,11 @@ void filter_to_taps_major(std::span<const float> src, const Shape& shape, uint16
       dst[j * o + oc] = weight_to_half_bits(src[static_cast<size_t>(oc * per_filter + j)]);
 }
 
+void filter_pad_channels(std::span<const float> src, const Shape& shape, int64_t channels, uint16_t* dst) {
+  const int64_t c = shape[1], taps = shape[0] * shape[2] * shape[3];
+  for (int64_t t = 0; t < taps; ++t)
+    for (int64_t ch = 0; ch < channels; ++ch)
+      dst[t * channels + ch] = ch < c ? weight_to_half_bits(src[static_cast<size_t>(t * c + ch)]) : uint16_t{0};
+}
+
 }  // namespace atl::cuda

@@ -17,5 +17,7 @@ uint16_t weight_to_half_bits(float f);
 void floats_to_halves(std::span<const float> src, uint16_t* dst);
 // A filter stored [O, kh, kw, Cg] -> halves [kh][kw][Cg][O]; `shape` is logical [O, Cg, kh, kw].
 void filter_to_taps_major(std::span<const float> src, const Shape& shape, uint16_t* dst);
+// A filter stored [O, kh, kw, C] -> halves [O, kh, kw, channels], zeros past C (channels >= C).
+void filter_pad_channels(std::span<const float> src, const Shape& shape, int64_t channels, uint16_t* dst);
 
 }  // namespace atl::cuda

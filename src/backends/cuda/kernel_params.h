@@ -85,8 +85,7 @@ void prepare_gemm_kernel(const GemmConfig& cfg);
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name);
 
 // ---- direct convolutions (conv_direct.cu) ---------------------------------------------------
-// Direct convolutions over NHWC with filters stored [kh][kw][C/group][O] (output channel fastest).
-// Depthwise: one filter per channel (o == c). Small-channel: group 1, c <= 4, o % 8 == 0.
+// Depthwise convolutions over NHWC with filters stored [kh][kw][C][1]: one filter per channel.
 struct DirectConvParams {
   const __half* x = nullptr;
   const __half* w = nullptr;
@@ -99,7 +98,17 @@ struct DirectConvParams {
   int act = kActNone;
 };
 void launch_depthwise(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name);
-void launch_small_channel_conv(const DirectConvParams& p, cudaStream_t s, const int* flag, const char* name);
+// Channels an image stem's input and filter are padded to, so the implicit GEMM loads them 16 bytes
+// at a time. An image stem's NHWC input (c <= kStemChannels) is rewritten with kStemChannels, zeros
+// past c.
+constexpr int kStemChannels = 8;
+struct PadChannelsParams {
+  const __half* x = nullptr;
+  __half* y = nullptr;
+  int64_t pixels = 0;
+  int c = 0;
+};
+void launch_pad_channels(const PadChannelsParams& p, cudaStream_t s, const int* flag, const char* name);
 
 // ---- pooling (pool.cu), NHWC --------------------------------------------------------------
 struct PoolArgs {

@@ -21,10 +21,12 @@ struct DeviceInfo {
 // How a weight is stored on the device. Parameters read in f32 by epilogues and normalizations
 // stay f32; matrix operands and tables become f16; filters of the direct convolutions (depthwise,
 // few input channels) are also reordered to [kh][kw][C/group][O], output channels fastest.
-enum class WeightFormat : uint8_t { kParamF32, kHalf, kTapsMajor, kInt64 };
+// kChannelsPadded8: a few-channel filter [O, kh, kw, C] stored [O, kh, kw, 8], zeros past C.
+enum class WeightFormat : uint8_t { kParamF32, kHalf, kTapsMajor, kChannelsPadded8, kInt64 };
 
-// Convolutions the direct kernels run instead of the implicit GEMM.
+// Depthwise convolutions run a direct kernel instead of the implicit GEMM.
 bool is_depthwise_conv(const Kernel& k);
+// Image stems (group 1, at most 4 input channels): the implicit GEMM over channels padded to 8.
 bool is_small_channel_conv(const Kernel& k);
 
 // Resolves bindings to device memory for the kernels being prepared.

@@ -3,6 +3,7 @@
 // Gemm and MatMul. Each validates its kernel and picks a tile and split-K at load.
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 
 #include "backends/cuda/gemm_plan.h"
@@ -37,6 +38,8 @@ class GemmLaunch final : public KernelLaunch {
   void launch(cudaStream_t stream, const int* flag) const override {
     launch_gemm(params_, config_, stream, flag, name().c_str());
   }
+  // For operands that live in the workspace, known only once it is bound.
+  void set_a(const __half* a) { params_.a = a; }
   size_t workspace_bytes() const override { return workspace_bytes_for(gemm_choice()); }
   void bind_workspace(void* workspace) override { params_.partial = static_cast<float*>(workspace); }
   std::vector<GemmChoice> gemm_choices() const override { return candidate_choices(shape_); }
@@ -62,6 +65,77 @@ class GemmLaunch final : public KernelLaunch {
   GemmShape shape_;
   GemmConfig config_;
 };
+
+// An image stem: the pad kernel writes its input with kStemChannels channels into the workspace,
+// then the implicit GEMM runs over the padded input and filter. Both check the flag, and the pad
+// rewrites its whole buffer, so a restart from the pad is idempotent.
+class StemConvLaunch final : public KernelLaunch {
+ public:
+  StemConvLaunch(const std::string& name, const PadChannelsParams& pad, const GemmParams& p, const DeviceInfo& dev)
+      : KernelLaunch(name), pad_(pad), gemm_(name, p, /*vec=*/true, /*b_kn=*/false, dev) {}
+
+  void launch(cudaStream_t stream, const int* flag) const override {
+    launch_pad_channels(pad_, stream, flag, name().c_str());
+    gemm_.launch(stream, flag);
+  }
+  size_t workspace_bytes() const override { return padded_bytes() + gemm_.workspace_bytes(); }
+  void bind_workspace(void* workspace) override {
+    auto* base = static_cast<std::byte*>(workspace);
+    pad_.y = reinterpret_cast<__half*>(base);
+    gemm_.set_a(pad_.y);
+    gemm_.bind_workspace(base + padded_bytes());
+  }
+  std::vector<GemmChoice> gemm_choices() const override { return gemm_.gemm_choices(); }
+  GemmChoice gemm_choice() const override { return gemm_.gemm_choice(); }
+  void set_gemm_choice(const GemmChoice& c) override { gemm_.set_gemm_choice(c); }
+  size_t workspace_bytes_for(const GemmChoice& c) const override {
+    return padded_bytes() + gemm_.workspace_bytes_for(c);
+  }
+  std::string tune_key() const override { return gemm_.tune_key(); }
+
+ private:
+  // Rounded up so the GEMM's split-K partials behind it stay aligned.
+  size_t padded_bytes() const {
+    const size_t bytes = static_cast<size_t>(pad_.pixels) * kStemChannels * sizeof(__half);
+    return (bytes + 255) / 256 * 256;
+  }
+
+  PadChannelsParams pad_;
+  GemmLaunch gemm_;
+};
+
+std::unique_ptr<KernelLaunch> prepare_depthwise(const Kernel& k, const Conv2dParams& cp, const __half* x,
+                                                const __half* wt, const float* bias, const __half* residual,
+                                                __half* y) {
+  const Shape& xs = k.inputs[0].shape;
+  const Shape& ws = k.inputs[1].shape;
+  const Shape& ys = k.outputs[0].shape;
+  const int64_t n = xs[0], c = xs[1], h = xs[2], w = xs[3], o = ws[0], kh = ws[2], kw = ws[3];
+  const int64_t oh = ys[2], ow = ys[3];
+  DirectConvParams p;
+  p.x = x;
+  p.w = wt;
+  p.bias = bias;
+  p.residual = residual;
+  p.y = y;
+  p.n = static_cast<int>(n);
+  p.h = static_cast<int>(h);
+  p.w_in = static_cast<int>(w);
+  p.c = static_cast<int>(c);
+  p.o = static_cast<int>(o);
+  p.kh = static_cast<int>(kh);
+  p.kw = static_cast<int>(kw);
+  p.stride_h = static_cast<int>(cp.stride_h);
+  p.stride_w = static_cast<int>(cp.stride_w);
+  p.pad_t = static_cast<int>(cp.pad_t);
+  p.pad_l = static_cast<int>(cp.pad_l);
+  p.dil_h = static_cast<int>(cp.dil_h);
+  p.dil_w = static_cast<int>(cp.dil_w);
+  p.out_h = static_cast<int>(oh);
+  p.out_w = static_cast<int>(ow);
+  p.act = act_code(k);
+  return make_param_launch(k, p, launch_depthwise);
+}
 
 }  // namespace
 
@@ -91,37 +165,9 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
   checked_int(n * h * w * c, "input elements");
   checked_int(n * oh * ow * o, "output elements");
 
-  if (ctx.weight_format(wb.index) == WeightFormat::kTapsMajor) {
-    DirectConvParams p;
-    p.x = x;
-    p.w = wt;
-    p.bias = bias;
-    p.residual = residual;
-    p.y = y;
-    p.n = static_cast<int>(n);
-    p.h = static_cast<int>(h);
-    p.w_in = static_cast<int>(w);
-    p.c = static_cast<int>(cg);
-    p.o = static_cast<int>(o);
-    p.kh = static_cast<int>(kh);
-    p.kw = static_cast<int>(kw);
-    p.stride_h = static_cast<int>(cp.stride_h);
-    p.stride_w = static_cast<int>(cp.stride_w);
-    p.pad_t = static_cast<int>(cp.pad_t);
-    p.pad_l = static_cast<int>(cp.pad_l);
-    p.dil_h = static_cast<int>(cp.dil_h);
-    p.dil_w = static_cast<int>(cp.dil_w);
-    p.out_h = static_cast<int>(oh);
-    p.out_w = static_cast<int>(ow);
-    p.act = act_code(k);
-    if (is_depthwise_conv(k)) {
-      p.c = static_cast<int>(c);
-      return make_param_launch(k, p, launch_depthwise);
-    }
-    const bool aligned = aligned16(wt) && aligned16(y) && (!residual || aligned16(residual));
-    ATOLL_CHECK(aligned, kUnsupported, "small-channel convolution buffers are not 16-byte aligned");
-    return make_param_launch(k, p, launch_small_channel_conv);
-  }
+  if (is_depthwise_conv(k)) return prepare_depthwise(k, cp, x, wt, bias, residual, y);
+  const bool stem = ctx.weight_format(wb.index) == WeightFormat::kChannelsPadded8;
+  const int64_t ci = stem ? kStemChannels : c, cgi = stem ? kStemChannels : cg;
 
   GemmParams p;
   p.a = x;
@@ -132,11 +178,11 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
   p.batch = static_cast<int>(cp.group);
   p.M = checked_int(n * oh * ow, "M");
   p.N = static_cast<int>(o / cp.group);
-  p.K = checked_int(kh * kw * cg, "K");
+  p.K = checked_int(kh * kw * cgi, "K");
   p.in_h = static_cast<int>(h);
   p.in_w = static_cast<int>(w);
-  p.in_c = static_cast<int>(c);
-  p.cg = static_cast<int>(cg);
+  p.in_c = static_cast<int>(ci);
+  p.cg = static_cast<int>(cgi);
   p.kw = static_cast<int>(kw);
   p.stride_h = static_cast<int>(cp.stride_h);
   p.stride_w = static_cast<int>(cp.stride_w);
@@ -146,13 +192,22 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
   p.dil_w = static_cast<int>(cp.dil_w);
   p.out_h = static_cast<int>(oh);
   p.out_w = static_cast<int>(ow);
-  p.a_batch_stride = cg;
+  p.a_batch_stride = cgi;
   p.b_batch_stride = static_cast<int64_t>(p.N) * p.K;
   p.c_batch_stride = p.N;
   p.bias_batch_stride = p.N;
   p.ldb = p.K;
   p.ldc = static_cast<int>(o);
   p.act = act_code(k);
+  if (stem) {
+    ATOLL_CHECK(aligned16(wt), kUnsupported, "the padded stem filter is not 16-byte aligned");
+    PadChannelsParams pad;
+    pad.x = x;
+    pad.pixels = n * h * w;
+    pad.c = static_cast<int>(c);
+    p.a = nullptr;  // the padded input in the workspace, bound later
+    return std::make_unique<StemConvLaunch>(k.name, pad, p, ctx.device());
+  }
   // 16-byte loads need every 8-channel run to stay inside one tap and one group.
   const bool vec = cg % 8 == 0 && c % 8 == 0 && aligned16(x) && aligned16(wt);
   return std::make_unique<GemmLaunch>(k.name, p, vec, false, ctx.device());

@@ -32,8 +32,7 @@ double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConf
   if (k.op == OpKind::kConv2d && k.inputs.size() >= 2 && k.inputs[1].shape.rank() == 4) {
     const Shape& w = k.inputs[1].shape;  // [O, C/group, kh, kw]
     const bool depthwise = conv2d_params(k.attrs).group > 1 && w[1] == 1;
-    // Mirrors the CUDA registry's small-channel rule: few input channels run the direct stem.
-    if (!depthwise && w[1] <= 4) return 2.0 / static_cast<double>(std::max<int64_t>(1, w[2]));
+    // Every other convolution, image stems included, is an implicit GEMM on the CUDA backend.
     if (!depthwise) return gemm();
   }
   const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);

@@ -31,7 +31,6 @@ struct DisbFlags {
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
   std::string rt_arrival = "armed";
-  std::string inputs = "pinned";
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
 };
@@ -138,7 +137,6 @@ void run_disb_command(const DisbFlags& f) {
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
-  o.pinned_inputs = f.inputs == "pinned";
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
@@ -264,10 +262,6 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--inputs", f->inputs,
-                  "pinned (each client's inputs page-locked for the run and read by the device in place, as a "
-                  "camera's frames would be) or pageable (every request copied into staging memory first)")
-      ->check(CLI::IsMember({"pinned", "pageable"}));
   cmd->add_option("--rt-arrival", f->rt_arrival,
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")

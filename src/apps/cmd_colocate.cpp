@@ -29,7 +29,6 @@ struct ColocateFlags {
   int cap = 4;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   std::string rt_arrival = "armed";
-  std::string inputs = "pinned";
   std::vector<std::string> profiles;  // kernel profile files
   bool json = false;
 };
@@ -155,7 +154,6 @@ void run_colocate_command(const ColocateFlags& f) {
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
-  o.pinned_inputs = f.inputs == "pinned";
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
@@ -189,10 +187,6 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--inputs", f->inputs,
-                  "pinned (each client's inputs page-locked for the run and read by the device in place, as a "
-                  "camera's frames would be) or pageable (every request copied into staging memory first)")
-      ->check(CLI::IsMember({"pinned", "pageable"}));
   cmd->add_option("--rt-arrival", f->rt_arrival,
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")

@@ -48,11 +48,6 @@ class Driver {
       }
     }
     std::stable_sort(feed_.begin(), feed_.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
-    if (w.pinned_inputs) {
-      for (const WorkloadClient& c : w.clients) {
-        for (const Tensor& t : c.inputs) pins_.push_back(device_.pin_host_memory(t.raw(), t.nbytes()));
-      }
-    }
   }
 
   WorkloadRun run() {
@@ -248,8 +243,6 @@ class Driver {
   bool closed_ = false;
 
   // Last: destroyed first, its destructor answers leftover requests while the state above lives.
-  // Declared before the scheduler, so the memory stays pinned until its held work has run.
-  std::vector<std::shared_ptr<void>> pins_;
   Scheduler scheduler_;
 };
 
@@ -365,7 +358,6 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
-  w.pinned_inputs = o.pinned_inputs;
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;

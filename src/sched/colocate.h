@@ -49,10 +49,6 @@ struct Workload {
   // time (deterministic). A real device runs the scheduler on its own thread while this thread
   // sleeps until each arrival; the device clock is taken to advance at the host's rate.
   bool real_time = false;
-  // Every client's inputs are pinned for the run (ExecDevice::pin_host_memory), as a camera
-  // pipeline's frames would be, so the device reads them with no staging copy. Off: each request
-  // is copied into staging memory on its way to the device.
-  bool pinned_inputs = true;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
   // When set, each request's outcome goes here (with the run's start) once it is answered, or
@@ -159,7 +155,6 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
-  bool pinned_inputs = true;  // Workload::pinned_inputs
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

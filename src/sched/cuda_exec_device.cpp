@@ -11,8 +11,6 @@
 #include <deque>
 #include <thread>
 
-#include <spdlog/spdlog.h>
-
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/stream_gate.h"
@@ -88,8 +86,6 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(cuda_inst != nullptr, kInternal, "the CUDA backend returned a non-CUDA instance");
     inst.release();
     instances_.emplace_back(cuda_inst);
-    // Request tensors in pinned memory (pin_host_memory) are then read where they lie.
-    cuda_inst->use_mapped_inputs();
     // No kernel may load lazily later, while RT work is held (ExecDevice::hold).
     cuda_inst->preload(control_.get());
     return static_cast<InstanceId>(instances_.size()) - 1;
@@ -271,24 +267,6 @@ class CudaExecDevice final : public ExecDevice {
 
   void stage_inputs(InstanceId instance, std::span<const Tensor> inputs) override {
     inst(instance).fill_staging(inputs);
-  }
-
-  std::shared_ptr<void> pin_host_memory(const void* p, size_t bytes) override {
-    bind_thread();
-    if (bytes == 0) return nullptr;
-    // Registering takes no write access: CUDA's signature is merely not const-correct.
-    void* region = const_cast<void*>(p);
-    ATL_CUDA_CHECK(cudaHostRegister(region, bytes, cudaHostRegisterMapped));
-    // The handle must not outlive the device (the driver of a run drops it before).
-    return std::shared_ptr<void>(region, [this, bytes](void* q) {
-      cudaSetDevice(device_);
-      try {
-        for (const auto& inst : instances_) inst->forget_mapped_sources(q, bytes);
-      } catch (const Error& e) {  // a deleter must not throw; a failing device fails elsewhere
-        spdlog::warn("unpinning request memory: {}", e.what());
-      }
-      cudaHostUnregister(q);
-    });
   }
 
   DeviceTime now() override { return host_now(); }

@@ -20,10 +20,6 @@ void ExecDevice::stage_inputs(InstanceId, std::span<const Tensor>) {
   ATOLL_THROW(kUnsupported, "device '{}' cannot stage inputs for an enqueued upload", name());
 }
 
-std::shared_ptr<void> ExecDevice::pin_host_memory(const void*, size_t) {
-  return nullptr;
-}
-
 void ExecDevice::set_profile(InstanceId instance, ModelProfile profile) {
   if (runs_foreign_profiles()) {
     check_profile_program(profile, program(instance));

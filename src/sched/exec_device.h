@@ -14,7 +14,6 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -129,10 +128,6 @@ class ExecDevice {
   // Checks `inputs` (throws kInvalidArgument, having changed nothing) and writes them where the
   // enqueued upload reads them. The upload must still be held, or the instance idle.
   virtual void stage_inputs(InstanceId instance, std::span<const Tensor> inputs);
-  // Page-locks and maps `bytes` at `p` until the handle goes, so that request tensors there are
-  // read by the device where they lie, with no staging copy on the request's path (a camera
-  // driver's DMA buffer is such memory). Devices without such a path return an empty handle.
-  virtual std::shared_ptr<void> pin_host_memory(const void* p, size_t bytes);
 
   // ---- Kernel profiles (the padding modes) ----
   // Attaches `profile` to an instance after checking it against the instance's program and,

@@ -100,15 +100,6 @@ class CudaInstance : public Instance {
   // CUDA loads a kernel's code at its first launch, which may synchronize the context (work
   // held behind a StreamGate would then block it). Leaves the staging memory zeroed.
   virtual void preload(cudaStream_t stream) = 0;
-  // Switches the f16 inputs' uploads to conversions that read their source where a slot points:
-  // staging memory, or the request's own tensor when it lies in pinned, mapped host memory
-  // (cudaHostRegister with cudaHostRegisterMapped, the whole tensor), which then needs no host
-  // copy at all. Call while the instance is idle, before enqueue_inputs.
-  virtual void use_mapped_inputs() = 0;
-  // Points every slot that reads from host memory in [begin, begin + bytes) back at staging,
-  // after its last upload ended: that memory is about to be unpinned. The instance must not
-  // have uploads held.
-  virtual void forget_mapped_sources(const void* begin, size_t bytes) = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

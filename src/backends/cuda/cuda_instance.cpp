@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -185,7 +184,7 @@ void CudaInstanceImpl::allocate_io() {
   io_ = DeviceBuffer(total);
   host_io_ = DeviceBuffer(host_total);
   for (const TensorSpec& s : program_.inputs) {
-    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), /*mapped=*/true);
+    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false);
     input_copied_.push_back(make_event());
   }
   for (const TensorSpec& s : program_.outputs) {
@@ -237,10 +236,7 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
   const TensorSpec& spec = program_.inputs[i];
   const size_t bytes = input_staging_[i].size();
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
-  if (spec.dtype == DType::kF16 && mapped_inputs_) {
-    const auto* slots = static_cast<const float* const*>(input_slots_.device_alias());
-    launch_f32_to_storage_from_slot(slots + i, stored, half_storage(spec), stream);
-  } else if (spec.dtype == DType::kF16) {
+  if (spec.dtype == DType::kF16) {
     std::byte* raw = host_io_.bytes_ptr() + input_host_offsets_[i];
     ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
     launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
@@ -250,48 +246,12 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
 }
 
-void CudaInstanceImpl::use_mapped_inputs() {
-  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-  for (const Event& e : input_copied_) ATL_CUDA_CHECK(cudaEventSynchronize(e.get()));
-  input_slots_ = PinnedBuffer(std::max<size_t>(1, program_.inputs.size()) * sizeof(void*), /*mapped=*/true);
-  slot_host_sources_.assign(program_.inputs.size(), nullptr);
-  mapped_inputs_ = true;
-  for (size_t i = 0; i < program_.inputs.size(); ++i) point_slot(i, input_staging_[i].device_alias());
-}
-
-void CudaInstanceImpl::forget_mapped_sources(const void* begin, size_t bytes) {
-  const auto* lo = static_cast<const std::byte*>(begin);
-  for (size_t i = 0; i < slot_host_sources_.size(); ++i) {
-    const auto* src = static_cast<const std::byte*>(slot_host_sources_[i]);
-    if (src == nullptr || src < lo || src >= lo + bytes) continue;
-    ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-    point_slot(i, input_staging_[i].device_alias());
-    slot_host_sources_[i] = nullptr;
-  }
-}
-
-void CudaInstanceImpl::point_slot(size_t i, const void* device_source) {
-  static_cast<const void* volatile*>(input_slots_.get())[i] = device_source;
-  // The slot must be visible before whatever lets the conversion run (a gate opened, a launch).
-  std::atomic_thread_fence(std::memory_order_release);
-}
-
-bool CudaInstanceImpl::read_in_place(size_t i, const Tensor& t) {
-  if (!mapped_inputs_ || program_.inputs[i].dtype != DType::kF16) return false;
-  cudaPointerAttributes a{};
-  ATL_CUDA_CHECK(cudaPointerGetAttributes(&a, t.raw()));
-  const bool mapped = a.type == cudaMemoryTypeHost && a.devicePointer != nullptr;
-  point_slot(i, mapped ? a.devicePointer : input_staging_[i].device_alias());
-  slot_host_sources_[i] = mapped ? t.raw() : nullptr;
-  return mapped;
-}
-
 void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   check_input(index, t);
   const auto i = static_cast<size_t>(index);
   // The previous copy from this staging buffer must be done before it is overwritten.
   ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  if (!read_in_place(i, t)) staging_copier().copy(input_staging_[i].get(), t.raw(), t.nbytes());
+  staging_copier().copy(input_staging_[i].get(), t.raw(), t.nbytes());
   enqueue_input_copy(i, stream_.get());
 }
 
@@ -300,7 +260,6 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
   check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-    if (read_in_place(i, inputs[i])) continue;
     const auto* src = inputs[i].raw();
     auto* dst = static_cast<std::byte*>(input_staging_[i].get());
     for (size_t done = 0; done < inputs[i].nbytes(); done += kStagingChunkBytes) {
@@ -325,7 +284,7 @@ void CudaInstanceImpl::enqueue_inputs(cudaStream_t stream) {
 void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
   check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!read_in_place(i, inputs[i])) staging_copier().copy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
+    staging_copier().copy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
   }
 }
 
@@ -333,10 +292,6 @@ void CudaInstanceImpl::preload(cudaStream_t stream) {
   for (size_t i = 0; i < program_.inputs.size(); ++i) {
     ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
     std::memset(input_staging_[i].get(), 0, input_staging_[i].size());
-    if (mapped_inputs_) {
-      point_slot(i, input_staging_[i].device_alias());
-      slot_host_sources_[i] = nullptr;
-    }
   }
   enqueue_inputs(stream);
   for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);

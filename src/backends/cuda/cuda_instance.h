@@ -34,8 +34,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void enqueue_inputs(cudaStream_t stream) override;
   void fill_staging(std::span<const Tensor> inputs) override;
   void preload(cudaStream_t stream) override;
-  void use_mapped_inputs() override;
-  void forget_mapped_sources(const void* begin, size_t bytes) override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;
@@ -69,10 +67,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
   void check_input(int index, const Tensor& t) const;
   void check_inputs(std::span<const Tensor> inputs) const;
-  // Points input i's slot at `t` when the mapped path can read it in place (true), else at the
-  // staging buffer (false: the caller copies `t` there). Input i's last upload must have ended.
-  bool read_in_place(size_t i, const Tensor& t);
-  void point_slot(size_t i, const void* device_source);
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
   void enqueue_input_copy(size_t i, cudaStream_t stream);
   // Output i -> f32 (when stored f16) -> output_staging_[i], on `stream`; and from there to a tensor.
@@ -114,10 +108,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int* index_error_device_ = nullptr;
   std::vector<PinnedBuffer> input_staging_, output_staging_;
   std::vector<Event> input_copied_;
-  // use_mapped_inputs: one mapped word per input, the address its conversion reads from.
-  bool mapped_inputs_ = false;
-  PinnedBuffer input_slots_;
-  std::vector<const void*> slot_host_sources_;  // the host address behind each slot (nullptr: staging)
   Stream stream_;
   std::vector<std::unique_ptr<KernelLaunch>> launches_;
   GraphExec graph_;

@@ -26,17 +26,6 @@ __global__ void f32_to_storage_kernel(const float* src, __half* dst, const HalfS
   }
 }
 
-__global__ void f32_to_storage_slot_kernel(const float* const* slot, __half* dst, const HalfStorage s, int64_t total) {
-  __shared__ const float* src;
-  // One read of the host-written slot per block; volatile, so it is read now, not cached.
-  if (threadIdx.x == 0) src = *const_cast<const float* const volatile*>(slot);
-  __syncthreads();
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    dst[i] = __float2half_rn(src[logical_index(i, s)]);
-  }
-}
-
 __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfStorage s, int64_t total) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -68,15 +57,6 @@ void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& 
   f32_to_storage_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(src, static_cast<__half*>(dst_half), s,
                                                                               total);
   ATL_CUDA_CHECK_LAUNCH("f32_to_storage");
-}
-
-void launch_f32_to_storage_from_slot(const float* const* slot, void* dst_half, const HalfStorage& s,
-                                     cudaStream_t stream) {
-  const int64_t total = total_of(s);
-  if (total == 0) return;
-  f32_to_storage_slot_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(
-      slot, static_cast<__half*>(dst_half), s, total);
-  ATL_CUDA_CHECK_LAUNCH("f32_to_storage_from_slot");
 }
 
 void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& s, cudaStream_t stream) {

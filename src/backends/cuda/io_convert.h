@@ -23,12 +23,6 @@ struct HalfStorage {
 HalfStorage half_storage(const TensorSpec& spec);
 // f32 logical -> f16 storage; not preemptible (a few microseconds, ahead of the first kernel).
 void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& s, cudaStream_t stream);
-// The same, reading the source's address from `*slot` when the kernel starts: the slot is mapped
-// host memory the host writes before it lets the kernel run (a task enqueued before its request
-// exists), and the source is device-accessible memory, read where it is (pinned host memory over
-// PCIe: a request in registered memory needs no staging copy).
-void launch_f32_to_storage_from_slot(const float* const* slot, void* dst_half, const HalfStorage& s,
-                                     cudaStream_t stream);
 // f16 storage -> f32 logical.
 void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& s, cudaStream_t stream);
 

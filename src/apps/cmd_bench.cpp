@@ -31,6 +31,7 @@ struct DisbFlags {
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
   std::string rt_arrival = "armed";
+  std::string inputs = "staging";
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
 };
@@ -137,6 +138,7 @@ void run_disb_command(const DisbFlags& f) {
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
+  o.staged_inputs = f.inputs == "staging";
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
@@ -262,6 +264,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--inputs", f->inputs,
+                  "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
+                  "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
+                  "request copied from the client's memory into staging first)")
+      ->check(CLI::IsMember({"staging", "pageable"}));
   cmd->add_option("--rt-arrival", f->rt_arrival,
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")

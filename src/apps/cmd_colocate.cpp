@@ -29,6 +29,7 @@ struct ColocateFlags {
   int cap = 4;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   std::string rt_arrival = "armed";
+  std::string inputs = "staging";
   std::vector<std::string> profiles;  // kernel profile files
   bool json = false;
 };
@@ -154,6 +155,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_arrival == "armed";
+  o.staged_inputs = f.inputs == "staging";
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
@@ -187,6 +189,11 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--inputs", f->inputs,
+                  "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
+                  "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
+                  "request copied from the client's memory into staging first)")
+      ->check(CLI::IsMember({"staging", "pageable"}));
   cmd->add_option("--rt-arrival", f->rt_arrival,
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")

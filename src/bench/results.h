@@ -119,6 +119,7 @@ struct BenchResults {
   double warmup_s = 0;      // every client together before the measured runs (0: none)
   int inflight_cap = 0;     // kernels a BE task may have on the device at once
   bool armed_rt = false;    // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
+  bool staged_inputs = false;  // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
   std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;

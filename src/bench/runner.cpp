@@ -86,6 +86,7 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.armed_rt = o_.armed_rt;
+    r.staged_inputs = o_.staged_inputs;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
@@ -169,6 +170,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.armed_rt = o_.armed_rt;
+    sw.staged_inputs = o_.staged_inputs;
     sw.scheduler.rt_order = o_.rt_order;
     sw.scheduler.record_events = traced;
     for (size_t c : clients) {

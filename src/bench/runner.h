@@ -36,6 +36,7 @@ struct DisbOptions {
   uint64_t seed = 0;         // Poisson arrivals, inputs, weights
   int inflight_cap = 4;      // SchedulerOptions::inflight_cap
   bool armed_rt = true;      // SchedulerOptions::armed_rt
+  bool staged_inputs = true;  // sched::Workload::staged_inputs
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device

@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstring>
 #include <new>
 
@@ -49,6 +50,16 @@ void store(std::byte* p, DType t, int64_t i, double v) {
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   ATOLL_CHECK(shape_.numel() >= 0, kInvalidArgument, "negative dimension in shape {}", shape_.str());
   data_ = allocate(nbytes());
+}
+
+Tensor Tensor::over(DType dtype, Shape shape, std::shared_ptr<std::byte[]> data) {
+  ATOLL_CHECK(data != nullptr && reinterpret_cast<uintptr_t>(data.get()) % 64 == 0, kInvalidArgument,
+              "a tensor over external memory needs a 64-byte aligned buffer");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = std::move(data);
+  return t;
 }
 
 Tensor Tensor::clone() const {

@@ -14,6 +14,9 @@ class Tensor {
  public:
   Tensor() = default;
   Tensor(DType dtype, Shape shape);  // zero-filled
+  // A tensor over memory owned elsewhere: `data` (at least nbytes(), 64-byte aligned) keeps it
+  // alive through its deleter, or holds a no-op deleter and the owner outlives the tensor.
+  static Tensor over(DType dtype, Shape shape, std::shared_ptr<std::byte[]> data);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }

@@ -49,6 +49,11 @@ struct Workload {
   // time (deterministic). A real device runs the scheduler on its own thread while this thread
   // sleeps until each arrival; the device clock is taken to advance at the host's rate.
   bool real_time = false;
+  // Every client's inputs live in its instance's staging memory for the run
+  // (ExecDevice::request_buffers), as a camera driver's frames live in a DMA buffer, so a request
+  // needs no host copy before its upload. Off, or where the device has no such buffers: the
+  // scheduler thread copies each request into staging on its way to the device.
+  bool staged_inputs = true;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
   // When set, each request's outcome goes here (with the run's start) once it is answered, or
@@ -155,6 +160,7 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
+  bool staged_inputs = true;  // Workload::staged_inputs
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

@@ -20,6 +20,10 @@ void ExecDevice::stage_inputs(InstanceId, std::span<const Tensor>) {
   ATOLL_THROW(kUnsupported, "device '{}' cannot stage inputs for an enqueued upload", name());
 }
 
+std::vector<Tensor> ExecDevice::request_buffers(InstanceId) {
+  return {};
+}
+
 void ExecDevice::set_profile(InstanceId instance, ModelProfile profile) {
   if (runs_foreign_profiles()) {
     check_profile_program(profile, program(instance));

@@ -128,6 +128,11 @@ class ExecDevice {
   // Checks `inputs` (throws kInvalidArgument, having changed nothing) and writes them where the
   // enqueued upload reads them. The upload must still be held, or the instance idle.
   virtual void stage_inputs(InstanceId instance, std::span<const Tensor> inputs);
+  // Request tensors over the instance's staging memory (empty where the device has none): a
+  // request made of them skips the host copy into staging, so none lies on an RT request's way
+  // to its first kernel. The caller writes them only while none of the instance's uploads is
+  // pending, and not after the device is gone.
+  virtual std::vector<Tensor> request_buffers(InstanceId instance);
 
   // ---- Kernel profiles (the padding modes) ----
   // Attaches `profile` to an instance after checking it against the instance's program and,

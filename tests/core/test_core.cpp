@@ -4,6 +4,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <new>
 
 #include "core/half.h"
 #include "core/npy.h"
@@ -53,6 +55,23 @@ TEST(Rng, UniformStaysInRangeAndNormalHasUnitVariance) {
   }
   EXPECT_NEAR(sum / n, 0.0, 0.03);
   EXPECT_NEAR(sq / n, 1.0, 0.05);
+}
+
+// A tensor over memory owned elsewhere reads and writes that memory, and refuses buffers the
+// owned tensors' alignment promise would not hold for.
+TEST(Tensor, OverExternalMemorySharesItAndChecksAlignment) {
+  auto owner = std::shared_ptr<std::byte[]>(new (std::align_val_t{64}) std::byte[64], [](std::byte* p) {
+    ::operator delete[](p, std::align_val_t{64});
+  });
+  Tensor t = Tensor::over(DType::kF32, Shape{4}, owner);
+  t.as<float>()[2] = 5.0f;
+  float third = 0;
+  std::memcpy(&third, owner.get() + 8, sizeof(float));
+  EXPECT_EQ(third, 5.0f);
+  EXPECT_EQ(t.raw(), owner.get());
+  const std::shared_ptr<std::byte[]> misaligned(owner, owner.get() + 4);
+  EXPECT_THROW(Tensor::over(DType::kF32, Shape{4}, misaligned), Error);
+  EXPECT_THROW(Tensor::over(DType::kF32, Shape{4}, nullptr), Error);
 }
 
 TEST(Tensor, ConvertsBetweenDtypes) {

@@ -100,6 +100,11 @@ class CudaInstance : public Instance {
   // CUDA loads a kernel's code at its first launch, which may synchronize the context (work
   // held behind a StreamGate would then block it). Leaves the staging memory zeroed.
   virtual void preload(cudaStream_t stream) = 0;
+  // Request tensors over the instance's own pinned staging memory, one per input (f32 where the
+  // backend stores f16), valid while the instance lives. A request made of them skips the host
+  // copy on every path above; the caller writes them only while no upload of the instance's
+  // inputs is pending (a camera driver filling its DMA buffer between frames).
+  virtual std::vector<Tensor> staging_inputs() = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -251,8 +251,23 @@ void CudaInstanceImpl::set_input(int index, const Tensor& t) {
   const auto i = static_cast<size_t>(index);
   // The previous copy from this staging buffer must be done before it is overwritten.
   ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
-  staging_copier().copy(input_staging_[i].get(), t.raw(), t.nbytes());
+  copy_to_staging_buffer(i, t);
   enqueue_input_copy(i, stream_.get());
+}
+
+void CudaInstanceImpl::copy_to_staging_buffer(size_t i, const Tensor& t) {
+  if (!is_staging(i, t)) staging_copier().copy(input_staging_[i].get(), t.raw(), t.nbytes());
+}
+
+std::vector<Tensor> CudaInstanceImpl::staging_inputs() {
+  std::vector<Tensor> out;
+  for (size_t i = 0; i < program_.inputs.size(); ++i) {
+    const TensorSpec& spec = program_.inputs[i];
+    // Non-owning: the instance owns the pinned buffer and outlives the tensors (see the header).
+    std::shared_ptr<std::byte[]> view(static_cast<std::byte*>(input_staging_[i].get()), [](std::byte*) {});
+    out.push_back(Tensor::over(host_dtype(spec), spec.shape, std::move(view)));
+  }
+  return out;
 }
 
 bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
@@ -260,6 +275,7 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
   check_inputs(inputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
+    if (is_staging(i, inputs[i])) continue;
     const auto* src = inputs[i].raw();
     auto* dst = static_cast<std::byte*>(input_staging_[i].get());
     for (size_t done = 0; done < inputs[i].nbytes(); done += kStagingChunkBytes) {
@@ -283,9 +299,7 @@ void CudaInstanceImpl::enqueue_inputs(cudaStream_t stream) {
 
 void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
   check_inputs(inputs);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    staging_copier().copy(input_staging_[i].get(), inputs[i].raw(), inputs[i].nbytes());
-  }
+  for (size_t i = 0; i < inputs.size(); ++i) copy_to_staging_buffer(i, inputs[i]);
 }
 
 void CudaInstanceImpl::preload(cudaStream_t stream) {

@@ -34,6 +34,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void enqueue_inputs(cudaStream_t stream) override;
   void fill_staging(std::span<const Tensor> inputs) override;
   void preload(cudaStream_t stream) override;
+  std::vector<Tensor> staging_inputs() override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;
@@ -67,6 +68,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
   void check_input(int index, const Tensor& t) const;
   void check_inputs(std::span<const Tensor> inputs) const;
+  // Copies `t` into staging buffer i, unless it is that buffer (staging_inputs).
+  void copy_to_staging_buffer(size_t i, const Tensor& t);
+  bool is_staging(size_t i, const Tensor& t) const { return t.raw() == input_staging_[i].get(); }
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
   void enqueue_input_copy(size_t i, cudaStream_t stream);
   // Output i -> f32 (when stored f16) -> output_staging_[i], on `stream`; and from there to a tensor.

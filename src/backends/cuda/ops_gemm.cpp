@@ -104,6 +104,19 @@ class StemConvLaunch final : public KernelLaunch {
   GemmLaunch gemm_;
 };
 
+// The window fields the direct and the GEMM convolution parameters share.
+template <typename Params>
+void set_conv_window(Params& p, const Conv2dParams& cp, int64_t oh, int64_t ow) {
+  p.stride_h = static_cast<int>(cp.stride_h);
+  p.stride_w = static_cast<int>(cp.stride_w);
+  p.pad_t = static_cast<int>(cp.pad_t);
+  p.pad_l = static_cast<int>(cp.pad_l);
+  p.dil_h = static_cast<int>(cp.dil_h);
+  p.dil_w = static_cast<int>(cp.dil_w);
+  p.out_h = static_cast<int>(oh);
+  p.out_w = static_cast<int>(ow);
+}
+
 std::unique_ptr<KernelLaunch> prepare_depthwise(const Kernel& k, const Conv2dParams& cp, const __half* x,
                                                 const __half* wt, const float* bias, const __half* residual,
                                                 __half* y) {
@@ -125,14 +138,7 @@ std::unique_ptr<KernelLaunch> prepare_depthwise(const Kernel& k, const Conv2dPar
   p.o = static_cast<int>(o);
   p.kh = static_cast<int>(kh);
   p.kw = static_cast<int>(kw);
-  p.stride_h = static_cast<int>(cp.stride_h);
-  p.stride_w = static_cast<int>(cp.stride_w);
-  p.pad_t = static_cast<int>(cp.pad_t);
-  p.pad_l = static_cast<int>(cp.pad_l);
-  p.dil_h = static_cast<int>(cp.dil_h);
-  p.dil_w = static_cast<int>(cp.dil_w);
-  p.out_h = static_cast<int>(oh);
-  p.out_w = static_cast<int>(ow);
+  set_conv_window(p, cp, oh, ow);
   p.act = act_code(k);
   return make_param_launch(k, p, launch_depthwise);
 }
@@ -184,14 +190,7 @@ std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext&
   p.in_c = static_cast<int>(ci);
   p.cg = static_cast<int>(cgi);
   p.kw = static_cast<int>(kw);
-  p.stride_h = static_cast<int>(cp.stride_h);
-  p.stride_w = static_cast<int>(cp.stride_w);
-  p.pad_t = static_cast<int>(cp.pad_t);
-  p.pad_l = static_cast<int>(cp.pad_l);
-  p.dil_h = static_cast<int>(cp.dil_h);
-  p.dil_w = static_cast<int>(cp.dil_w);
-  p.out_h = static_cast<int>(oh);
-  p.out_w = static_cast<int>(ow);
+  set_conv_window(p, cp, oh, ow);
   p.a_batch_stride = cgi;
   p.b_batch_stride = static_cast<int64_t>(p.N) * p.K;
   p.c_batch_stride = p.N;

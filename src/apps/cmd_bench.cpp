@@ -106,6 +106,12 @@ void print_table(const bench::BenchResults& r, double duration_s) {
         m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99, staging,
         m.preemption_reaction_us.p99, m.longest_be_wait_ms, dropped);
   }
+  for (const bench::ModeStats& m : r.stats) {
+    if (m.preemptions == 0) continue;
+    fmt::print("staging in {}, p50/p99: reaction {:.1f}/{:.1f} us, entry {:.1f}/{:.1f} us, release {:.1f}/{:.1f} us\n",
+               m.mode, m.preemption_reaction_us.p50, m.preemption_reaction_us.p99, m.preemption_entry_us.p50,
+               m.preemption_entry_us.p99, m.preemption_release_us.p50, m.preemption_release_us.p99);
+  }
   for (const bench::ModeRun& run : r.runs) {
     // Host time per step, where the device clock shows it.
     if (run.polls.longest_ns == 0) continue;

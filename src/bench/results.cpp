@@ -117,6 +117,8 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.preemption_latency_us = distribution(run.preemption_latency_us);
   m.preemption_staging_us = distribution(run.preemption_staging_us);
   m.preemption_reaction_us = distribution(run.preemption_reaction_us);
+  m.preemption_entry_us = distribution(run.preemption_entry_us);
+  m.preemption_release_us = distribution(run.preemption_release_us);
   const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
   m.staging_share_p50 = share(m.preemption_staging_us.p50, m.preemption_latency_us.p50);
   m.staging_share_p99 = share(m.preemption_staging_us.p99, m.preemption_latency_us.p99);
@@ -170,6 +172,8 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
     mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
     mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
+    mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
+    mj["preemption_release_us"] = dist_json(m.preemption_release_us);
     const sched::PollStats& polls = r.runs[i].polls;
     mj["scheduler_polls"] = {{"count", polls.count},
                              {"over_50us", polls.over_50us},

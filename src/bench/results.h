@@ -46,6 +46,8 @@ struct ModeRun {
   std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
   std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
   std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
+  std::vector<double> preemption_entry_us;     // ... admitted -> started (sched::TaskResult::started)
+  std::vector<double> preemption_release_us;   // ... started -> dispatch
   sched::PollStats polls;                      // the scheduler's slowest steps
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
@@ -97,6 +99,9 @@ struct ModeStats {
   // Staging's first part: arrival -> the scheduler thread admitting the request (the rest is the
   // input copy and the holds' release).
   Distribution preemption_reaction_us;
+  // Staging's other two parts: admission -> the scheduler starting the task (the RT queue and RT
+  // mode entry), and start -> dispatch (the holds opened, the inputs staged).
+  Distribution preemption_entry_us, preemption_release_us;
   double longest_be_wait_ms = 0;
 };
 

@@ -237,6 +237,8 @@ class Runner {
         run.preemption_latency_us.push_back(static_cast<double>(t.start - t.arrival) / 1e3);
         run.preemption_staging_us.push_back(static_cast<double>(t.dispatch - t.arrival) / 1e3);
         run.preemption_reaction_us.push_back(static_cast<double>(t.admitted - t.arrival) / 1e3);
+        run.preemption_entry_us.push_back(static_cast<double>(t.started - t.admitted) / 1e3);
+        run.preemption_release_us.push_back(static_cast<double>(t.dispatch - t.started) / 1e3);
       }
     }
     run.requests.push_back(q);

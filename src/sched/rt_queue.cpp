@@ -49,6 +49,7 @@ bool Scheduler::Impl::rt_running() const {
 // Starts the RT task on its client's lane: from the work already waiting there (armed), or by
 // raising the flag (reset mode, BE work in flight) and launching its kernels.
 void Scheduler::Impl::start_rt(TaskPtr t) {
+  t->started = device.now();
   Lane& l = lane_of(t->client);
   t->preempted_tasks = pending_preempted;
   pending_preempted = 0;

@@ -335,6 +335,7 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
   r.start = t->start >= 0 ? t->start : end;
   r.dispatch = t->dispatch >= 0 ? t->dispatch : r.start;
   r.admitted = t->admitted >= 0 ? t->admitted : r.dispatch;
+  r.started = t->started >= 0 ? t->started : r.dispatch;
   r.preemptions = t->preemptions;
   r.preempted_tasks = t->preempted_tasks;
   if (t->error) {

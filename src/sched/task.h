@@ -34,6 +34,9 @@ struct TaskResult {
   std::vector<Tensor> outputs;  // empty on timing-only devices
   DeviceTime arrival = 0;       // scheduled arrival
   DeviceTime admitted = 0;      // the scheduler saw it arrived (arrival -> admitted: its reaction)
+  // RT: the scheduler began starting it (admitted -> started: the RT queue and entering RT mode,
+  // which reads every BE lane; started -> dispatch: the holds opened and the inputs staged).
+  DeviceTime started = 0;
   DeviceTime dispatch = 0;      // inputs written and the first kernel handed to the device
   DeviceTime start = 0;         // first kernel started on the device (first attempt)
   DeviceTime finish = 0;        // last kernel ended on the device (CUDA: and its outputs downloaded)

@@ -71,6 +71,15 @@ TEST_P(ShippedEveryMode, AnswersEveryRequestWithoutDropsOrMisses) {
     EXPECT_LE(m.preemption_staging_us.p50, m.preemption_latency_us.p50);
     EXPECT_GE(m.staging_share_p50, 0.0);
     EXPECT_LE(m.staging_share_p50, 1.0);
+    // Reaction, entry and release split each preempting request's staging without a gap.
+    ASSERT_EQ(run.preemption_entry_us.size(), run.preemption_staging_us.size());
+    ASSERT_EQ(run.preemption_release_us.size(), run.preemption_staging_us.size());
+    for (size_t k = 0; k < run.preemption_staging_us.size(); ++k) {
+      EXPECT_GE(run.preemption_entry_us[k], 0.0);
+      EXPECT_GE(run.preemption_release_us[k], 0.0);
+      EXPECT_NEAR(run.preemption_reaction_us[k] + run.preemption_entry_us[k] + run.preemption_release_us[k],
+                  run.preemption_staging_us[k], 1e-6);
+    }
   }
 }
 

@@ -135,6 +135,7 @@ InferRequest to_request(const inference::ModelInferRequest& message, const Share
     t.shape.assign(in.shape().begin(), in.shape().end());
     if (const auto& shm = shm_inputs[static_cast<size_t>(i)]) {
       t.data = shm->bytes();
+      t.owner = shm->region;
       held.push_back(shm->region);
     } else {
       t.data = raw ? std::as_bytes(std::span(message.raw_input_contents(next_raw++))) : typed_contents(in);

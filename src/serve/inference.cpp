@@ -1,6 +1,7 @@
 #include "serve/inference.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #include "core/error.h"
@@ -92,8 +93,17 @@ std::vector<Tensor> pack_inputs(const Program& program, const InferRequest& requ
   for (const TensorSpec& spec : program.inputs) {
     const InputTensor* in = find_input(request, spec.name);
     ATOLL_CHECK(in != nullptr, kInternal, "input '{}' vanished after its check", spec.name);
-    Tensor t(is_float(spec.dtype) ? DType::kF32 : DType::kI64, spec.shape);
-    ATOLL_CHECK(in->data.size() <= t.nbytes(), kInternal, "input '{}' outgrew its checked size", spec.name);
+    const DType dtype = is_float(spec.dtype) ? DType::kF32 : DType::kI64;
+    const size_t bytes = static_cast<size_t>(spec.shape.numel()) * dtype_size(dtype);
+    ATOLL_CHECK(in->data.size() <= bytes, kInternal, "input '{}' outgrew its checked size", spec.name);
+    const bool aligned = reinterpret_cast<uintptr_t>(in->data.data()) % 64 == 0;
+    if (in->owner && aligned && in->data.size() == bytes) {
+      // Read in place (the scheduler only reads request tensors); the owner keeps the bytes.
+      std::shared_ptr<std::byte[]> view(in->owner, const_cast<std::byte*>(in->data.data()));
+      tensors.push_back(Tensor::over(dtype, spec.shape, std::move(view)));
+      continue;
+    }
+    Tensor t(dtype, spec.shape);  // zero-filled: a smaller request leaves the batch's tail empty
     std::memcpy(t.raw(), in->data.data(), in->data.size());
     tensors.push_back(std::move(t));
   }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
@@ -22,6 +23,9 @@ struct InputTensor {
   std::string datatype;  // KServe spelling
   std::vector<int64_t> shape;
   std::span<const std::byte> data;  // little-endian, row-major
+  // Set where `data` lies in memory that this keeps alive and nobody writes until the answer (a
+  // shared-memory region): the request's tensor may then be `data` itself instead of a copy.
+  std::shared_ptr<const void> owner;
 };
 
 struct InferRequest {

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
+#include <new>
 
 #include "core/error.h"
 #include "serve/http_codec.h"
@@ -55,6 +57,35 @@ TEST(Inference, AcceptsBatchesWithinTheLimitAndPadsThem) {
   EXPECT_EQ(packed[0].as<float>()[17], 1.5f);  // last element of item 3
   EXPECT_EQ(packed[0].as<float>()[18], 0.0f);  // padding
   EXPECT_EQ(packed[1].as<int64_t>()[11], 7);
+}
+
+// Inputs in kept-alive memory (shared-memory regions) are read in place when they fill the
+// tensor and are aligned as tensors are; anything else is copied, a short batch zero-padded.
+TEST(Inference, OwnedAlignedInputsAreReadInPlaceOthersCopied) {
+  auto owner = std::shared_ptr<std::byte[]>(new (std::align_val_t{64}) std::byte[256], [](std::byte* q) {
+    ::operator delete[](q, std::align_val_t{64});
+  });
+  std::vector<float> image(24, 2.5f);
+  std::memcpy(owner.get(), image.data(), 24 * sizeof(float));
+  std::vector<int64_t> ids(16, 3);
+  InferRequest request;
+  request.model = "m";
+  request.inputs = {{"image", "FP32", {4, 2, 3}, std::span(owner.get(), 24 * sizeof(float)), owner},
+                    {"ids", "INT64", {4, 4}, std::as_bytes(std::span(ids)), nullptr}};
+  std::vector<Tensor> packed = pack_inputs(two_input_program(4), request);
+  EXPECT_EQ(packed[0].raw(), owner.get());  // in place
+  EXPECT_EQ(packed[0].as<float>()[23], 2.5f);
+  EXPECT_NE(packed[1].raw(), reinterpret_cast<const std::byte*>(ids.data()));  // no owner: copied
+  EXPECT_EQ(packed[1].as<int64_t>()[15], 3);
+
+  request.inputs[0].data = std::span(owner.get() + 4, 24 * sizeof(float));
+  packed = pack_inputs(two_input_program(4), request);
+  EXPECT_NE(packed[0].raw(), owner.get() + 4);  // misaligned: copied
+  request.inputs[0].data = std::span(owner.get(), 18 * sizeof(float));  // three of four items
+  packed = pack_inputs(two_input_program(4), request);
+  EXPECT_NE(packed[0].raw(), owner.get());
+  EXPECT_EQ(packed[0].as<float>()[17], 2.5f);
+  EXPECT_EQ(packed[0].as<float>()[18], 0.0f);  // the padded item
 }
 
 TEST(Inference, RefusesWhatTheModelDoesNotTake) {

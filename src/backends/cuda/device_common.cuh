@@ -46,19 +46,6 @@ __device__ __forceinline__ void after_loads(int& stop, float loaded) {
   asm volatile("" : "+r"(stop) : "f"(loaded));
 }
 
-// In-loop check of long threads that share no barrier: thread 0 forwards the value it read at
-// the previous poll to a shared word and issues the next read, so no thread ever waits on L2
-// and each block costs one flag read per poll. `pending` is thread 0's register (start it at
-// item_flag(flag, true)), `word` a shared int the block zeroes before its first barrier.
-__device__ __forceinline__ bool block_poll(const int* flag, int& pending, volatile int* word) {
-  if (flag == nullptr) return false;
-  if (threadIdx.x == 0) {
-    if (pending != 0) *word = 1;
-    pending = load_flag(flag);
-  }
-  return *word != 0;
-}
-
 // The GPU's global nanosecond timer (coarse ticks; the same on every SM).
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;

@@ -11,7 +11,7 @@ namespace {
 // A BE kernel of fixed duration: every block spins `duration_ns`, polling the flag like atoll's
 // GEMM main loop does. Block 0 reports the kernel's start through a mapped word.
 __global__ void be_spin_kernel(const int* flag, uint64_t duration_ns, int index, volatile int* started) {
-  if (cuda::entry_preempted(flag, true)) return;
+  if (cuda::ItemFlag(flag).next()) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) {
     *started = index;
     __threadfence_system();

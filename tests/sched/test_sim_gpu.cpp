@@ -277,7 +277,8 @@ TEST(SimShapes, RooflineGivesEachBlockOneSlotsShareOfThePeaks) {
   p.kernels.push_back(kernel_with(1, 4, 1));
   const auto shapes = roofline_shapes(p, c);
   ASSERT_EQ(shapes.size(), 3u);
-  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000, 4000}));
+  // Checked per 2048-element item, each testing the read of the item before: 2 of 2 items.
+  EXPECT_EQ(shapes[0], (SimKernelShape{33, 8000, 8000}));
   EXPECT_EQ(shapes[1], (SimKernelShape{264, 100000, 100000}));
   EXPECT_EQ(shapes[2], (SimKernelShape{1, c.block_floor_ns, c.block_floor_ns}));
 
@@ -287,7 +288,7 @@ TEST(SimShapes, RooflineGivesEachBlockOneSlotsShareOfThePeaks) {
   const double times_us[] = {16, 500, 4};
   for (size_t i = 0; i < 3; ++i) profile.kernels[i].time_us = times_us[i];
   const auto profiled = shapes_from_profile(p, profile, c);
-  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 8000}));
+  EXPECT_EQ(profiled[0], (SimKernelShape{33, 16000, 16000}));
   EXPECT_EQ(profiled[1], (SimKernelShape{264, 500000, 500000}));
   EXPECT_EQ(profiled[2], (SimKernelShape{1, 4000, 4000}));
   ModelProfile short_one = profile;

@@ -12,8 +12,9 @@ template <int V>
 __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int c = static_cast<int>(i % cv) * V;
     int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
@@ -43,7 +44,6 @@ __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
         }
       }
     }
-    after_loads(stop, acc[0]);
     if (stop) return;
     const int out = i * V;  // output is dense NHWC: pixel-major, then channel
     if (p.residual) {
@@ -68,14 +68,14 @@ __global__ void depthwise_kernel(const DirectConvParams p, const int* flag) {
 
 // One pixel per item: its c channels, then zeros up to kStemChannels, as one 16-byte store.
 __global__ void pad_channels_kernel(const PadChannelsParams p, const int* flag) {
+  ItemFlag checks(flag);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < p.pixels;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     __align__(16) __half v[kStemChannels];
     const __half* xp = p.x + i * p.c;
 #pragma unroll
     for (int c = 0; c < kStemChannels; ++c) v[c] = c < p.c ? xp[c] : __float2half(0.0f);
-    after_loads(stop, __half2float(v[0]));
     if (stop) return;
     *reinterpret_cast<uint4*>(p.y + i * kStemChannels) = *reinterpret_cast<const uint4*>(v);
   }

@@ -9,33 +9,19 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// Copies move integers of the element's width; the flag check ties to one 32-bit word of them.
-__device__ __forceinline__ float first_word(uint16_t v) {
-  return __uint_as_float(v);
-}
-__device__ __forceinline__ float first_word(uint32_t v) {
-  return __uint_as_float(v);
-}
-__device__ __forceinline__ float first_word(unsigned long v) {
-  return __uint_as_float(static_cast<uint32_t>(v));
-}
-__device__ __forceinline__ float first_word(uint4 v) {
-  return __uint_as_float(v.x);
-}
-
 template <typename T>
 __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
   const T* x = static_cast<const T*>(p.x);
   T* y = static_cast<T*>(p.y);
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     int rem = i, src = p.offset;
     for (int d = p.rank - 1; d >= 0; --d) {
       src += (rem % p.out_dims[d]) * p.in_strides[d];
       rem /= p.out_dims[d];
     }
     const T v = x[src];
-    after_loads(stop, first_word(v));
     if (stop) return;
     y[i] = v;
   }
@@ -47,11 +33,11 @@ __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
   const int n = p.rows * part.row;
   const T* x = static_cast<const T*>(part.x);
   T* y = static_cast<T*>(p.y);
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int r = i / part.row;
     const T v = x[i];
-    after_loads(stop, first_word(v));
     if (stop) return;
     y[r * p.out_row + part.offset + (i - r * part.row)] = v;
   }
@@ -61,8 +47,9 @@ template <int V>
 __global__ void gather_kernel(const GatherArgs p, const int* flag) {
   const int dv = p.d / V;
   const int total = p.rows * dv;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     const int row = i / dv;
     const int col = static_cast<int>(i - row * dv) * V;
     int64_t idx = p.idx[row];

@@ -19,32 +19,29 @@ __device__ __forceinline__ int load_flag(const int* flag) {
   return v;
 }
 
-// A thread's first item reads the flag through L1 (ld.ca): L1 keeps no global data across kernel
+// The per-item check of grid-stride loops. The value tested at a thread's item k was read during
+// item k - 1, so the read's L2 round trip hides behind the previous item: ptxas sinks an item's
+// side-effect-free loads below any exit ahead of them, and a read tested at once put a full round
+// trip before every item's loads (session 10's SASS). A raise is seen one item later. The first
+// item's value is read at entry through L1 (ld.ca): L1 keeps no global data across kernel
 // boundaries, so a flag raised before the launch is seen, at the cost of an L1 hit for all but
-// the first warp on each SM. Later items read L2, where a raise during the kernel shows at once;
-// grids are capped at the resident blocks (blocks_for), so every block starts with the kernel
-// and a stale first read costs at most one item. `entry`: this is the thread's first item
-// (i < the loop stride).
-__device__ __forceinline__ int item_flag(const int* flag, bool entry) {
-  if (flag == nullptr) return 0;
-  return entry ? __ldca(flag) : load_flag(flag);
-}
+// the first warp on each SM; grids are capped at the resident blocks (blocks_for), so every block
+// starts with the kernel and a stale entry read costs at most one item.
+class ItemFlag {
+ public:
+  __device__ __forceinline__ explicit ItemFlag(const int* flag)
+      : flag_(flag), pending_(flag != nullptr ? __ldca(flag) : 0) {}
+  // The value to test for this item; issues the read for the next one.
+  __device__ __forceinline__ int next() {
+    const int seen = pending_;
+    if (flag_ != nullptr) pending_ = load_flag(flag_);
+    return seen;
+  }
 
-// Per-item check of grid-stride loops, before the item's loads.
-__device__ __forceinline__ bool entry_preempted(const int* flag, bool entry) {
-  return item_flag(flag, entry) != 0;
-}
-
-// Overlapped per-item check of memory-bound loops: flag_peek issues the flag read and returns at
-// once; after the thread's first data loads, after_loads ties the flag to one loaded value, so
-// the compiler keeps those loads ahead of the branch and both latencies overlap. The branch
-// `if (stop) return;` then comes before any store.
-__device__ __forceinline__ int flag_peek(const int* flag, bool entry) {
-  return item_flag(flag, entry);
-}
-__device__ __forceinline__ void after_loads(int& stop, float loaded) {
-  asm volatile("" : "+r"(stop) : "f"(loaded));
-}
+ private:
+  const int* flag_;
+  int pending_;
+};
 
 // The GPU's global nanosecond timer (coarse ticks; the same on every SM).
 __device__ __forceinline__ uint64_t global_ns() {

@@ -41,11 +41,11 @@ __device__ __forceinline__ float apply_binary(float a, float b, int op, int act)
 
 __global__ void unary_vec_kernel(const UnaryArgs p, const int* flag) {
   const int n8 = p.n / 8;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     float v[8];
     load8(p.x + i * 8, v);
-    after_loads(stop, v[0]);
     if (stop) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = apply_unary(v[j], p);
@@ -54,20 +54,21 @@ __global__ void unary_vec_kernel(const UnaryArgs p, const int* flag) {
 }
 
 __global__ void unary_kernel(const UnaryArgs p, const int* flag) {
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     p.y[i] = __float2half(apply_unary(__half2float(p.x[i]), p));
   }
 }
 
 __global__ void binary_same_vec_kernel(const BinaryArgs p, const int* flag) {
   const int n8 = p.n / 8;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     float a[8], b[8];
     load8(p.a + i * 8, a);
     load8(p.b + i * 8, b);
-    after_loads(stop, a[0] + b[0]);
     if (stop) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] = apply_binary(a[j], b[j], p.op, p.act);
@@ -105,14 +106,14 @@ __device__ __forceinline__ void load8_or_splat(const __half* x, bool splat, floa
 __global__ void binary_bcast_vec_kernel(const BinaryArgs p, const int* flag) {
   const int n8 = p.n / 8;
   const bool a_splat = p.a_strides[p.rank - 1] == 0, b_splat = p.b_strides[p.rank - 1] == 0;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     int ai, bi;
     broadcast_offsets(p, i * 8, ai, bi);
     float a[8], b[8];
     load8_or_splat(p.a + ai, a_splat, a);
     load8_or_splat(p.b + bi, b_splat, b);
-    after_loads(stop, a[0] + b[0]);
     if (stop) return;
 #pragma unroll
     for (int j = 0; j < 8; ++j) a[j] = apply_binary(a[j], b[j], p.op, p.act);
@@ -121,8 +122,9 @@ __global__ void binary_bcast_vec_kernel(const BinaryArgs p, const int* flag) {
 }
 
 __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     int ai, bi;
     broadcast_offsets(p, i, ai, bi);
     p.y[i] = __float2half(apply_binary(__half2float(p.a[ai]), __half2float(p.b[bi]), p.op, p.act));
@@ -133,15 +135,15 @@ __global__ void binary_kernel(const BinaryArgs p, const int* flag) {
 // channels, so their scales and shifts are two 16-byte loads each.
 __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const int* flag) {
   const int n8 = p.n / 8;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int c = (i * 8) % p.channels;
     float v[8];
     load8(p.x + i * 8, v);
     const float4* sc = reinterpret_cast<const float4*>(p.scale + c);
     const float4* sh = reinterpret_cast<const float4*>(p.shift + c);
     const float4 s0 = sc[0], s1 = sc[1], h0 = sh[0], h1 = sh[1];
-    after_loads(stop, v[0] + s0.x + h0.x);
     if (stop) return;
     const float s[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
     const float h[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
@@ -152,8 +154,9 @@ __global__ void scale_shift_channels_last_kernel(const ScaleShiftArgs p, const i
 }
 
 __global__ void scale_shift_kernel(const ScaleShiftArgs p, const int* flag) {
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < p.n; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     const int c = (i / p.inner) % p.channels;
     p.y[i] = __float2half(apply_act(fmaf(__half2float(p.x[i]), p.scale[c], p.shift[c]), p.act));
   }

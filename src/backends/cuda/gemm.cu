@@ -264,15 +264,15 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
   // The registry keeps batch * M * N under 2^30, so 32-bit indices suffice.
   const int mn = p.M * p.N;
   const int total = mn * p.batch;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int bidx = i / mn;
     const int rem = i - bidx * mn;
     const int row = rem / p.N;
     const int n = rem - row * p.N;
     float v = 0.0f;
     for (int s = 0; s < p.splits; ++s) v += p.partial[static_cast<int64_t>(s) * total + i];
-    after_loads(stop, v);
     if (stop) return;
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];

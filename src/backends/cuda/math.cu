@@ -48,8 +48,9 @@ __global__ void reduce_mean_rows_kernel(const ReduceMeanArgs p, const int* flag)
   const int warps = gridDim.x * kReduceWarpsPerBlock;
   const int steps = p.reduced / V;
   const float inv = 1.0f / static_cast<float>(p.reduced);
+  ItemFlag checks(flag);
   for (int o = blockIdx.x * kReduceWarpsPerBlock + (threadIdx.x >> 5); o < p.outputs; o += warps) {
-    const int seen = flag_peek(flag, o < warps);
+    const int seen = checks.next();
     const __half* x = p.x + strided_offset(o, p.kept_rank, p.kept_dims, p.kept_strides);
     float sum = 0.0f;
     for (int r = lane; r < steps; r += 32) {
@@ -71,8 +72,9 @@ template <int V>
 __global__ void reduce_mean_cols_kernel(const ReduceMeanArgs p, const int* flag) {
   const int items = p.outputs / V;
   const float inv = 1.0f / static_cast<float>(p.reduced);
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < items; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const __half* x = p.x + strided_offset(i * V, p.kept_rank, p.kept_dims, p.kept_strides);
     float acc[V] = {};
     for (int r = 0; r < p.reduced; ++r) {
@@ -81,7 +83,6 @@ __global__ void reduce_mean_cols_kernel(const ReduceMeanArgs p, const int* flag)
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += v[j];
     }
-    after_loads(stop, acc[0]);
     if (stop) return;
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] *= inv;
@@ -118,13 +119,13 @@ __device__ __forceinline__ T cast_out(float v) {
 
 template <typename From, typename To>
 __global__ void cast_vec_kernel(const From* x, To* y, int n8, const int* flag) {
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const Vec8<From> in = reinterpret_cast<const Vec8<From>*>(x)[i];
     float f[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) f[j] = cast_in(in.v[j]);
-    after_loads(stop, f[0]);
     if (stop) return;
     Vec8<To> out;
 #pragma unroll
@@ -135,8 +136,9 @@ __global__ void cast_vec_kernel(const From* x, To* y, int n8, const int* flag) {
 
 template <typename From, typename To>
 __global__ void cast_kernel(const From* x, To* y, int n, const int* flag) {
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     y[i] = cast_out<To>(cast_in(x[i]));
   }
 }

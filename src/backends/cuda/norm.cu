@@ -27,8 +27,9 @@ __device__ __forceinline__ float warp_max(float v) {
 __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
+  ItemFlag checks(flag);
   for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer; row += warps) {
-    const int seen = flag_peek(flag, row < warps);
+    const int seen = checks.next();
     const __half* x = p.x + row * p.len;
     __half* y = p.y + row * p.len;
     float m = -FLT_MAX;
@@ -45,8 +46,9 @@ __global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
 // Any other axis: one thread per (outer, inner) column.
 __global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
   const int total = p.outer * p.inner;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    if (entry_preempted(flag, i < gridDim.x * blockDim.x)) return;
+    if (checks.next()) return;
     const int o = i / p.inner, in = i - o * p.inner;
     const __half* x = p.x + o * p.len * p.inner + in;
     __half* y = p.y + o * p.len * p.inner + in;
@@ -63,8 +65,9 @@ __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
+  ItemFlag checks(flag);
   for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows; row += warps) {
-    const int seen = flag_peek(flag, row < warps);
+    const int seen = checks.next();
     const __half* x = p.x + row * p.d;
     __half* y = p.y + row * p.d;
     float sum = 0.0f;

@@ -30,8 +30,9 @@ template <int V>
 __global__ void pool_kernel(const PoolArgs p, const int* flag) {
   const int cv = p.c / V;
   const int total = p.n * p.out_h * p.out_w * cv;
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int c = static_cast<int>(i % cv) * V;
     int pix = i / cv;
     const int ow = static_cast<int>(pix % p.out_w);
@@ -55,7 +56,6 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
         for (int v = 0; v < V; ++v) acc[v] = p.is_max ? fmaxf(acc[v], xv[v]) : acc[v] + xv[v];
       }
     }
-    after_loads(stop, acc[0]);
     if (stop) return;
     if (!p.is_max) {
       const int count = p.count_include_pad ? (h_end_pad - h0) * (w_end_pad - w0) : (he - hs) * (we - ws);
@@ -73,8 +73,9 @@ __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw
   const int cv = c / V;
   const int total = n * cv;
   const float inv = 1.0f / static_cast<float>(hw);
+  ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
-    int stop = flag_peek(flag, i < gridDim.x * blockDim.x);
+    const int stop = checks.next();
     const int img = i / cv;
     const int ch = static_cast<int>(i % cv) * V;
     const __half* xb = x + img * hw * c + ch;
@@ -91,7 +92,6 @@ __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw
 #pragma unroll
       for (int v = 0; v < V; ++v) acc[v] += xv[v];
     }
-    after_loads(stop, acc[0]);
     if (stop) return;
     if constexpr (V == 2) {
       *reinterpret_cast<__half2*>(y + img * c + ch) = __floats2half2_rn(acc[0] * inv, acc[1] * inv);

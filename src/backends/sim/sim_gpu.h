@@ -58,7 +58,8 @@ std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpu
 // How often a running block of `k` (shape `s`) reads the flag, the way the CUDA kernel does:
 // GEMM-backed kernels (image stems included) every gemm_check_k of K, each read
 // tested one check later (so those intervals count twice); every other kernel once per item (a
-// CUDA block of item_elems outputs). Never above block_ns: every block checks when it starts.
+// CUDA block of item_elems outputs), also tested one item later. Never above block_ns: every block
+// checks when it starts.
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config);
 
 struct SimLaunch {

@@ -36,7 +36,8 @@ double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConf
     if (!depthwise) return gemm();
   }
   const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);
-  return static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
+  // Each item tests the read made during the item before it: two items between a raise and the stop.
+  return 2.0 * static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
 }
 
 }  // namespace

@@ -300,6 +300,66 @@ TEST(CudaScheduler, InterruptedStagingEnqueuesNothing) {
   EXPECT_FALSE(same_bytes(run_to_end(*device, s, inst, 0), want_a)) << "new inputs must change the outputs";
 }
 
+// A kernel fault a task can cause on its own, a Gather index out of range (clamped on the GPU and
+// reported through a mapped word), fails that request alone: the same client's next request, and
+// the RT client's requests beside it in reset mode, are served with the right outputs.
+TEST(CudaScheduler, GatherIndexErrorFailsOnlyItsRequest) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel be_model = compile_zoo_model({.name = "tiny_bert", .seed = 1}, device->target(), true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "tiny_cnn", .seed = 2}, device->target(), true);
+  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
+  const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
+  const std::vector<Tensor> good = seeded_inputs(be_model.program, seed);
+  std::vector<Tensor> bad;
+  bool has_ids = false;
+  for (const Tensor& t : good) {
+    Tensor b = t.clone();
+    if (b.dtype() == DType::kI64) {
+      for (int64_t& id : b.as<int64_t>()) id = int64_t{1} << 40;
+      has_ids = true;
+    }
+    bad.push_back(std::move(b));
+  }
+  ASSERT_TRUE(has_ids) << "tiny_bert takes no integer ids";
+  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
+  const StreamId ref_stream = device->create_stream(StreamPriority::kLow);
+  device->write_inputs(be_inst, ref_stream, good);
+  const std::vector<Tensor> be_want = run_to_end(*device, ref_stream, be_inst, 0);
+  device->write_inputs(rt_inst, ref_stream, rt_inputs);
+  const std::vector<Tensor> rt_want = run_to_end(*device, ref_stream, rt_inst, 0);
+
+  SchedulerOptions opts;
+  opts.mode = Mode::kReset;
+  Scheduler s(*device, opts);
+  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
+  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+  s.start();
+  std::vector<std::future<TaskResult>> be_results, rt_results;
+  for (int i = 0; i < 12; ++i) {
+    be_results.push_back(s.submit(be, Request{i % 3 == 1 ? bad : good, device->now(), kNever}));
+    if (i % 2 == 0) rt_results.push_back(s.submit(rt, Request{rt_inputs, device->now(), kNever}));
+  }
+  for (size_t i = 0; i < be_results.size(); ++i) {
+    if (i % 3 == 1) {
+      try {
+        be_results[i].get();
+        ADD_FAILURE() << "BE request " << i << " had ids out of range and was served";
+      } catch (const Error& e) {
+        EXPECT_NE(e.message().find("Gather index"), std::string::npos) << e.message();
+      }
+    } else {
+      EXPECT_TRUE(same_bytes(be_results[i].get().outputs, be_want)) << "BE request " << i;
+    }
+  }
+  for (size_t i = 0; i < rt_results.size(); ++i) {
+    EXPECT_TRUE(same_bytes(rt_results[i].get().outputs, rt_want)) << "RT request " << i;
+  }
+  s.stop();
+}
+
 // A raise and lower between runs, and a load after preemptible work, leave the flag low: were it
 // up, the kernels would exit at block entry and leave the outputs stale or poisoned.
 TEST(CudaExecDevice, LoadAfterPreemptibleWorkLeavesTheFlagLow) {

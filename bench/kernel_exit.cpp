@@ -34,6 +34,7 @@ struct Options {
 
 struct KernelResult {
   std::string name, family;
+  std::string choice;  // GEMM-backed kernels: the tile and split tuning chose ("" otherwise)
   double duration_us = 0;
   std::vector<double> exits_us;
   int ran_to_end = 0;
@@ -69,7 +70,10 @@ nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
   std::sort(order.begin(), order.end(), [&](auto* a, auto* b) { return kmax(a) > kmax(b); });
   auto w = nlohmann::json::array();
   for (size_t i = 0; i < order.size() && i < static_cast<size_t>(worst); ++i) {
-    w.push_back({{"name", order[i]->name}, {"max_us", kmax(order[i])}, {"duration_us", order[i]->duration_us}});
+    w.push_back({{"name", order[i]->name},
+                 {"choice", order[i]->choice},
+                 {"max_us", kmax(order[i])},
+                 {"duration_us", order[i]->duration_us}});
   }
   return {{"kernels", ks.size()},           {"samples", all.size()},
           {"p50_us", percentile(all, 0.5)}, {"p99_us", percentile(all, 0.99)},
@@ -118,6 +122,7 @@ std::vector<KernelResult> probe_kernels(CudaInstance& gpu, const Program& p, ben
     KernelResult r;
     r.name = p.kernels[k].name;
     r.family = family_of(p.kernels[k]);
+    r.choice = gpu.gemm_choice(static_cast<int>(k));
     r.duration_us = probe.duration_us(victim, flag, 3);
     // Raises land uniformly over the victim's run: it starts about one launch gap after the
     // start stamp.
@@ -159,6 +164,7 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
   for (KernelResult& k : ks) {
     per_kernel.push_back({{"name", k.name},
                           {"family", k.family},
+                          {"choice", k.choice},
                           {"duration_us", k.duration_us},
                           {"exits_us", k.exits_us},
                           {"ran_to_end", k.ran_to_end}});
@@ -170,7 +176,12 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
 }
 
 void print_row(const std::string& label, const nlohmann::json& s, const std::string& extra) {
-  const std::string worst = s["worst"].empty() ? "" : s["worst"][0]["name"].get<std::string>();
+  std::string worst;
+  if (!s["worst"].empty()) {
+    const nlohmann::json& w = s["worst"][0];
+    const std::string choice = w["choice"].get<std::string>();
+    worst = w["name"].get<std::string>() + (choice.empty() ? "" : " (" + choice + ")");
+  }
   fmt::print("{:<26} {:>5} {:>8.1f} {:>8.1f} {:>8.1f}  {}{}\n", label, s["kernels"].get<size_t>(),
              s["p50_us"].get<double>(), s["p99_us"].get<double>(), s["max_us"].get<double>(), extra, worst);
 }

@@ -43,6 +43,30 @@ uint64_t test_seed() {
   return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 }
 
+// A BE and an RT model compiled and loaded on one CUDA device, and the reference outputs of an
+// instance for given inputs (its whole program on a stream of its own, unpreempted).
+struct LoadedPair {
+  std::unique_ptr<ExecDevice> device;
+  CompiledModel be_model, rt_model;
+  InstanceId be_inst = -1, rt_inst = -1;
+  StreamId ref_stream = -1;
+  std::vector<Tensor> reference(InstanceId inst, const std::vector<Tensor>& inputs) {
+    device->write_inputs(inst, ref_stream, inputs);
+    return run_to_end(*device, ref_stream, inst, 0);
+  }
+};
+
+LoadedPair load_pair(const std::string& be, const std::string& rt) {
+  LoadedPair p;
+  p.device = make_cuda_exec_device();
+  p.be_model = compile_zoo_model({.name = be, .seed = 1}, p.device->target(), true);
+  p.rt_model = compile_zoo_model({.name = rt, .seed = 2}, p.device->target(), true);
+  p.be_inst = p.device->load(p.be_model.program, p.be_model.weights);
+  p.rt_inst = p.device->load(p.rt_model.program, p.rt_model.weights);
+  p.ref_stream = p.device->create_stream(StreamPriority::kLow);
+  return p;
+}
+
 class CudaPreemption : public ::testing::TestWithParam<std::string> {};
 
 // Launches like the scheduler (at most 4 kernels in flight), raises the flag after a random number
@@ -307,12 +331,9 @@ TEST(CudaScheduler, GatherIndexErrorFailsOnlyItsRequest) {
   REQUIRE_GPU();
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
-  auto device = make_cuda_exec_device();
-  const CompiledModel be_model = compile_zoo_model({.name = "tiny_bert", .seed = 1}, device->target(), true);
-  const CompiledModel rt_model = compile_zoo_model({.name = "tiny_cnn", .seed = 2}, device->target(), true);
-  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
-  const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
-  const std::vector<Tensor> good = seeded_inputs(be_model.program, seed);
+  LoadedPair pair = load_pair("tiny_bert", "tiny_cnn");
+  ExecDevice* device = pair.device.get();
+  const std::vector<Tensor> good = seeded_inputs(pair.be_model.program, seed);
   std::vector<Tensor> bad;
   bool has_ids = false;
   for (const Tensor& t : good) {
@@ -324,18 +345,15 @@ TEST(CudaScheduler, GatherIndexErrorFailsOnlyItsRequest) {
     bad.push_back(std::move(b));
   }
   ASSERT_TRUE(has_ids) << "tiny_bert takes no integer ids";
-  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
-  const StreamId ref_stream = device->create_stream(StreamPriority::kLow);
-  device->write_inputs(be_inst, ref_stream, good);
-  const std::vector<Tensor> be_want = run_to_end(*device, ref_stream, be_inst, 0);
-  device->write_inputs(rt_inst, ref_stream, rt_inputs);
-  const std::vector<Tensor> rt_want = run_to_end(*device, ref_stream, rt_inst, 0);
+  const std::vector<Tensor> rt_inputs = seeded_inputs(pair.rt_model.program, seed + 1);
+  const std::vector<Tensor> be_want = pair.reference(pair.be_inst, good);
+  const std::vector<Tensor> rt_want = pair.reference(pair.rt_inst, rt_inputs);
 
   SchedulerOptions opts;
   opts.mode = Mode::kReset;
   Scheduler s(*device, opts);
-  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
-  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", pair.be_inst);
+  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", pair.rt_inst);
   s.start();
   std::vector<std::future<TaskResult>> be_results, rt_results;
   for (int i = 0; i < 12; ++i) {

@@ -270,15 +270,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--inputs", f->inputs,
-                  "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
-                  "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
-                  "request copied from the client's memory into staging first)")
-      ->check(CLI::IsMember({"staging", "pageable"}));
-  cmd->add_option("--rt-arrival", f->rt_arrival,
-                  "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
-                  "launch (the flag write and the RT kernels are enqueued on arrival)")
-      ->check(CLI::IsMember({"armed", "launch"}));
+  add_rt_path_flags(cmd, f->rt_arrival, f->inputs);
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "
                   "client's deadline_ms)")

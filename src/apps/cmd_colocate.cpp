@@ -189,15 +189,7 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  cmd->add_option("--inputs", f->inputs,
-                  "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
-                  "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
-                  "request copied from the client's memory into staging first)")
-      ->check(CLI::IsMember({"staging", "pageable"}));
-  cmd->add_option("--rt-arrival", f->rt_arrival,
-                  "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
-                  "launch (the flag write and the RT kernels are enqueued on arrival)")
-      ->check(CLI::IsMember({"armed", "launch"}));
+  add_rt_path_flags(cmd, f->rt_arrival, f->inputs);
   cmd->add_option("--profile", f->profiles,
                   "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them, and the "
                   "simulator runs their measured times; padding modes profile models without one on the device")

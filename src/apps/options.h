@@ -30,6 +30,19 @@ inline const CLI::Validator kNotNegative(
     },
     "NOT NEGATIVE");
 
+// How an RT request reaches the device in colocate and DISB: --rt-arrival and --inputs.
+inline void add_rt_path_flags(CLI::App* cmd, std::string& rt_arrival, std::string& inputs) {
+  cmd->add_option("--inputs", inputs,
+                  "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
+                  "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
+                  "request copied from the client's memory into staging first)")
+      ->check(CLI::IsMember({"staging", "pageable"}));
+  cmd->add_option("--rt-arrival", rt_arrival,
+                  "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
+                  "launch (the flag write and the RT kernels are enqueued on arrival)")
+      ->check(CLI::IsMember({"armed", "launch"}));
+}
+
 struct ModelFlags {
   std::string model = default_model();
   ModelOptions options;

@@ -105,11 +105,10 @@ std::optional<SharedMemoryTensor> shm_tensor(const google::protobuf::Map<std::st
   return registry.tensor(name, *size, integer_parameter(params, "shared_memory_offset").value_or(0), tensor);
 }
 
-// The request as the engine takes it. Inputs in shared memory are read in place: `held` keeps
-// their regions mapped until the engine has copied them (Engine::infer packs them before it
-// returns).
+// The request as the engine takes it. Inputs in shared memory are read in place; each one's
+// InputTensor::owner keeps its region mapped for as long as the request needs it.
 InferRequest to_request(const inference::ModelInferRequest& message, const SharedMemoryRegistry& registry,
-                        std::vector<std::shared_ptr<const SharedMemoryRegion>>& held, ShmOutputs& shm_outputs) {
+                        ShmOutputs& shm_outputs) {
   InferRequest r;
   r.model = message.model_name();
   r.version = message.model_version();
@@ -136,7 +135,6 @@ InferRequest to_request(const inference::ModelInferRequest& message, const Share
     if (const auto& shm = shm_inputs[static_cast<size_t>(i)]) {
       t.data = shm->bytes();
       t.owner = shm->region;
-      held.push_back(shm->region);
     } else {
       t.data = raw ? std::as_bytes(std::span(message.raw_input_contents(next_raw++))) : typed_contents(in);
     }
@@ -329,9 +327,8 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
                                        inference::ModelInferResponse* r) override {
     grpc::ServerUnaryReactor* reactor = c->DefaultReactor();
     try {
-      std::vector<std::shared_ptr<const SharedMemoryRegion>> held;
       auto shm_outputs = std::make_shared<ShmOutputs>();
-      InferRequest request = to_request(*q, control_.shared_memory(), held, *shm_outputs);
+      InferRequest request = to_request(*q, control_.shared_memory(), *shm_outputs);
       engine_.infer(request, [reactor, r, shm_outputs](std::exception_ptr error, InferResponse response) {
         if (!error) {
           try {

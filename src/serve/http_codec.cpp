@@ -158,7 +158,6 @@ HttpInferRequest decode_infer_request(const std::string& body, std::optional<siz
     if (std::optional<SharedMemoryTensor> region = shm_tensor(in_params, shm, t.name)) {
       t.data = region->bytes();
       t.owner = region->region;
-      out.shm_inputs.push_back(std::move(*region));
     } else if (const std::optional<int64_t> size = integer_parameter(in_params, "binary_data_size")) {
       ATOLL_CHECK(*size >= 0 && static_cast<size_t>(*size) <= body.size() - binary_at, kInvalidArgument,
                   "input '{}' declares {} binary bytes; only {} remain in the body", t.name, *size,

@@ -18,9 +18,8 @@ struct HttpInferRequest {
   std::vector<std::vector<std::byte>> buffers;  // JSON tensors converted to bytes
   bool binary_output_default = false;           // parameter binary_data_output
   std::vector<std::optional<bool>> binary_output;  // per requested output: parameter binary_data
-  // Inputs read in place from shared memory keep their regions here; requested outputs that go
-  // to shared memory, by position in request.outputs.
-  std::vector<SharedMemoryTensor> shm_inputs;
+  // Requested outputs that go to shared memory, by position in request.outputs (inputs read in
+  // place keep their regions through InputTensor::owner).
   std::vector<std::optional<SharedMemoryTensor>> shm_outputs;
 };
 

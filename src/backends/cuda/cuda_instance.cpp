@@ -23,7 +23,6 @@ namespace atl::cuda {
 
 namespace {
 
-constexpr size_t kDeviceAlignment = 256;
 // Request tensors are f32 where the backend stores f16, else the stored type.
 DType host_dtype(const TensorSpec& spec) {
   return spec.dtype == DType::kF16 ? DType::kF32 : spec.dtype;
@@ -32,10 +31,6 @@ DType host_dtype(const TensorSpec& spec) {
 // Host copies into staging memory go in pieces this big, so that a scheduler staging a BE
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
-
-size_t align_up(size_t v) {
-  return (v + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
-}
 
 // Elements a weight takes on the device: its own, or the padded filter's.
 int64_t device_elems(const TensorSpec& spec, WeightFormat f) {

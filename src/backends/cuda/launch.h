@@ -19,10 +19,17 @@ struct DeviceInfo {
 };
 
 // How a weight is stored on the device. Parameters read in f32 by epilogues and normalizations
-// stay f32; matrix operands and tables become f16; filters of the direct convolutions (depthwise,
-// few input channels) are also reordered to [kh][kw][C/group][O], output channels fastest.
-// kChannelsPadded8: a few-channel filter [O, kh, kw, C] stored [O, kh, kw, 8], zeros past C.
+// stay f32; matrix operands and tables become f16; depthwise filters are also reordered to
+// [kh][kw][C][O], output channels fastest (kTapsMajor); an image stem's filter [O, kh, kw, C] is
+// stored [O, kh, kw, 8], zeros past C (kChannelsPadded8).
 enum class WeightFormat : uint8_t { kParamF32, kHalf, kTapsMajor, kChannelsPadded8, kInt64 };
+
+// Device buffers the backend carves (weights, inputs and outputs, workspace parts) start at
+// multiples of this, which every vector load and TMA descriptor accepts.
+constexpr size_t kDeviceAlignment = 256;
+constexpr size_t align_up(size_t bytes) {
+  return (bytes + kDeviceAlignment - 1) / kDeviceAlignment * kDeviceAlignment;
+}
 
 // Depthwise convolutions run a direct kernel instead of the implicit GEMM.
 bool is_depthwise_conv(const Kernel& k);

@@ -95,10 +95,7 @@ class StemConvLaunch final : public KernelLaunch {
 
  private:
   // Rounded up so the GEMM's split-K partials behind it stay aligned.
-  size_t padded_bytes() const {
-    const size_t bytes = static_cast<size_t>(pad_.pixels) * kStemChannels * sizeof(__half);
-    return (bytes + 255) / 256 * 256;
-  }
+  size_t padded_bytes() const { return align_up(static_cast<size_t>(pad_.pixels) * kStemChannels * sizeof(__half)); }
 
   PadChannelsParams pad_;
   GemmLaunch gemm_;

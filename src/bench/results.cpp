@@ -181,6 +181,8 @@ nlohmann::json results_json(const BenchResults& r) {
                              {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
+    mj["rt_armed"] = r.runs[i].rt_armed;
+    mj["inputs_staged_clients"] = r.runs[i].staged_clients;
     if (const auto& load = r.runs[i].host_load) {
       mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
     } else {

@@ -53,6 +53,8 @@ struct ModeRun {
   std::vector<InstantEvent> events;
   std::string first_failure;          // the first failed request's error, empty if none failed
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
+  bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
+  int staged_clients = 0;
 };
 
 struct Distribution {

@@ -215,6 +215,8 @@ class Runner {
         sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
     run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
+    run.rt_armed = wr.armed_rt;
+    run.staged_clients = wr.staged_clients;
     add_timeline(run, wr, recorder ? &*recorder : nullptr, window_from_ms);
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;

@@ -1,5 +1,7 @@
 #pragma once
-// An ExecDevice that forwards every call to another device and records, for the launches issued
+// An ExecDevice that forwards every call to another device (every public virtual: one left to
+// the base class's default silently changes what a traced run does, as unstaged inputs did;
+// profiles go to the inner device, which judges them) and records, for the launches issued
 // within a window of device time, each kernel's device start and end: the timeline trace.json
 // shows. Spans come from the device's own launch_span (the recorder marks window launches timed),
 // so a real GPU is traced exactly as the simulator is.
@@ -28,7 +30,10 @@ class TimelineRecorder final : public sched::ExecDevice {
 
   std::string name() const override { return inner_.name(); }
   std::string description() const override { return inner_.description(); }
+  void bind_thread() override { inner_.bind_thread(); }
+  std::string pci_bus_id() const override { return inner_.pci_bus_id(); }
   CompileTarget target() const override { return inner_.target(); }
+  bool computes() const override { return inner_.computes(); }
   sched::InstanceId load(const Program& program, const WeightStore& weights) override {
     return inner_.load(program, weights);
   }
@@ -61,12 +66,17 @@ class TimelineRecorder final : public sched::ExecDevice {
   void stage_inputs(sched::InstanceId instance, std::span<const Tensor> inputs) override {
     inner_.stage_inputs(instance, inputs);
   }
+  std::vector<Tensor> request_buffers(sched::InstanceId instance) override { return inner_.request_buffers(instance); }
   void set_profile(sched::InstanceId instance, ModelProfile profile) override {
     inner_.set_profile(instance, std::move(profile));
   }
   const ModelProfile* profile(sched::InstanceId instance) const override { return inner_.profile(instance); }
   ModelProfile measure_profile(sched::InstanceId instance, const std::function<void(int, int)>& on_kernel) override {
     return inner_.measure_profile(instance, on_kernel);
+  }
+  int64_t set_l2_residency(sched::InstanceId instance, const l2::ResidencyConfig* config,
+                           const l2::L2Device& d) override {
+    return inner_.set_l2_residency(instance, config, d);
   }
   sched::DeviceTime now() override { return inner_.now(); }
   void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }

@@ -69,6 +69,7 @@ class Driver {
     out.end = end_;
     out.stats = scheduler_.stats();
     out.armed_rt = scheduler_.arms_rt();
+    out.staged_clients = staged_clients_;
     out.events = scheduler_.events();
     std::lock_guard lock(mutex_);
     out.requests = std::move(outcomes_);
@@ -84,7 +85,7 @@ class Driver {
   // What each request of client `client` carries: its inputs, written once into its instance's
   // staging memory when the workload stages inputs and no other client shares the instance
   // (requests of one client all carry the same inputs, so its outstanding requests may share it).
-  std::vector<Tensor> request_inputs(size_t client) const {
+  std::vector<Tensor> request_inputs(size_t client) {
     const WorkloadClient& c = w_.clients[client];
     const auto shared = std::count_if(w_.clients.begin(), w_.clients.end(),
                                       [&](const WorkloadClient& o) { return o.instance == c.instance; });
@@ -96,6 +97,7 @@ class Driver {
       if (buffers[i].shape() != c.inputs[i].shape() || buffers[i].dtype() != c.inputs[i].dtype()) return c.inputs;
     }
     for (size_t i = 0; i < buffers.size(); ++i) std::memcpy(buffers[i].raw(), c.inputs[i].raw(), c.inputs[i].nbytes());
+    ++staged_clients_;
     return buffers;
   }
 
@@ -251,6 +253,7 @@ class Driver {
   const Workload& w_;
   std::vector<Arrival> feed_;  // every open-loop arrival, in time order
   std::vector<std::vector<Tensor>> inputs_;  // per client: what its requests carry (request_inputs)
+  int staged_clients_ = 0;                   // of which carry staging memory
   size_t next_ = 0;            // first arrival not handed over
   DeviceTime start_ = 0, end_ = 0;
 

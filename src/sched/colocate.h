@@ -81,6 +81,7 @@ struct WorkloadRun {
   std::vector<RequestOutcome> requests;  // every request submitted, in submission order (none with on_outcome)
   SchedulerStats stats;
   bool armed_rt = false;               // RT tasks were enqueued before arriving (Scheduler::arms_rt)
+  int staged_clients = 0;  // clients whose requests carried their instance's staging memory (Workload::staged_inputs)
   std::vector<SchedulerEvent> events;  // with scheduler.record_events
 };
 

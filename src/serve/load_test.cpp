@@ -93,7 +93,7 @@ SampleRequest sample_request(const Engine& engine, const std::string& model, boo
     if (!shape.empty() && shape[0] < 0) shape[0] = 1;
     const auto* raw = values[i].raw();
     s.storage.emplace_back(raw, raw + values[i].nbytes());
-    s.request.inputs.push_back({t.name, kserve_datatype(t.dtype), shape, std::span<const std::byte>(s.storage.back())});
+    s.request.inputs.push_back({t.name, kserve_datatype(t.dtype), shape, std::span<const std::byte>(s.storage.back()), nullptr});
   }
   return s;
 }

@@ -26,7 +26,7 @@ struct Input {
     for (float& v : values) v = rng.uniform(-1.0f, 1.0f);
     request.model = "tiny";
     if (priority) request.priority = priority;
-    request.inputs = {{"input", "FP32", {batch, 3, 32, 32}, std::as_bytes(std::span(values))}};
+    request.inputs = {{"input", "FP32", {batch, 3, 32, 32}, std::as_bytes(std::span(values)), nullptr}};
   }
 };
 
@@ -219,7 +219,9 @@ namespace {
 TEST(GpuMetrics, TritonNamesPerGpuUuidAndOnlyTheReadingsGiven) {
   GpuReading a{.uuid = "GPU-a", .utilization = 0.25, .memory_used_bytes = 100, .memory_total_bytes = 1000,
                .power_w = 350.5, .energy_j = 12.0};
-  GpuReading b{.uuid = "GPU-b", .utilization = 1.0};
+  GpuReading b;
+  b.uuid = "GPU-b";
+  b.utilization = 1.0;
   const std::string text = gpu_prometheus({a, b});
   EXPECT_NE(text.find("# TYPE nv_gpu_utilization gauge"), std::string::npos) << text;
   EXPECT_NE(text.find("nv_gpu_utilization{gpu_uuid=\"GPU-a\"} 0.25"), std::string::npos) << text;

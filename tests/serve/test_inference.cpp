@@ -33,8 +33,8 @@ struct RequestBytes {
   InferRequest request;
   explicit RequestBytes(int64_t batch) : image(static_cast<size_t>(batch * 6), 1.5f), ids(static_cast<size_t>(batch * 4), 7) {
     request.model = "m";
-    request.inputs = {{"image", "FP32", {batch, 2, 3}, std::as_bytes(std::span(image))},
-                      {"ids", "INT64", {batch, 4}, std::as_bytes(std::span(ids))}};
+    request.inputs = {{"image", "FP32", {batch, 2, 3}, std::as_bytes(std::span(image)), nullptr},
+                      {"ids", "INT64", {batch, 4}, std::as_bytes(std::span(ids)), nullptr}};
   }
 };
 

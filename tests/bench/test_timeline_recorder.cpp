@@ -1,0 +1,82 @@
+// The timeline recorder wraps the device of DISB's traced mode: every call must reach the inner
+// device, or the traced mode runs differently from the others (session 11: request_buffers fell
+// to the base default, so the traced reset run copied every RT input on the host).
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "bench/timeline_recorder.h"
+#include "core/error.h"
+#include "l2/slices.h"
+
+namespace atl::bench {
+namespace {
+
+// A device whose optional calls answer in ways the ExecDevice defaults never do, and count.
+class ProbeDevice final : public sched::ExecDevice {
+ public:
+  int bound_threads = 0;
+  int residency_calls = 0;
+  std::vector<sched::InstanceId> buffers_asked;
+
+  std::string name() const override { return "probe"; }
+  std::string description() const override { return "probe device"; }
+  void bind_thread() override { ++bound_threads; }
+  std::string pci_bus_id() const override { return "0000:42:00.0"; }
+  CompileTarget target() const override { return {}; }
+  bool computes() const override { return false; }
+  sched::InstanceId load(const Program&, const WeightStore&) override { return 0; }
+  const Program& program(sched::InstanceId) const override { return program_; }
+  bool write_inputs(sched::InstanceId, sched::StreamId, std::span<const Tensor>,
+                    const std::function<bool()>&) override {
+    return true;
+  }
+  std::vector<Tensor> read_outputs(sched::InstanceId, sched::StreamId) override { return {}; }
+  sched::StreamId create_stream(sched::StreamPriority) override { return 0; }
+  uint64_t launch(sched::StreamId, sched::InstanceId, int, const sched::LaunchOptions&) override { return ++launched_; }
+  uint64_t completed(sched::StreamId) override { return launched_; }
+  std::optional<sched::LaunchSpan> launch_span(sched::StreamId, uint64_t) override { return std::nullopt; }
+  std::exception_ptr take_error(sched::StreamId) override { return nullptr; }
+  void raise_flag(sched::StreamId) override {}
+  void lower_flag() override {}
+  bool can_hold() const override { return true; }
+  bool holds_isolate(std::span<const sched::StreamId>) override { return false; }
+  std::vector<Tensor> request_buffers(sched::InstanceId instance) override {
+    buffers_asked.push_back(instance);
+    return {Tensor(DType::kF32, Shape{2, 3})};
+  }
+  int64_t set_l2_residency(sched::InstanceId, const l2::ResidencyConfig*, const l2::L2Device&) override {
+    ++residency_calls;
+    return 4096;
+  }
+  sched::DeviceTime now() override { return 7; }
+  void wait_until(sched::DeviceTime) override {}
+  void synchronize(sched::StreamId) override {}
+
+ private:
+  Program program_;
+  uint64_t launched_ = 0;
+};
+
+TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
+  ProbeDevice inner;
+  TimelineRecorder recorder(inner, 0, 1000);
+  recorder.bind_thread();
+  EXPECT_EQ(inner.bound_threads, 1);
+  EXPECT_EQ(recorder.pci_bus_id(), "0000:42:00.0");
+  EXPECT_FALSE(recorder.computes());
+  EXPECT_TRUE(recorder.can_hold());
+  EXPECT_FALSE(recorder.holds_isolate({}));
+
+  const std::vector<Tensor> buffers = recorder.request_buffers(3);
+  ASSERT_EQ(buffers.size(), 1u);
+  EXPECT_EQ(buffers[0].shape(), (Shape{2, 3}));
+  EXPECT_EQ(inner.buffers_asked, std::vector<sched::InstanceId>{3});
+
+  EXPECT_EQ(recorder.set_l2_residency(0, nullptr, l2::L2Device{}), 4096);
+  EXPECT_EQ(inner.residency_calls, 1);
+}
+
+}  // namespace
+}  // namespace atl::bench

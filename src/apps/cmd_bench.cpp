@@ -118,6 +118,15 @@ void print_table(const bench::BenchResults& r, double duration_s) {
     fmt::print("scheduler steps in {}: {}, {} over 50 us, longest {:.1f} us (mostly {})\n", run.mode, run.polls.count,
                run.polls.over_50us, static_cast<double>(run.polls.longest_ns) / 1e3,
                sched::poll_phase_name(run.polls.longest_phase));
+    // Where the host stalled: the slowest kinds of device call.
+    std::vector<bench::DeviceCallStats> calls = run.device_calls;
+    std::sort(calls.begin(), calls.end(), [](const auto& a, const auto& b) { return a.longest_ns > b.longest_ns; });
+    std::string slowest;
+    for (size_t i = 0; i < std::min<size_t>(calls.size(), 3); ++i) {
+      slowest += fmt::format("{}{} {:.1f} us ({} over 100 us)", i ? ", " : "", calls[i].call,
+                             static_cast<double>(calls[i].longest_ns) / 1e3, calls[i].over_100us);
+    }
+    if (!slowest.empty()) fmt::print("  slowest device calls in {}: {}\n", run.mode, slowest);
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
     if (!r.runs[i].first_failure.empty()) {

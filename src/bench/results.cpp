@@ -181,6 +181,14 @@ nlohmann::json results_json(const BenchResults& r) {
                              {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
+    mj["device_calls"] = nlohmann::json::array();
+    for (const DeviceCallStats& c : r.runs[i].device_calls) {
+      mj["device_calls"].push_back({{"call", c.call},
+                                    {"count", c.count},
+                                    {"over_100us", c.over_100us},
+                                    {"mean_us", c.count ? static_cast<double>(c.total_ns) / c.count / 1e3 : 0.0},
+                                    {"longest_us", static_cast<double>(c.longest_ns) / 1e3}});
+    }
     mj["rt_armed"] = r.runs[i].rt_armed;
     mj["inputs_staged_clients"] = r.runs[i].staged_clients;
     if (const auto& load = r.runs[i].host_load) {

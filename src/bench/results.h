@@ -33,6 +33,14 @@ struct KernelSpan {   // one kernel execution, for the timeline
   bool preempted = false;
 };
 
+// Host time in one kind of device call, over a mode's run (TimelineRecorder): a scheduler
+// stall shows up as the call it was spent in.
+struct DeviceCallStats {
+  std::string call;
+  int64_t count = 0, over_100us = 0;
+  int64_t total_ns = 0, longest_ns = 0;
+};
+
 struct InstantEvent {  // preemption raised / BE restored
   std::string track;
   std::string name;
@@ -53,6 +61,7 @@ struct ModeRun {
   std::vector<InstantEvent> events;
   std::string first_failure;          // the first failed request's error, empty if none failed
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
+  std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
   int staged_clients = 0;
 };

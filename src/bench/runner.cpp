@@ -198,12 +198,12 @@ class Runner {
     // Loading takes time on a real device, so the window is placed from the clock after it.
     const double window_from_ms = std::max(0.0, (duration_ms - o_.timeline_ms) / 2.0);
     const sched::DeviceTime origin = device->now();
-    std::optional<TimelineRecorder> recorder;
-    if (traced) {
-      recorder.emplace(*device, origin + ns_of_ms(window_from_ms), origin + ns_of_ms(window_from_ms + o_.timeline_ms));
-      for (size_t i = 0; i < clients.size(); ++i) {
-        recorder->label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
-      }
+    // Every mode runs through the recorder, which times the device calls; only the traced mode
+    // has a window.
+    const sched::DeviceTime window_from = traced ? origin + ns_of_ms(window_from_ms) : 0;
+    TimelineRecorder recorder(*device, window_from, traced ? window_from + ns_of_ms(o_.timeline_ms) : 0);
+    for (size_t i = 0; i < clients.size(); ++i) {
+      recorder.label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
     }
     ModeRun run;
     run.mode = sched::mode_name(mode);
@@ -211,13 +211,13 @@ class Runner {
     // Records are made as requests are answered: the run never holds every request's full result.
     sw.on_outcome = [&](const sched::RequestOutcome& o, sched::DeviceTime start) { record(run, clients, o, start); };
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
-    const sched::WorkloadRun wr =
-        sched::run_workload(recorder ? static_cast<sched::ExecDevice&>(*recorder) : *device, sw);
+    const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
     run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
     run.staged_clients = wr.staged_clients;
-    add_timeline(run, wr, recorder ? &*recorder : nullptr, window_from_ms);
+    if (sw.real_time) run.device_calls = recorder.call_stats();  // host times mean nothing on the simulator
+    if (traced) add_timeline(run, wr, recorder, window_from_ms);
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
   }
@@ -246,10 +246,9 @@ class Runner {
     run.requests.push_back(q);
   }
 
-  void add_timeline(ModeRun& run, const sched::WorkloadRun& wr, const TimelineRecorder* recorder,
+  void add_timeline(ModeRun& run, const sched::WorkloadRun& wr, const TimelineRecorder& recorder,
                     double window_from_ms) const {
-    if (recorder == nullptr) return;
-    run.timeline = recorder->spans(wr.start);
+    run.timeline = recorder.spans(wr.start);
     const double window_to_ms = window_from_ms + o_.timeline_ms;
     bool preempting = false;  // the last RT-mode entry preempted BE work
     for (const sched::SchedulerEvent& e : wr.events) {

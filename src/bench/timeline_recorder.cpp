@@ -20,8 +20,31 @@ sched::StreamId TimelineRecorder::create_stream(sched::StreamPriority priority) 
   return s;
 }
 
+TimelineRecorder::CallTimer::~CallTimer() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+  DeviceCallStats& c = recorder.calls_[static_cast<size_t>(call)];
+  ++c.count;
+  c.over_100us += ns > 100'000 ? 1 : 0;
+  c.total_ns += ns;
+  c.longest_ns = std::max<int64_t>(c.longest_ns, ns);
+}
+
+std::vector<DeviceCallStats> TimelineRecorder::call_stats() const {
+  static constexpr std::array<const char*, static_cast<size_t>(Call::kCount)> kNames{
+      "write_inputs", "read_outputs", "launch",  "completed",      "launch_span",  "take_error", "raise_flag",
+      "lower_flag",   "hold",         "release", "enqueue_inputs", "stage_inputs", "synchronize"};
+  std::vector<DeviceCallStats> out;
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    if (calls_[i].count == 0) continue;
+    out.push_back(calls_[i]);
+    out.back().call = kNames[i];
+  }
+  return out;
+}
+
 uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
                                   const sched::LaunchOptions& options) {
+  const CallTimer timer(*this, Call::kLaunch);
   const sched::DeviceTime at = inner_.now();
   if (at < from_ || at >= to_) return inner_.launch(stream, instance, kernel, options);
   sched::LaunchOptions timed = options;
@@ -34,6 +57,7 @@ uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId inst
 // Spans are read as soon as the scheduler sees their launches end, well before the device
 // forgets them.
 uint64_t TimelineRecorder::completed(sched::StreamId stream) {
+  const CallTimer timer(*this, Call::kCompleted);
   const uint64_t done = inner_.completed(stream);
   auto it = pending_.find(stream);
   if (it == pending_.end()) return done;
@@ -53,6 +77,7 @@ void TimelineRecorder::flag_went_up() {
 }
 
 void TimelineRecorder::raise_flag(sched::StreamId via) {
+  const CallTimer timer(*this, Call::kRaiseFlag);
   std::deque<bool>& holds = holds_[via];
   if (holds.empty()) {
     flag_went_up();
@@ -63,11 +88,13 @@ void TimelineRecorder::raise_flag(sched::StreamId via) {
 }
 
 void TimelineRecorder::hold(sched::StreamId stream) {
+  const CallTimer timer(*this, Call::kHold);
   inner_.hold(stream);
   holds_[stream].push_back(false);
 }
 
 void TimelineRecorder::release(sched::StreamId stream) {
+  const CallTimer timer(*this, Call::kRelease);
   inner_.release(stream);
   std::deque<bool>& holds = holds_[stream];
   if (holds.empty()) return;
@@ -76,6 +103,7 @@ void TimelineRecorder::release(sched::StreamId stream) {
 }
 
 void TimelineRecorder::lower_flag() {
+  const CallTimer timer(*this, Call::kLowerFlag);
   inner_.lower_flag();
   if (flag_changes_.size() % 2 == 1) flag_changes_.push_back(inner_.now());
 }

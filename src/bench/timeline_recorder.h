@@ -4,7 +4,10 @@
 // profiles go to the inner device, which judges them) and records, for the launches issued
 // within a window of device time, each kernel's device start and end: the timeline trace.json
 // shows. Spans come from the device's own launch_span (the recorder marks window launches timed),
-// so a real GPU is traced exactly as the simulator is.
+// so a real GPU is traced exactly as the simulator is. Outside the window it only forwards, and
+// times the host side of every call the scheduler makes on its launch path (call_stats).
+#include <array>
+#include <chrono>
 #include <deque>
 #include <map>
 #include <string>
@@ -28,6 +31,10 @@ class TimelineRecorder final : public sched::ExecDevice {
   // about to finish anyway within the flag's landing time).
   std::vector<KernelSpan> spans(sched::DeviceTime origin) const;
 
+  // Host time per kind of device call the scheduler made (wait_until, whose job is waiting,
+  // and now apart), the kinds never called left out.
+  std::vector<DeviceCallStats> call_stats() const;
+
   std::string name() const override { return inner_.name(); }
   std::string description() const override { return inner_.description(); }
   void bind_thread() override { inner_.bind_thread(); }
@@ -41,9 +48,11 @@ class TimelineRecorder final : public sched::ExecDevice {
   using ExecDevice::write_inputs;
   bool write_inputs(sched::InstanceId instance, sched::StreamId stream, std::span<const Tensor> inputs,
                     const std::function<bool()>& should_yield) override {
+    const CallTimer timer(*this, Call::kWriteInputs);
     return inner_.write_inputs(instance, stream, inputs, should_yield);
   }
   std::vector<Tensor> read_outputs(sched::InstanceId instance, sched::StreamId stream) override {
+    const CallTimer timer(*this, Call::kReadOutputs);
     return inner_.read_outputs(instance, stream);
   }
   sched::StreamId create_stream(sched::StreamPriority priority) override;
@@ -51,9 +60,13 @@ class TimelineRecorder final : public sched::ExecDevice {
                   const sched::LaunchOptions& options) override;
   uint64_t completed(sched::StreamId stream) override;
   std::optional<sched::LaunchSpan> launch_span(sched::StreamId stream, uint64_t seq) override {
+    const CallTimer timer(*this, Call::kLaunchSpan);
     return inner_.launch_span(stream, seq);
   }
-  std::exception_ptr take_error(sched::StreamId stream) override { return inner_.take_error(stream); }
+  std::exception_ptr take_error(sched::StreamId stream) override {
+    const CallTimer timer(*this, Call::kTakeError);
+    return inner_.take_error(stream);
+  }
   void raise_flag(sched::StreamId via) override;
   void lower_flag() override;
   bool can_hold() const override { return inner_.can_hold(); }
@@ -61,9 +74,11 @@ class TimelineRecorder final : public sched::ExecDevice {
   void hold(sched::StreamId stream) override;
   void release(sched::StreamId stream) override;
   void enqueue_inputs(sched::InstanceId instance, sched::StreamId stream) override {
+    const CallTimer timer(*this, Call::kEnqueueInputs);
     inner_.enqueue_inputs(instance, stream);
   }
   void stage_inputs(sched::InstanceId instance, std::span<const Tensor> inputs) override {
+    const CallTimer timer(*this, Call::kStageInputs);
     inner_.stage_inputs(instance, inputs);
   }
   std::vector<Tensor> request_buffers(sched::InstanceId instance) override { return inner_.request_buffers(instance); }
@@ -80,9 +95,25 @@ class TimelineRecorder final : public sched::ExecDevice {
   }
   sched::DeviceTime now() override { return inner_.now(); }
   void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }
-  void synchronize(sched::StreamId stream) override { inner_.synchronize(stream); }
+  void synchronize(sched::StreamId stream) override {
+    const CallTimer timer(*this, Call::kSynchronize);
+    inner_.synchronize(stream);
+  }
 
  private:
+  enum class Call {
+    kWriteInputs, kReadOutputs, kLaunch, kCompleted, kLaunchSpan, kTakeError, kRaiseFlag, kLowerFlag,
+    kHold, kRelease, kEnqueueInputs, kStageInputs, kSynchronize, kCount
+  };
+  struct CallTimer {
+    CallTimer(TimelineRecorder& r, Call c) : recorder(r), call(c), began(std::chrono::steady_clock::now()) {}
+    ~CallTimer();
+    CallTimer(const CallTimer&) = delete;
+    CallTimer& operator=(const CallTimer&) = delete;
+    TimelineRecorder& recorder;
+    Call call;
+    std::chrono::steady_clock::time_point began;
+  };
   struct Pending {
     uint64_t seq;
     sched::InstanceId instance;
@@ -115,6 +146,7 @@ class TimelineRecorder final : public sched::ExecDevice {
   // Per stream, one entry per pending hold: whether a flag raise waits right behind it (it
   // goes up when that hold is released, not when it was enqueued).
   std::map<sched::StreamId, std::deque<bool>> holds_;
+  std::array<DeviceCallStats, static_cast<size_t>(Call::kCount)> calls_{};
 };
 
 }  // namespace atl::bench

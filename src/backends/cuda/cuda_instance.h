@@ -1,5 +1,6 @@
 #pragma once
 // Private to the CUDA backend: the Instance implementation behind CudaInstance.
+#include <deque>
 #include <optional>
 #include <vector>
 
@@ -73,9 +74,13 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   bool is_staging(size_t i, const Tensor& t) const { return t.raw() == input_staging_[i].get(); }
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
   void enqueue_input_copy(size_t i, cudaStream_t stream);
-  // Output i -> f32 (when stored f16) -> output_staging_[i], on `stream`; and from there to a tensor.
-  void enqueue_output_copy(size_t i, cudaStream_t stream);
-  Tensor output_from_staging(size_t i) const;
+  // Output i -> f32 (when stored f16) -> its place in `block`, on `stream`; and a tensor over the
+  // last block written.
+  void enqueue_output_copy(size_t i, std::byte* block, cudaStream_t stream);
+  size_t free_output_block();
+  // The newest of output_writes_ whose download has ended, the older ones dropped; end() if none.
+  std::deque<size_t>::iterator newest_written_output();
+  Tensor output_view(size_t block, size_t i) const;
   // Throws (and clears the word) when a Gather kernel saw an index out of range.
   void check_index_error();
   const int* run_flag() const { return preemptible_ ? preempt_flag() : nullptr; }
@@ -110,7 +115,17 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<size_t> input_host_offsets_, output_host_offsets_;
   PinnedBuffer index_error_;  // mapped: Gather writes it, synchronize() reads it
   int* index_error_device_ = nullptr;
-  std::vector<PinnedBuffer> input_staging_, output_staging_;
+  std::vector<PinnedBuffer> input_staging_;
+  // Outputs in host memory, all of a task's in one pinned block (output i at its offset). Tensors
+  // handed out alias their block, which is not written again while held.
+  struct OutputBlock {
+    std::shared_ptr<PinnedBuffer> memory;
+    Event written;  // recorded behind the block's last download
+  };
+  std::vector<size_t> output_block_offsets_;
+  size_t output_block_bytes_ = 0;
+  std::vector<OutputBlock> output_blocks_;
+  std::deque<size_t> output_writes_;  // blocks with an enqueued download, oldest first
   std::vector<Event> input_copied_;
   Stream stream_;
   std::vector<std::unique_ptr<KernelLaunch>> launches_;

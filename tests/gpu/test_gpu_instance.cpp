@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/stream_gate.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "runtime/session.h"
@@ -104,6 +106,51 @@ TEST(GpuInstance, StagingInputsAreRequestsThatNeedNoCopy) {
     EXPECT_TRUE(gputest::same_bytes(got_b[i], want_b[i])) << "output " << i << " after the staging was rewritten";
   }
   EXPECT_FALSE(gputest::same_bytes(want_a[0], want_b[0]));  // the inputs differ, so the check can fail
+}
+
+// The armed-lane pattern: the next task's upload, kernels and download wait behind a hold while
+// this task's outputs are collected. Collected outputs are views of pinned memory: the held
+// download must not land in them, then or later.
+TEST(GpuInstance, CollectedOutputsAreTheEndedTasksAndSurviveLaterDownloads) {
+  ATL_REQUIRE_GPU();
+  Session s(tiny("tiny_cnn"));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  const uint64_t seed = gputest::fresh_seed();
+  std::vector<Tensor> want[2];
+  for (int r = 0; r < 2; ++r) {
+    gpu.poison(0xFF);
+    s.set_inputs(s.random_inputs(seed + static_cast<uint64_t>(r)));
+    s.instance().run();
+    for (const Tensor& t : s.outputs()) want[r].push_back(t.clone());
+  }
+  std::vector<Tensor> staged = gpu.staging_inputs();
+  auto write = [&](int r) {
+    const std::vector<Tensor> from = s.random_inputs(seed + static_cast<uint64_t>(r));
+    for (size_t i = 0; i < staged.size(); ++i) std::memcpy(staged[i].raw(), from[i].raw(), from[i].nbytes());
+  };
+  cudaStream_t stream = gpu.stream();
+  auto enqueue_task = [&] {
+    ASSERT_TRUE(gpu.stage_inputs(staged, stream, {}));
+    for (int k = 0; k < static_cast<int>(s.program().kernels.size()); ++k) gpu.launch(k, stream, nullptr);
+    gpu.enqueue_outputs(stream);
+  };
+  write(0);
+  enqueue_task();
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cuda::StreamGate gate;
+  gate.hold(stream);
+  write(1);  // task 0's upload has ended; task 1's is held
+  enqueue_task();
+  const std::vector<Tensor> got0 = gpu.collect_outputs();
+  gate.open();
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const std::vector<Tensor> got1 = gpu.collect_outputs();
+  ASSERT_EQ(got0.size(), want[0].size());
+  for (size_t i = 0; i < want[0].size(); ++i) {
+    EXPECT_TRUE(gputest::same_bytes(got0[i], want[0][i])) << "output " << i << " of the ended task";
+    EXPECT_TRUE(gputest::same_bytes(got1[i], want[1][i])) << "output " << i << " of the held task";
+  }
+  EXPECT_FALSE(gputest::same_bytes(want[0][0], want[1][0]));  // the inputs differ, so the check can fail
 }
 
 TEST(GpuInstance, MemoryReportCoversWeightsArenaAndIo) {

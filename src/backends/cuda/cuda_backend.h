@@ -84,8 +84,10 @@ class CudaInstance : public Instance {
   // false having enqueued nothing) and then enqueues the uploads and conversions on `stream`, so
   // that an RT request's input lands right behind its flag write on the high-priority stream.
   // enqueue_outputs enqueues the conversion and download of every output on `stream`;
-  // collect_outputs returns what the last enqueue_outputs downloaded, without waiting: the caller
-  // knows that work has ended (the scheduler enqueues it behind a task's last kernel).
+  // collect_outputs returns, without waiting, what the newest download that has ended wrote (a
+  // later one may still be held, enqueued for a task whose request has not arrived): the caller
+  // knows that work has ended (the scheduler enqueues it behind a task's last kernel). The
+  // tensors are views of pinned memory that no later download writes while they are held.
   virtual bool stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
                             const std::function<bool()>& should_yield) = 0;
   virtual void enqueue_outputs(cudaStream_t stream) = 0;

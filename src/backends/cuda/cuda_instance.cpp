@@ -31,6 +31,7 @@ DType host_dtype(const TensorSpec& spec) {
 // Host copies into staging memory go in pieces this big, so that a scheduler staging a BE
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
+constexpr int kOutputBlocksAtLoad = 3;
 
 // Elements a weight takes on the device: its own, or the padded filter's.
 int64_t device_elems(const TensorSpec& spec, WeightFormat f) {
@@ -158,6 +159,15 @@ void CudaInstanceImpl::allocate_io() {
     output_block_offsets_.push_back(output_block_bytes_);
     output_block_bytes_ += align_up(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)));
   }
+  // Pinned allocation takes milliseconds: made here, not on the launch path. Three blocks cover
+  // an armed RT lane (the running task's download, the next task's, the previous task's outputs
+  // still held by its consumer).
+  for (int b = 0; b < kOutputBlocksAtLoad; ++b) add_output_block();
+}
+
+size_t CudaInstanceImpl::add_output_block() {
+  output_blocks_.push_back({std::make_shared<PinnedBuffer>(std::max<size_t>(output_block_bytes_, 1), false), make_event()});
+  return output_blocks_.size() - 1;
 }
 
 // A block no consumer holds and no enqueued download writes, a new one only when none is free.

@@ -78,6 +78,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   // last block written.
   void enqueue_output_copy(size_t i, std::byte* block, cudaStream_t stream);
   size_t free_output_block();
+  size_t add_output_block();
   // The newest of output_writes_ whose download has ended, the older ones dropped; end() if none.
   std::deque<size_t>::iterator newest_written_output();
   Tensor output_view(size_t block, size_t i) const;

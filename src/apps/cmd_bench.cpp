@@ -107,6 +107,11 @@ void print_table(const bench::BenchResults& r, double duration_s) {
         m.preemption_reaction_us.p99, m.longest_be_wait_ms, dropped);
   }
   for (const bench::ModeStats& m : r.stats) {
+    if (m.rt_latency_ms.count == 0) continue;
+    fmt::print("RT latency in {}, p50/p99: before the first kernel {:.1f}/{:.1f} us, on the device {:.3f}/{:.3f} ms\n",
+               m.mode, m.rt_wait_us.p50, m.rt_wait_us.p99, m.rt_run_ms.p50, m.rt_run_ms.p99);
+  }
+  for (const bench::ModeStats& m : r.stats) {
     if (m.preemptions == 0) continue;
     fmt::print("staging in {}, p50/p99: reaction {:.1f}/{:.1f} us, entry {:.1f}/{:.1f} us, release {:.1f}/{:.1f} us\n",
                m.mode, m.preemption_reaction_us.p50, m.preemption_reaction_us.p99, m.preemption_entry_us.p50,

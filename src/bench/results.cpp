@@ -67,7 +67,7 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.mode = run.mode;
   const double seconds = run.duration_ms / 1000.0;
   ATOLL_CHECK(seconds > 0, kInvalidArgument, "mode '{}' ran for no time", run.mode);
-  std::vector<double> rt_latencies;
+  std::vector<double> rt_latencies, rt_waits_us, rt_runs_ms;
   int rt_total = 0, rt_missed = 0;
   for (size_t c = 0; c < w.clients.size(); ++c) {
     const ClientSpec& spec = w.clients[c];
@@ -90,6 +90,10 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
       lat.push_back(l);
       if (r.finish_ms <= run.duration_ms) ++in_window;
       cs.longest_wait_ms = std::max(cs.longest_wait_ms, r.start_ms - r.arrival_ms);
+      if (spec.realtime) {
+        rt_waits_us.push_back(1e3 * (r.start_ms - r.arrival_ms));
+        rt_runs_ms.push_back(r.finish_ms - r.start_ms);
+      }
       if (spec.deadline_ms && l > *spec.deadline_ms) ++missed;
     }
     cs.latency_ms = distribution(lat);
@@ -112,6 +116,8 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
     m.clients.push_back(std::move(cs));
   }
   m.rt_latency_ms = distribution(rt_latencies);
+  m.rt_wait_us = distribution(std::move(rt_waits_us));
+  m.rt_run_ms = distribution(std::move(rt_runs_ms));
   m.overall_throughput = m.rt_throughput + m.be_throughput;
   m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / rt_total : 0.0;
   m.preemption_latency_us = distribution(run.preemption_latency_us);
@@ -161,6 +167,8 @@ nlohmann::json results_json(const BenchResults& r) {
     mj["duration_s"] = r.runs[i].duration_ms / 1000.0;
     mj["requests"] = r.runs[i].requests.size();
     mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
+    mj["rt_wait_us"] = dist_json(m.rt_wait_us);
+    mj["rt_run_ms"] = dist_json(m.rt_run_ms);
     if (const ModeStats* base = find_rt_only(r.stats); base != nullptr && m.rt_latency_ms.count > 0) {
       const P99Change c = p99_change(m.rt_latency_ms, base->rt_latency_ms);
       mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};

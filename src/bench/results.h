@@ -99,6 +99,9 @@ struct ModeStats {
   std::string mode;
   std::vector<ClientStats> clients;
   Distribution rt_latency_ms;  // all RT clients together
+  // The same requests' latency in two parts: arrival -> first kernel start (queueing, staging,
+  // preemption), and first kernel start -> last kernel end (the RT work on the device).
+  Distribution rt_wait_us, rt_run_ms;
   double rt_throughput = 0, be_throughput = 0, overall_throughput = 0;
   double rt_deadline_miss_rate = 0;
   int preemptions = 0;

@@ -30,8 +30,7 @@ struct DisbFlags {
   uint64_t seed = 0;
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
-  std::string rt_arrival = "armed";
-  std::string inputs = "staging";
+  RtPathFlags rt_path;
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
 };
@@ -157,8 +156,9 @@ void run_disb_command(const DisbFlags& f) {
   o.seed = f.seed;
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
-  o.armed_rt = f.rt_arrival == "armed";
-  o.staged_inputs = f.inputs == "staging";
+  o.armed_rt = f.rt_path.rt_arrival == "armed";
+  o.rt_sm_copies = f.rt_path.rt_copies == "sms";
+  o.staged_inputs = f.rt_path.inputs == "staging";
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
@@ -284,7 +284,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  add_rt_path_flags(cmd, f->rt_arrival, f->inputs);
+  add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "
                   "client's deadline_ms)")

@@ -28,8 +28,7 @@ struct ColocateFlags {
   uint64_t seed = 0;
   int cap = 4;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
-  std::string rt_arrival = "armed";
-  std::string inputs = "staging";
+  RtPathFlags rt_path;
   std::vector<std::string> profiles;  // kernel profile files
   bool json = false;
 };
@@ -154,8 +153,9 @@ void run_colocate_command(const ColocateFlags& f) {
   o.seed = f.seed;
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
-  o.armed_rt = f.rt_arrival == "armed";
-  o.staged_inputs = f.inputs == "staging";
+  o.armed_rt = f.rt_path.rt_arrival == "armed";
+  o.rt_sm_copies = f.rt_path.rt_copies == "sms";
+  o.staged_inputs = f.rt_path.inputs == "staging";
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,
               "mode {} needs at least one --be model", f.mode);
@@ -189,7 +189,7 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
-  add_rt_path_flags(cmd, f->rt_arrival, f->inputs);
+  add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--profile", f->profiles,
                   "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them, and the "
                   "simulator runs their measured times; padding modes profile models without one on the device")

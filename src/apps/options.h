@@ -31,16 +31,27 @@ inline const CLI::Validator kNotNegative(
     "NOT NEGATIVE");
 
 // How an RT request reaches the device in colocate and DISB: --rt-arrival and --inputs.
-inline void add_rt_path_flags(CLI::App* cmd, std::string& rt_arrival, std::string& inputs) {
-  cmd->add_option("--inputs", inputs,
+// How an RT request reaches the device (colocate and DISB).
+struct RtPathFlags {
+  std::string rt_arrival = "armed";
+  std::string inputs = "staging";
+  std::string rt_copies = "copy-engine";
+};
+
+inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
+  cmd->add_option("--inputs", f.inputs,
                   "staging (each client's inputs written once into the runtime's pinned staging memory, as a "
                   "camera driver writes frames into a DMA buffer: no host copy per request) or pageable (every "
                   "request copied from the client's memory into staging first)")
       ->check(CLI::IsMember({"staging", "pageable"}));
-  cmd->add_option("--rt-arrival", rt_arrival,
+  cmd->add_option("--rt-arrival", f.rt_arrival,
                   "reset mode: armed (each RT client's next task waits on the device, released by host stores) or "
                   "launch (the flag write and the RT kernels are enqueued on arrival)")
       ->check(CLI::IsMember({"armed", "launch"}));
+  cmd->add_option("--rt-copies", f.rt_copies,
+                  "how RT clients' inputs and outputs cross PCIe (CUDA): copy-engine (DMA copies, which queue behind "
+                  "BE clients' copies) or sms (kernels over mapped host memory)")
+      ->check(CLI::IsMember({"copy-engine", "sms"}));
 }
 
 struct ModelFlags {

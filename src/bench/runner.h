@@ -37,6 +37,7 @@ struct DisbOptions {
   int inflight_cap = 4;      // SchedulerOptions::inflight_cap
   bool armed_rt = true;      // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // sched::Workload::staged_inputs
+  bool rt_sm_copies = false;  // sched::Workload::rt_sm_copies
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device

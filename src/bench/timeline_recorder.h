@@ -82,6 +82,7 @@ class TimelineRecorder final : public sched::ExecDevice {
     inner_.stage_inputs(instance, inputs);
   }
   std::vector<Tensor> request_buffers(sched::InstanceId instance) override { return inner_.request_buffers(instance); }
+  void set_sm_copies(sched::InstanceId instance, bool on) override { inner_.set_sm_copies(instance, on); }
   void set_profile(sched::InstanceId instance, ModelProfile profile) override {
     inner_.set_profile(instance, std::move(profile));
   }

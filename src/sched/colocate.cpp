@@ -50,6 +50,11 @@ class Driver {
     }
     std::stable_sort(feed_.begin(), feed_.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
     for (size_t i = 0; i < w.clients.size(); ++i) inputs_.push_back(request_inputs(i));
+    if (w.rt_sm_copies) {
+      for (const WorkloadClient& c : w.clients) {
+        if (c.task_class == TaskClass::kRealTime) device_.set_sm_copies(c.instance, true);
+      }
+    }
   }
 
   WorkloadRun run() {
@@ -383,6 +388,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
   w.staged_inputs = o.staged_inputs;
+  w.rt_sm_copies = o.rt_sm_copies;
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;

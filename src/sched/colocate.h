@@ -54,6 +54,9 @@ struct Workload {
   // needs no host copy before its upload. Off, or where the device has no such buffers: the
   // scheduler thread copies each request into staging on its way to the device.
   bool staged_inputs = true;
+  // RT clients' uploads and downloads run on the SMs (ExecDevice::set_sm_copies), not on a copy
+  // engine where they queue behind BE clients' copies.
+  bool rt_sm_copies = false;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
   // When set, each request's outcome goes here (with the run's start) once it is answered, or
@@ -162,6 +165,7 @@ struct ColocateOptions {
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // Workload::staged_inputs
+  bool rt_sm_copies = false;  // Workload::rt_sm_copies
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

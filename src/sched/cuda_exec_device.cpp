@@ -271,6 +271,8 @@ class CudaExecDevice final : public ExecDevice {
 
   std::vector<Tensor> request_buffers(InstanceId instance) override { return inst(instance).staging_inputs(); }
 
+  void set_sm_copies(InstanceId instance, bool on) override { inst(instance).set_sm_copies(on); }
+
   DeviceTime now() override { return host_now(); }
 
   void wait_until(DeviceTime deadline) override {

@@ -24,6 +24,10 @@ std::vector<Tensor> ExecDevice::request_buffers(InstanceId) {
   return {};
 }
 
+void ExecDevice::set_sm_copies(InstanceId, bool) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no copies to move onto the SMs", name());
+}
+
 void ExecDevice::set_profile(InstanceId instance, ModelProfile profile) {
   if (runs_foreign_profiles()) {
     check_profile_program(profile, program(instance));

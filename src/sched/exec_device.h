@@ -133,6 +133,9 @@ class ExecDevice {
   // to its first kernel. The caller writes them only while none of the instance's uploads is
   // pending, and not after the device is gone.
   virtual std::vector<Tensor> request_buffers(InstanceId instance);
+  // The instance's uploads and downloads run as kernels over mapped host memory (CUDA) instead of
+  // copy-engine copies, which queue behind other streams' copies. kUnsupported by default.
+  virtual void set_sm_copies(InstanceId instance, bool on);
 
   // ---- Kernel profiles (the padding modes) ----
   // Attaches `profile` to an instance after checking it against the instance's program and,

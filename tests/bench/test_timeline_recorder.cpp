@@ -18,6 +18,7 @@ class ProbeDevice final : public sched::ExecDevice {
  public:
   int bound_threads = 0;
   int residency_calls = 0;
+  std::vector<sched::InstanceId> sm_copies;
   std::vector<sched::InstanceId> buffers_asked;
 
   std::string name() const override { return "probe"; }
@@ -46,6 +47,9 @@ class ProbeDevice final : public sched::ExecDevice {
     buffers_asked.push_back(instance);
     return {Tensor(DType::kF32, Shape{2, 3})};
   }
+  void set_sm_copies(sched::InstanceId instance, bool on) override {
+    if (on) sm_copies.push_back(instance);
+  }
   int64_t set_l2_residency(sched::InstanceId, const l2::ResidencyConfig*, const l2::L2Device&) override {
     ++residency_calls;
     return 4096;
@@ -73,6 +77,9 @@ TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
   ASSERT_EQ(buffers.size(), 1u);
   EXPECT_EQ(buffers[0].shape(), (Shape{2, 3}));
   EXPECT_EQ(inner.buffers_asked, std::vector<sched::InstanceId>{3});
+
+  recorder.set_sm_copies(2, true);
+  EXPECT_EQ(inner.sm_copies, std::vector<sched::InstanceId>{2});
 
   EXPECT_EQ(recorder.set_l2_residency(0, nullptr, l2::L2Device{}), 4096);
   EXPECT_EQ(inner.residency_calls, 1);

@@ -119,6 +119,11 @@ class CudaInstance : public Instance {
   // Off: run(), run_range() and the graph pass no flag, so kernels skip every check (for
   // measuring what the checks cost; the scheduler always leaves this on).
   virtual void set_preemptible(bool on) = 0;
+  // On: the input uploads and output downloads run as kernels over mapped host memory instead of
+  // copy-engine copies, so they never wait behind other streams' copies (a BE batch's 19 MB
+  // upload held an RT request's 602 KB one for up to ~0.4 ms on the H200). They then take SMs
+  // for their few microseconds. For the instance's idle moments only.
+  virtual void set_sm_copies(bool on) = 0;
 
   // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
   // launches queued behind a device-side wait so that they run back to back.

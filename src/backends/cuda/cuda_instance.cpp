@@ -152,7 +152,9 @@ void CudaInstanceImpl::allocate_io() {
   io_ = DeviceBuffer(total);
   host_io_ = DeviceBuffer(host_total);
   for (const TensorSpec& s : program_.inputs) {
-    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), false);
+    // Mapped, so that the SMs can read it too (set_sm_copies).
+    input_staging_.emplace_back(static_cast<size_t>(s.shape.numel()) * dtype_size(host_dtype(s)), true);
+    input_staging_device_.push_back(input_staging_.back().size() > 0 ? input_staging_.back().device_alias() : nullptr);
     input_copied_.push_back(make_event());
   }
   for (const TensorSpec& s : program_.outputs) {
@@ -166,7 +168,9 @@ void CudaInstanceImpl::allocate_io() {
 }
 
 size_t CudaInstanceImpl::add_output_block() {
-  output_blocks_.push_back({std::make_shared<PinnedBuffer>(std::max<size_t>(output_block_bytes_, 1), false), make_event()});
+  auto memory = std::make_shared<PinnedBuffer>(std::max<size_t>(output_block_bytes_, 1), true);
+  auto* device = static_cast<std::byte*>(memory->device_alias());
+  output_blocks_.push_back({std::move(memory), device, make_event()});
   return output_blocks_.size() - 1;
 }
 
@@ -176,8 +180,7 @@ size_t CudaInstanceImpl::free_output_block() {
     const bool pending = std::find(output_writes_.begin(), output_writes_.end(), b) != output_writes_.end();
     if (!pending && output_blocks_[b].memory.use_count() == 1) return b;
   }
-  output_blocks_.push_back({std::make_shared<PinnedBuffer>(std::max<size_t>(output_block_bytes_, 1), false), make_event()});
-  return output_blocks_.size() - 1;
+  return add_output_block();
 }
 
 void CudaInstanceImpl::set_workspace(size_t bytes) {
@@ -224,13 +227,13 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
   const TensorSpec& spec = program_.inputs[i];
   const size_t bytes = input_staging_[i].size();
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
-  if (spec.dtype == DType::kF16) {
-    std::byte* raw = host_io_.bytes_ptr() + input_host_offsets_[i];
-    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
-    launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
+  std::byte* raw = spec.dtype == DType::kF16 ? host_io_.bytes_ptr() + input_host_offsets_[i] : stored;
+  if (sm_copies_) {
+    launch_sm_copy(input_staging_device_[i], raw, bytes, stream);
   } else {
-    ATL_CUDA_CHECK(cudaMemcpyAsync(stored, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
+    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
   }
+  if (spec.dtype == DType::kF16) launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
 }
 
@@ -303,7 +306,7 @@ void CudaInstanceImpl::preload(cudaStream_t stream) {
   check_index_error();
 }
 
-void CudaInstanceImpl::enqueue_output_copy(size_t i, std::byte* block, cudaStream_t stream) {
+void CudaInstanceImpl::enqueue_output_copy(size_t i, const OutputBlock& block, cudaStream_t stream) {
   const TensorSpec& spec = program_.outputs[i];
   const std::byte* stored = io_.bytes_ptr() + output_offsets_[i];
   if (spec.dtype == DType::kF16) {
@@ -312,8 +315,12 @@ void CudaInstanceImpl::enqueue_output_copy(size_t i, std::byte* block, cudaStrea
     stored = reinterpret_cast<const std::byte*>(raw);
   }
   const size_t bytes = static_cast<size_t>(spec.shape.numel()) * dtype_size(host_dtype(spec));
-  ATL_CUDA_CHECK(
-      cudaMemcpyAsync(block + output_block_offsets_[i], stored, bytes, cudaMemcpyDeviceToHost, stream));
+  if (sm_copies_) {
+    launch_sm_copy(stored, block.device + output_block_offsets_[i], bytes, stream);
+  } else {
+    auto* host = static_cast<std::byte*>(block.memory->get()) + output_block_offsets_[i];
+    ATL_CUDA_CHECK(cudaMemcpyAsync(host, stored, bytes, cudaMemcpyDeviceToHost, stream));
+  }
 }
 
 // A view, not a copy: a large output copied into fresh host memory costs milliseconds of page
@@ -328,8 +335,7 @@ Tensor CudaInstanceImpl::output_view(size_t block, size_t i) const {
 void CudaInstanceImpl::enqueue_outputs(cudaStream_t stream) {
   newest_written_output();  // downloads nobody collected (synchronous runs) free their blocks
   const size_t block = free_output_block();
-  auto* memory = static_cast<std::byte*>(output_blocks_[block].memory->get());
-  for (size_t i = 0; i < program_.outputs.size(); ++i) enqueue_output_copy(i, memory, stream);
+  for (size_t i = 0; i < program_.outputs.size(); ++i) enqueue_output_copy(i, output_blocks_[block], stream);
   ATL_CUDA_CHECK(cudaEventRecord(output_blocks_[block].written.get(), stream));
   output_writes_.push_back(block);
 }
@@ -364,7 +370,7 @@ Tensor CudaInstanceImpl::get_output(int index) {
               "output index {} out of range ({} outputs)", index, program_.outputs.size());
   const auto i = static_cast<size_t>(index);
   const size_t block = free_output_block();
-  enqueue_output_copy(i, static_cast<std::byte*>(output_blocks_[block].memory->get()), stream_.get());
+  enqueue_output_copy(i, output_blocks_[block], stream_.get());
   synchronize();
   return output_view(block, i);
 }

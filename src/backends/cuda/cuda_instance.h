@@ -47,6 +47,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void enqueue_run() override;
   void set_use_graph(bool on) override;
   void set_preemptible(bool on) override;
+  void set_sm_copies(bool on) override { sm_copies_ = on; }
   std::vector<double> time_kernels(int repeats) override;
   std::vector<GemmTuneResult> tune_gemms(int repeats) override;
   LoadTuning load_tuning() const override { return load_tuning_; }
@@ -76,7 +77,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void enqueue_input_copy(size_t i, cudaStream_t stream);
   // Output i -> f32 (when stored f16) -> its place in `block`, on `stream`; and a tensor over the
   // last block written.
-  void enqueue_output_copy(size_t i, std::byte* block, cudaStream_t stream);
+  struct OutputBlock;
+  void enqueue_output_copy(size_t i, const OutputBlock& block, cudaStream_t stream);
   size_t free_output_block();
   size_t add_output_block();
   // The newest of output_writes_ whose download has ended, the older ones dropped; end() if none.
@@ -116,12 +118,15 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<size_t> input_host_offsets_, output_host_offsets_;
   PinnedBuffer index_error_;  // mapped: Gather writes it, synchronize() reads it
   int* index_error_device_ = nullptr;
-  std::vector<PinnedBuffer> input_staging_;
+  std::vector<PinnedBuffer> input_staging_;  // mapped
+  std::vector<void*> input_staging_device_;  // their device addresses
+  bool sm_copies_ = false;                   // set_sm_copies
   // Outputs in host memory, all of a task's in one pinned block (output i at its offset). Tensors
   // handed out alias their block, which is not written again while held.
   struct OutputBlock {
-    std::shared_ptr<PinnedBuffer> memory;
-    Event written;  // recorded behind the block's last download
+    std::shared_ptr<PinnedBuffer> memory;  // mapped
+    std::byte* device = nullptr;           // its device address
+    Event written;                         // recorded behind the block's last download
   };
   std::vector<size_t> output_block_offsets_;
   size_t output_block_bytes_ = 0;

@@ -1,6 +1,10 @@
+#include <algorithm>
+#include <cstdint>
+
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
 #include "backends/cuda/io_convert.h"
+#include "core/error.h"
 
 namespace atl::cuda {
 
@@ -31,6 +35,16 @@ __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfS
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     dst[logical_index(i, s)] = __half2float(src[i]);
   }
+}
+
+// 16 bytes per thread per step: one PCIe round trip is ~1-2 us, so the copy's speed is the bytes
+// in flight, and a grid of a few hundred blocks keeps hundreds of KB in flight.
+__global__ void sm_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t words,
+                               const unsigned char* __restrict__ tail_src, unsigned char* __restrict__ tail_dst,
+                               int tail) {
+  const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) dst[i] = src[i];
+  if (first < static_cast<size_t>(tail)) tail_dst[first] = tail_src[first];
 }
 
 int64_t total_of(const HalfStorage& s) {
@@ -65,6 +79,21 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
   storage_to_f32_kernel<<<blocks_for(total, kThreads), kThreads, 0, stream>>>(static_cast<const __half*>(src_half), dst,
                                                                               s, total);
   ATL_CUDA_CHECK_LAUNCH("storage_to_f32");
+}
+
+void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+  ATOLL_CHECK(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0, kInternal,
+              "SM copies need 16-byte aligned pointers");
+  if (bytes == 0) return;
+  const size_t words = bytes / 16;
+  const int tail = static_cast<int>(bytes % 16);
+  constexpr int64_t kMaxBlocks = 1024;
+  const int64_t blocks = std::clamp<int64_t>(static_cast<int64_t>((words + kThreads - 1) / kThreads), 1, kMaxBlocks);
+  const auto* s = static_cast<const unsigned char*>(src);
+  auto* d = static_cast<unsigned char*>(dst);
+  sm_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(src), static_cast<uint4*>(dst), words, s + words * 16, d + words * 16, tail);
+  ATL_CUDA_CHECK_LAUNCH("sm_copy");
 }
 
 }  // namespace atl::cuda

@@ -36,6 +36,7 @@ struct RtPathFlags {
   std::string rt_arrival = "armed";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
+  std::string rt_launch = "per-kernel";
 };
 
 inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
@@ -52,6 +53,10 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
                   "how RT clients' inputs and outputs cross PCIe (CUDA): copy-engine (DMA copies, which queue behind "
                   "BE clients' copies) or sms (kernels over mapped host memory)")
       ->check(CLI::IsMember({"copy-engine", "sms"}));
+  cmd->add_option("--rt-launch", f.rt_launch,
+                  "how an RT task's kernels are launched: per-kernel (one host call each) or one (a single call "
+                  "for the whole task: a CUDA graph; not in the padding modes)")
+      ->check(CLI::IsMember({"per-kernel", "one"}));
 }
 
 struct ModelFlags {

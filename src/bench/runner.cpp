@@ -88,6 +88,7 @@ class Runner {
     r.armed_rt = o_.armed_rt;
     r.staged_inputs = o_.staged_inputs;
     r.rt_sm_copies = o_.rt_sm_copies;
+    r.rt_single_launch = o_.rt_single_launch;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
@@ -171,6 +172,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.armed_rt = o_.armed_rt;
+    sw.scheduler.rt_single_launch = o_.rt_single_launch;
     sw.staged_inputs = o_.staged_inputs;
     sw.rt_sm_copies = o_.rt_sm_copies;
     sw.scheduler.rt_order = o_.rt_order;

@@ -31,7 +31,7 @@ TimelineRecorder::CallTimer::~CallTimer() {
 
 std::vector<DeviceCallStats> TimelineRecorder::call_stats() const {
   static constexpr std::array<const char*, static_cast<size_t>(Call::kCount)> kNames{
-      "write_inputs", "read_outputs", "launch",  "completed",      "launch_span",  "take_error", "raise_flag",
+      "write_inputs", "read_outputs", "launch", "launch_range", "completed",      "launch_span",  "take_error", "raise_flag",
       "lower_flag",   "hold",         "release", "enqueue_inputs", "stage_inputs", "synchronize"};
   std::vector<DeviceCallStats> out;
   for (size_t i = 0; i < calls_.size(); ++i) {
@@ -54,6 +54,19 @@ uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId inst
   return seq;
 }
 
+uint64_t TimelineRecorder::launch_range(sched::StreamId stream, sched::InstanceId instance, int first,
+                                        const sched::LaunchOptions& options) {
+  const CallTimer timer(*this, Call::kLaunchRange);
+  const sched::DeviceTime at = inner_.now();
+  if (at < from_ || at >= to_) return inner_.launch_range(stream, instance, first, options);
+  sched::LaunchOptions timed = options;
+  timed.timed = true;
+  const uint64_t last = inner_.launch_range(stream, instance, first, timed);
+  const int kernels = static_cast<int>(inner_.program(instance).kernels.size()) - first;
+  pending_[stream].push_back({last, instance, first, options.preemptible, kernels});
+  return last;
+}
+
 // Spans are read as soon as the scheduler sees their launches end, well before the device
 // forgets them.
 uint64_t TimelineRecorder::completed(sched::StreamId stream) {
@@ -65,7 +78,7 @@ uint64_t TimelineRecorder::completed(sched::StreamId stream) {
   while (!q.empty() && q.front().seq <= done) {
     const Pending& p = q.front();
     if (const auto span = inner_.launch_span(stream, p.seq)) {
-      recorded_.push_back({stream, p.instance, p.kernel, p.preemptible, *span});
+      recorded_.push_back({stream, p.instance, p.kernel, p.preemptible, *span, p.kernels});
     }
     q.pop_front();
   }
@@ -136,7 +149,9 @@ std::vector<KernelSpan> TimelineRecorder::spans(sched::DeviceTime origin) const 
     const Label& l = client_of(r.instance);
     KernelSpan k;
     k.track = track[r.stream];
-    k.name = fmt::format("{} {}", l.client, inner_.program(r.instance).kernels[static_cast<size_t>(r.kernel)].name);
+    const std::string& first = inner_.program(r.instance).kernels[static_cast<size_t>(r.kernel)].name;
+    k.name = r.kernels == 1 ? fmt::format("{} {}", l.client, first)
+                            : fmt::format("{} {} .. ({} kernels, one launch)", l.client, first, r.kernels);
     k.start_ms = static_cast<double>(r.span.start - origin) / 1e6;
     k.end_ms = static_cast<double>(r.span.end - origin) / 1e6;
     k.realtime = l.realtime;

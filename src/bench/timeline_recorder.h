@@ -58,6 +58,8 @@ class TimelineRecorder final : public sched::ExecDevice {
   sched::StreamId create_stream(sched::StreamPriority priority) override;
   uint64_t launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
                   const sched::LaunchOptions& options) override;
+  uint64_t launch_range(sched::StreamId stream, sched::InstanceId instance, int first,
+                        const sched::LaunchOptions& options) override;
   uint64_t completed(sched::StreamId stream) override;
   std::optional<sched::LaunchSpan> launch_span(sched::StreamId stream, uint64_t seq) override {
     const CallTimer timer(*this, Call::kLaunchSpan);
@@ -103,7 +105,7 @@ class TimelineRecorder final : public sched::ExecDevice {
 
  private:
   enum class Call {
-    kWriteInputs, kReadOutputs, kLaunch, kCompleted, kLaunchSpan, kTakeError, kRaiseFlag, kLowerFlag,
+    kWriteInputs, kReadOutputs, kLaunch, kLaunchRange, kCompleted, kLaunchSpan, kTakeError, kRaiseFlag, kLowerFlag,
     kHold, kRelease, kEnqueueInputs, kStageInputs, kSynchronize, kCount
   };
   struct CallTimer {
@@ -120,6 +122,7 @@ class TimelineRecorder final : public sched::ExecDevice {
     sched::InstanceId instance;
     int kernel;
     bool preemptible;
+    int kernels = 1;  // a launch_range: kernel is its first
   };
   struct Recorded {
     sched::StreamId stream;
@@ -127,6 +130,7 @@ class TimelineRecorder final : public sched::ExecDevice {
     int kernel;
     bool preemptible;
     sched::LaunchSpan span;
+    int kernels = 1;
   };
   struct Label {
     std::string client;

@@ -44,6 +44,13 @@ void Scheduler::Impl::arm(Lane& l) {
     ++l.holds;
   }
   device.enqueue_inputs(c.instance, l.stream);
+  if (single_launch(c)) {
+    LaunchOptions lo;
+    lo.timed = true;
+    l.armed_seq = launch_range(l, c, 0, lo) - static_cast<uint64_t>(c.kernels) + 1;
+    l.parked += static_cast<uint64_t>(c.kernels);
+    return;
+  }
   const int armed_kernels = std::min(c.kernels, options.armed_kernels);
   for (int k = 0; k < armed_kernels; ++k) {
     LaunchOptions lo;

@@ -387,6 +387,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
+  w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;
   w.scheduler.rt_order = o.rt_order;

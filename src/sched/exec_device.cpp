@@ -4,6 +4,20 @@
 
 namespace atl::sched {
 
+uint64_t ExecDevice::launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) {
+  const int kernels = static_cast<int>(program(instance).kernels.size());
+  ATOLL_CHECK(first >= 0 && first < kernels, kInvalidArgument, "kernel range from {} of a {}-kernel program", first,
+              kernels);
+  uint64_t seq = 0;
+  for (int k = first; k < kernels; ++k) {
+    LaunchOptions o = options;
+    o.timed = options.timed && (k == first || k == kernels - 1);
+    o.report = options.report && k == kernels - 1;
+    seq = launch(stream, instance, k, o);
+  }
+  return seq;
+}
+
 void ExecDevice::hold(StreamId) {
   ATOLL_THROW(kUnsupported, "device '{}' cannot hold work on a stream", name());
 }

@@ -90,6 +90,13 @@ class ExecDevice {
   // Enqueues kernel `kernel` of `instance` on `stream` without waiting. Returns the launch's
   // sequence number on that stream: 1 for its first launch, then 2, 3, ...
   virtual uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) = 0;
+  // Enqueues kernels [first, last] of `instance` (last: the program's final kernel) on `stream`,
+  // each taking one sequence number as launch() would give; returns the last. A device may send
+  // them as one unit (CUDA: one graph launch of the whole program, when first is 0 and the range
+  // is not preemptible). `timed`: launch_span of the first and of the last sequence number both
+  // cover at least the range's kernels (the first's start and the last's end are the range's);
+  // `report`: the range's end is reported. The default launches kernel by kernel.
+  virtual uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options);
   // How many launches on `stream` have ended, run to completion or exited on the flag. Launches
   // end in sequence order; the count never decreases. Cheap: no synchronization.
   virtual uint64_t completed(StreamId stream) = 0;

@@ -225,6 +225,20 @@ void Scheduler::Impl::top_up(Lane& l) {
   if (t.error || l.cut_at != kNoCut) return;
   const Client& c = clients[static_cast<size_t>(t.client)];
   if (rt_mode && !is_rt(c)) return;  // RT mode stops BE launches (padding launches apart)
+  if (single_launch(c) && t.next_launch < c.kernels) {
+    const bool first = t.next_launch == 0 && t.first_seq == 0;
+    LaunchOptions lo;
+    lo.timed = true;
+    try {
+      const uint64_t last = launch_range(l, c, t.next_launch, lo);
+      if (first) t.first_seq = last - static_cast<uint64_t>(c.kernels) + 1;
+    } catch (...) {
+      t.error = std::current_exception();
+      return;
+    }
+    t.next_launch = c.kernels;
+    return;
+  }
   const uint64_t cap = is_rt(c) ? UINT64_MAX : static_cast<uint64_t>(options.inflight_cap);
   while (t.next_launch < c.kernels && l.launched - l.completed < cap) {
     if (yield_to_rt(c)) return;
@@ -255,6 +269,20 @@ uint64_t Scheduler::Impl::launch(Lane& l, InstanceId instance, int kernel, const
   l.launched = seq;
   ++stats.kernel_launches;
   return seq;
+}
+
+uint64_t Scheduler::Impl::launch_range(Lane& l, const Client& c, int first, const LaunchOptions& lo) {
+  const uint64_t seq = device.launch_range(l.stream, c.instance, first, lo);
+  const auto count = static_cast<uint64_t>(c.kernels - first);
+  ATOLL_CHECK(seq == l.launched + count, kInternal, "stream {} returned launch {} after {} for {} kernels", l.stream,
+              seq, l.launched, count);
+  l.launched = seq;
+  stats.kernel_launches += static_cast<int64_t>(count);
+  return seq;
+}
+
+bool Scheduler::Impl::single_launch(const Client& c) const {
+  return options.rt_single_launch && is_rt(c) && !traits.pads_be;
 }
 
 // In the preemptive modes a BE launch loop stops as soon as an RT request has arrived.

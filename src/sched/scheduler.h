@@ -48,6 +48,10 @@ struct SchedulerOptions {
   // full queue blocks the host until held work moves: with several RT clients of hundreds of
   // kernels each (DISB D: DenseNet-201, ResNet-152) whole armed tasks stalled the scheduler.
   int armed_kernels = 16;
+  // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
+  // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
+  // holds. Not in the padding modes, which follow an RT task by the ends of its kernels.
+  bool rt_single_launch = false;
   // Work waiting on the device with no launch ending and no task finishing for this long fails
   // every request with an error naming what the scheduler waits on, instead of hanging.
   DeviceTime stall_timeout_ns = 10'000'000'000;

@@ -104,6 +104,9 @@ struct Scheduler::Impl {
   void start_next(Lane& l);
   void top_up(Lane& l);
   uint64_t launch(Lane& l, InstanceId instance, int kernel, const LaunchOptions& lo);
+  // Kernels [first, end) of the lane's task in one device call (SchedulerOptions::rt_single_launch).
+  uint64_t launch_range(Lane& l, const Client& c, int first, const LaunchOptions& lo);
+  bool single_launch(const Client& c) const;
   bool yield_to_rt(const Client& c);
   void feed(Lane& l);
   void observe(Lane& l);

@@ -128,6 +128,19 @@ uint64_t SimExecDevice::launch(StreamId stream, InstanceId instance, int kernel,
   return gpu_.launch(stream, s);
 }
 
+uint64_t SimExecDevice::launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) {
+  if (first != 0 || options.preemptible) return ExecDevice::launch_range(stream, instance, first, options);
+  Loaded& l = loaded(instance);
+  std::vector<sim::SimLaunch> launches(l.shapes.size());
+  for (size_t k = 0; k < l.shapes.size(); ++k) {
+    launches[k].shape = l.shapes[k];
+    launches[k].work = l.cpu.get();
+    launches[k].kernel = static_cast<int>(k);
+    launches[k].tag = instance;
+  }
+  return gpu_.launch_all(stream, launches);
+}
+
 std::optional<LaunchSpan> SimExecDevice::launch_span(StreamId stream, uint64_t seq) {
   const auto s = gpu_.span(stream, seq);
   if (!s) return std::nullopt;

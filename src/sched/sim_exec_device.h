@@ -36,6 +36,8 @@ class SimExecDevice final : public ExecDevice {
 
   StreamId create_stream(StreamPriority priority) override;
   uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override;
+  // A whole non-preemptible program in one launch call, as the CUDA device's graph launch.
+  uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) override;
   uint64_t completed(StreamId stream) override { return gpu_.completed(stream); }
   std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override;
   std::exception_ptr take_error(StreamId stream) override { return gpu_.take_error(stream); }

@@ -1,5 +1,6 @@
 // The scheduler's CUDA device: random preemption points on every zoo model restore bit-exactly,
-// and the scheduler in reset mode serves RT and BE requests with BE outputs unchanged.
+// and the scheduler in reset mode serves RT and BE requests with BE outputs unchanged, on every
+// RT path (per kernel or one graph launch, copies on the copy engines or the SMs).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -154,25 +155,34 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   }
   ASSERT_FALSE(same_bytes(rt_want[0], rt_want[1]));
 
-  SchedulerOptions opts;
-  opts.mode = Mode::kReset;
-  Scheduler s(*device, opts);
-  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
-  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
-  s.start();
-  std::vector<std::future<TaskResult>> be_results, rt_results;
-  for (int i = 0; i < 40; ++i) be_results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
-  for (int i = 0; i < 40; ++i) {
-    std::this_thread::sleep_for(std::chrono::microseconds(700));
-    rt_results.push_back(s.submit(rt, Request{rt_inputs[i % 2], device->now(), kNever}));
+  // The default RT path, RT tasks as one graph launch, and those with the RT copies on the SMs.
+  const struct {
+    bool single_launch, sm_copies;
+  } paths[] = {{false, false}, {true, false}, {true, true}};
+  for (const auto& path : paths) {
+    SCOPED_TRACE(::testing::Message() << "single launch " << path.single_launch << ", SM copies " << path.sm_copies);
+    device->set_sm_copies(rt_inst, path.sm_copies);
+    SchedulerOptions opts;
+    opts.mode = Mode::kReset;
+    opts.rt_single_launch = path.single_launch;
+    Scheduler s(*device, opts);
+    const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
+    const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+    s.start();
+    std::vector<std::future<TaskResult>> be_results, rt_results;
+    for (int i = 0; i < 40; ++i) be_results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
+    for (int i = 0; i < 40; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(700));
+      rt_results.push_back(s.submit(rt, Request{rt_inputs[i % 2], device->now(), kNever}));
+    }
+    for (size_t i = 0; i < rt_results.size(); ++i) {
+      EXPECT_TRUE(same_bytes(rt_results[i].get().outputs, rt_want[i % 2])) << "RT request " << i;
+    }
+    for (auto& f : be_results) EXPECT_TRUE(same_bytes(f.get().outputs, want));
+    s.stop();
+    EXPECT_GT(s.stats().preemptions, 0) << "no RT request preempted BE work";
+    EXPECT_EQ(s.stats().armed_rt_tasks, 40);
   }
-  for (size_t i = 0; i < rt_results.size(); ++i) {
-    EXPECT_TRUE(same_bytes(rt_results[i].get().outputs, rt_want[i % 2])) << "RT request " << i;
-  }
-  for (auto& f : be_results) EXPECT_TRUE(same_bytes(f.get().outputs, want));
-  s.stop();
-  EXPECT_GT(s.stats().preemptions, 0) << "no RT request preempted BE work";
-  EXPECT_EQ(s.stats().armed_rt_tasks, 40);
 }
 
 // The hang of an earlier attempt (docs/PERFORMANCE.md): held work left on the device blocked

@@ -179,6 +179,24 @@ TEST(Preemption, ResetAndResumedTasksGiveBitIdenticalOutputs) {
   expect_outputs_match_unpreempted(unarmed);
 }
 
+// RT tasks as one launch_range each, armed and launched on arrival: the same outputs, every
+// RT kernel still on the device (the simulator's default range is kernel by kernel), and no RT
+// launch left to make after an armed task is released.
+TEST(Preemption, RtTasksInOneLaunchGiveTheSameOutputs) {
+  for (const bool armed : {true, false}) {
+    SCOPED_TRACE(armed ? "armed" : "launched on arrival");
+    Scenario s = numerics_scenario(Mode::kReset);
+    s.armed_rt = armed;
+    s.rt_single_launch = true;
+    const ScenarioRun run = run_scenario(s);
+    EXPECT_GE(run.stats.rt_completed, 3);
+    EXPECT_EQ(run.stats.armed_rt_tasks, armed ? run.stats.rt_completed : 0);
+    EXPECT_GT(run.stats.relaunched_kernels, 0);  // BE work was still cut and resumed
+    expect_outputs_match_unpreempted(run);
+    for (const TaskResult& r : run.results(TaskClass::kRealTime)) EXPECT_LE(r.start, r.finish);
+  }
+}
+
 // RT arrival to the first RT kernel's start: the armed lane makes no launch call after the
 // arrival, so with the same BE load its RT kernels start sooner than ones launched on arrival.
 TEST(Preemption, ArmedRtStartsSoonerThanLaunchingOnArrival) {

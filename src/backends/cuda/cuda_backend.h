@@ -115,6 +115,10 @@ class CudaInstance : public Instance {
   // Enqueues the whole program on stream() without waiting: one CUDA-graph launch when graphs are
   // on (the default; captured at the first run), otherwise kernel by kernel.
   virtual void enqueue_run() = 0;
+  // Enqueues every kernel on `stream` without the flag (work that is never rolled back: the
+  // scheduler's RT tasks) as one launch of a graph captured at preload, instead of one host
+  // call per kernel; kernel by kernel under an L2 residency, whose windows a graph would freeze.
+  virtual void enqueue_program(cudaStream_t stream) = 0;
   virtual void set_use_graph(bool on) = 0;
   // Off: run(), run_range() and the graph pass no flag, so kernels skip every check (for
   // measuring what the checks cost; the scheduler always leaves this on).

@@ -188,6 +188,7 @@ void CudaInstanceImpl::set_workspace(size_t bytes) {
   workspace_ = DeviceBuffer(bytes);
   for (auto& l : launches_) l->bind_workspace(workspace_.get());
   graph_.reset();
+  flagless_graph_.reset();
 }
 
 void* CudaInstanceImpl::address(const Binding& b) const {
@@ -304,6 +305,8 @@ void CudaInstanceImpl::preload(cudaStream_t stream) {
   enqueue_outputs(stream);
   ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
   check_index_error();
+  // Captured now, while no work is held anywhere: the scheduler's RT tasks launch it.
+  if (!residency_) flagless_graph_ = capture_graph(nullptr);
 }
 
 void CudaInstanceImpl::enqueue_output_copy(size_t i, const OutputBlock& block, cudaStream_t stream) {
@@ -483,16 +486,25 @@ int64_t CudaInstanceImpl::persisting_l2_limit() const {
 void CudaInstanceImpl::enqueue_run() {
   // Graph nodes keep the windows of capture time, so with a residency the run goes launch by launch.
   if (!use_graph_ || residency_) return run_range(0, static_cast<int>(launches_.size()));
-  if (!graph_) capture_graph();
+  if (!graph_) graph_ = capture_graph(run_flag());
   ATL_CUDA_CHECK(cudaGraphLaunch(graph_.get(), stream_.get()));
 }
 
-void CudaInstanceImpl::capture_graph() {
+void CudaInstanceImpl::enqueue_program(cudaStream_t stream) {
+  if (residency_) {
+    for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);
+    return;
+  }
+  if (!flagless_graph_) flagless_graph_ = capture_graph(nullptr);
+  ATL_CUDA_CHECK(cudaGraphLaunch(flagless_graph_.get(), stream));
+}
+
+GraphExec CudaInstanceImpl::capture_graph(const int* flag) {
   cudaStream_t s = stream_.get();
   ATL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaGraph_t graph = nullptr;
   try {
-    for (const auto& l : launches_) l->launch(s, run_flag());
+    for (const auto& l : launches_) l->launch(s, flag);
   } catch (...) {
     cudaStreamEndCapture(s, &graph);  // leaves the stream usable; the partial graph is dropped
     if (graph) cudaGraphDestroy(graph);
@@ -503,7 +515,7 @@ void CudaInstanceImpl::capture_graph() {
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);
   ATL_CUDA_CHECK(err);
-  graph_ = GraphExec(exec);
+  return GraphExec(exec);
 }
 
 void CudaInstanceImpl::set_use_graph(bool on) {

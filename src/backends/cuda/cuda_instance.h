@@ -45,6 +45,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int* preempt_flag() const override { return static_cast<int*>(flag_.get()); }
   void launch(int kernel, cudaStream_t stream, const int* flag) override;
   void enqueue_run() override;
+  void enqueue_program(cudaStream_t stream) override;
   void set_use_graph(bool on) override;
   void set_preemptible(bool on) override;
   void set_sm_copies(bool on) override { sm_copies_ = on; }
@@ -90,7 +91,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void upload_weights(const WeightStore& weights);
   void allocate_io();
   void set_workspace(size_t bytes);  // waits for the stream, rebinds every launch, drops the graph
-  void capture_graph();
+  GraphExec capture_graph(const int* flag);
   // Best-of-`repeats` time of one launch, measured over a few back-to-back launches.
   double time_one(size_t kernel, int repeats);
   // Times every GEMM alternative of every GEMM-backed kernel and keeps the fastest; with
@@ -135,7 +136,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<Event> input_copied_;
   Stream stream_;
   std::vector<std::unique_ptr<KernelLaunch>> launches_;
-  GraphExec graph_;
+  GraphExec graph_;           // enqueue_run's, with run_flag()
+  GraphExec flagless_graph_;  // enqueue_program's
   bool use_graph_ = true;
   bool preemptible_ = true;
   std::optional<L2Residency> residency_;

@@ -51,19 +51,28 @@ const SimGpu::Stream& SimGpu::stream_at(int stream) const {
 }
 
 uint64_t SimGpu::launch(int stream, const SimLaunch& launch) {
+  return launch_all(stream, {launch});
+}
+
+uint64_t SimGpu::launch_all(int stream, const std::vector<SimLaunch>& launches) {
   Stream& s = stream_at(stream);
-  ATOLL_CHECK(launch.shape.blocks >= 1 && launch.shape.block_ns >= 1, kInvalidArgument,
-              "kernel {} launched with {} blocks of {} ns; both must be positive", launch.kernel, launch.shape.blocks,
-              launch.shape.block_ns);
-  Item item;
-  item.seq = ++s.launched;
-  item.launch = launch;
-  item.issued = now_;
-  item.visible = now_ + config_.launch_latency_ns;
-  s.items.push_back(item);
-  if (s.items.size() == 1) activate_head(stream);
+  ATOLL_CHECK(!launches.empty(), kInvalidArgument, "an empty launch on stream {}", stream);
+  for (const SimLaunch& launch : launches) {
+    ATOLL_CHECK(launch.shape.blocks >= 1 && launch.shape.block_ns >= 1, kInvalidArgument,
+                "kernel {} launched with {} blocks of {} ns; both must be positive", launch.kernel,
+                launch.shape.blocks, launch.shape.block_ns);
+  }
+  for (const SimLaunch& launch : launches) {
+    Item item;
+    item.seq = ++s.launched;
+    item.launch = launch;
+    item.issued = now_;
+    item.visible = now_ + config_.launch_latency_ns;
+    s.items.push_back(item);
+    if (s.items.size() == 1) activate_head(stream);
+  }
   advance(config_.launch_call_ns);
-  return item.seq;
+  return s.launched;
 }
 
 void SimGpu::write_flag(int stream, bool raised) {

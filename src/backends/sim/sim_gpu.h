@@ -105,6 +105,9 @@ class SimGpu {
   // Enqueues a kernel; returns its sequence number on the stream (1, 2, ...). The host clock
   // advances by launch_call_ns.
   uint64_t launch(int stream, const SimLaunch& launch);
+  // Enqueues `launches` in order with one launch call's host time (a CUDA graph launch); returns
+  // the last one's sequence number.
+  uint64_t launch_all(int stream, const std::vector<SimLaunch>& launches);
   // Enqueues a write of the preemption flag, ordered after earlier work on `stream`.
   void write_flag(int stream, bool raised);
   // Enqueues a hold: later work on `stream` waits until release() (a host store, no call cost).

@@ -65,6 +65,8 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 1023));
   cmd->add_option("--mode", f->mode, "Scheduling mode: rt-only, seq, streams, streams-prio, wait, reset")
       ->default_str("reset");
+  cmd->add_flag("--rt-single-launch", o.engine.rt_single_launch,
+                "Launch each RT request's kernels in one call (a CUDA graph) instead of one call per kernel");
   cmd->add_option("--max-queue-rt", o.engine.max_queue_rt, "RT requests accepted and unanswered before refusing")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->default_str("64");

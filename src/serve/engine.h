@@ -37,6 +37,7 @@ struct EngineOptions {
   std::vector<int> devices;
   sched::Mode mode = sched::Mode::kReset;
   int inflight_cap = 4;
+  bool rt_single_launch = false;  // sched::SchedulerOptions::rt_single_launch
   // Requests of a class accepted and not yet answered; one more is refused (resource exhausted).
   int64_t max_queue_rt = 64;
   int64_t max_queue_be = 256;

@@ -85,6 +85,7 @@ void Engine::rebuild_scheduler(Slot& slot) {
   sched::SchedulerOptions so;
   so.mode = options_.mode;
   so.inflight_cap = options_.inflight_cap;
+  so.rt_single_launch = options_.rt_single_launch;
   slot.scheduler = std::make_unique<sched::Scheduler>(*slot.device, so);
   const bool admits_be = sched::mode_traits(options_.mode).admits_be;
   for (auto& [name, model] : models_) {

@@ -493,6 +493,7 @@ void CudaInstanceImpl::enqueue_run() {
 void CudaInstanceImpl::enqueue_program(cudaStream_t stream) {
   if (residency_) {
     for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);
+    set_stream_window(stream, L2Window{});
     return;
   }
   if (!flagless_graph_) flagless_graph_ = capture_graph(nullptr);

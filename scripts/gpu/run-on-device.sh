@@ -65,8 +65,9 @@ if has_step disb; then
     # shellcheck disable=SC2086
     timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "$w" --device cuda \
       --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} ${DISB_ARGS:-} \
-      --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tail -12
+      --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tail -14
   done
+  python3 scripts/gpu/disb_table.py "$out"
 fi
 if has_step preempt; then
   # shellcheck disable=SC2086

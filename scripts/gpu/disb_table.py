@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""One table over DISB runs: every results.json given (or found under the folders given), one row
+per mode, so that variants of one workload (DISB_TAG) read side by side.
+
+    python3 scripts/gpu/disb_table.py OUT_DIR [MORE ...]
+"""
+import json
+import pathlib
+import sys
+
+
+def results_files(args):
+    for a in args:
+        p = pathlib.Path(a)
+        yield from sorted(p.rglob("results.json")) if p.is_dir() else [p]
+
+
+def row(run, d, m):
+    rt = m["rt_latency_ms"]
+    change = m.get("rt_p99_vs_rt_only")
+    vs = f"{100 * change['change']:+.1f}% [{100 * change['ci'][0]:+.1f}, {100 * change['ci'][1]:+.1f}]" if change else "-"
+    pre = m["preemption_latency_us"]
+    wait = m.get("rt_wait_us", {})
+    run_ms = m.get("rt_run_ms", {})
+    dropped = sum(c["dropped"] for c in m["clients"])
+    return [run, d["workload"]["name"], m["mode"], f"{rt['p50']:.3f}", f"{rt['p99']:.3f}", vs,
+            f"{100 * m['rt_deadline_miss_rate']:.2f}", f"{m['throughput_per_s']['be']:.1f}",
+            f"{pre['p50']:.1f}/{pre['p99']:.1f}", f"{wait.get('p99', 0):.1f}", f"{run_ms.get('p99', 0):.3f}",
+            str(dropped)]
+
+
+def main(args):
+    header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "miss %", "BE/s",
+              "preempt p50/p99 us", "wait p99 us", "on device p99 ms", "dropped"]
+    rows = []
+    for f in results_files(args):
+        d = json.loads(f.read_text())
+        for m in d["modes"]:
+            rows.append(row(f.parent.name, d, m))
+    if not rows:
+        print("disb_table: no results.json found", file=sys.stderr)
+        return 1
+    widths = [max(len(r[i]) for r in rows + [header]) for i in range(len(header))]
+    for r in [header] + rows:
+        print("  ".join(c.rjust(w) if i >= 3 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:] or ["."]))

@@ -77,8 +77,11 @@ uint64_t TimelineRecorder::completed(sched::StreamId stream) {
   std::deque<Pending>& q = it->second;
   while (!q.empty() && q.front().seq <= done) {
     const Pending& p = q.front();
-    if (const auto span = inner_.launch_span(stream, p.seq)) {
-      recorded_.push_back({stream, p.instance, p.kernel, p.preemptible, *span, p.kernels});
+    // A range: its first launch's start to its last one's end.
+    const auto end = inner_.launch_span(stream, p.seq);
+    const auto start = p.kernels == 1 ? end : inner_.launch_span(stream, p.seq + 1 - static_cast<uint64_t>(p.kernels));
+    if (start && end) {
+      recorded_.push_back({stream, p.instance, p.kernel, p.preemptible, {start->start, end->end}, p.kernels});
     }
     q.pop_front();
   }

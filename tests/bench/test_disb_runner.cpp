@@ -211,6 +211,34 @@ TEST(DisbOutputs, TraceShowsAWindowOfTheResetMode) {
   for (int tid : span_tracks) EXPECT_NE(track_names[tid].find("stream"), std::string::npos);
 }
 
+// With --rt-launch one an RT task is one launch_range: one RT span per task in the timeline,
+// from its first kernel's start to its last one's end, RT latency no worse than per-kernel.
+TEST(DisbOutputs, RtTasksInOneLaunchShowAsOneSpanEach) {
+  const Workload w = load_disb_workload("A", {testing::shipped_workloads_dir()});
+  DisbOptions o = short_run();
+  o.modes = {sched::Mode::kRtOnly, sched::Mode::kReset};
+  o.rt_single_launch = true;
+  const BenchResults one = run_disb(w, o);
+  const ModeRun& reset = one.runs[1];
+  ASSERT_EQ(reset.mode, "reset");
+  expect_requests_conserved(w, reset, o.seed);
+  int rt_spans = 0;
+  for (const KernelSpan& k : reset.timeline) {
+    if (!k.realtime) continue;
+    ++rt_spans;
+    EXPECT_NE(k.name.find("kernels, one launch"), std::string::npos) << k.name;
+    EXPECT_GT(k.end_ms, k.start_ms);
+    // VGG-19 batch 1 on the simulator: a few hundred microseconds for the task.
+    EXPECT_GT(k.end_ms - k.start_ms, 0.1);
+  }
+  // A's RT client runs at 100/s: about 10 tasks in the 100 ms window.
+  EXPECT_GE(rt_spans, 8);
+  EXPECT_LE(rt_spans, 11);
+  o.rt_single_launch = false;
+  const BenchResults per_kernel = run_disb(w, o);
+  EXPECT_LE(one.stats[1].rt_latency_ms.p50, per_kernel.stats[1].rt_latency_ms.p50);
+}
+
 std::string coded_error_of(const std::function<void()>& f) {
   try {
     f();

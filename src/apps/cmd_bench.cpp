@@ -131,6 +131,10 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                              static_cast<double>(calls[i].longest_ns) / 1e3, calls[i].over_100us);
     }
     if (!slowest.empty()) fmt::print("  slowest device calls in {}: {}\n", run.mode, slowest);
+    if (const auto& c = run.gpu_clock) {
+      fmt::print("  GPU in {}: SM clock mean {:.0f} MHz (min {:.0f}, max {:.0f}), power mean {:.0f} W\n", run.mode,
+                 c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean);
+    }
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
     if (!r.runs[i].first_failure.empty()) {

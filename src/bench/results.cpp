@@ -200,6 +200,13 @@ nlohmann::json results_json(const BenchResults& r) {
     }
     mj["rt_armed"] = r.runs[i].rt_armed;
     mj["inputs_staged_clients"] = r.runs[i].staged_clients;
+    if (const auto& c = r.runs[i].gpu_clock) {
+      mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
+                         {"sm_mhz_min", c->sm_mhz_min},   {"sm_mhz_max", c->sm_mhz_max},
+                         {"power_w_mean", c->power_w_mean}};
+    } else {
+      mj["gpu_clock"] = nullptr;
+    }
     if (const auto& load = r.runs[i].host_load) {
       mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
     } else {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gpu_clock.h"
 #include "bench/host_load.h"
 #include "bench/workload.h"
 #include "sched/scheduler.h"
@@ -61,6 +62,7 @@ struct ModeRun {
   std::vector<InstantEvent> events;
   std::string first_failure;          // the first failed request's error, empty if none failed
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
+  std::optional<GpuClockSummary> gpu_clock;  // real devices with NVML only
   std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
   int staged_clients = 0;

@@ -11,6 +11,7 @@
 #include <optional>
 #include <tuple>
 
+#include "bench/gpu_clock.h"
 #include "bench/timeline_recorder.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
@@ -21,6 +22,8 @@
 namespace atl::bench {
 
 namespace {
+
+constexpr int kClockSampleMs = 20;  // NVML's clock reading costs tens of microseconds of a spare core
 
 sched::DeviceTime ns_of_ms(double ms) {
   return static_cast<sched::DeviceTime>(std::llround(ms * 1e6));
@@ -215,6 +218,7 @@ class Runner {
     // Records are made as requests are answered: the run never holds every request's full result.
     sw.on_outcome = [&](const sched::RequestOutcome& o, sched::DeviceTime start) { record(run, clients, o, start); };
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
+    GpuClockSampler clock(sw.real_time ? device->pci_bus_id() : std::string(), kClockSampleMs);
     const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
     run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
@@ -222,6 +226,7 @@ class Runner {
     run.staged_clients = wr.staged_clients;
     if (sw.real_time) run.device_calls = recorder.call_stats();  // host times mean nothing on the simulator
     if (traced) add_timeline(run, wr, recorder, window_from_ms);
+    run.gpu_clock = clock.stop();
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
   }

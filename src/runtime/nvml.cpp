@@ -18,6 +18,7 @@ struct NvmlDevice::Api {
   int (*utilization)(void*, unsigned int*) = nullptr;  // nvmlUtilization_t: {gpu, memory} percent
   int (*memory)(void*, unsigned long long*) = nullptr;  // nvmlMemory_t: {total, free, used} bytes
   int (*power)(void*, unsigned int*) = nullptr;         // milliwatts
+  int (*clock)(void*, int, unsigned int*) = nullptr;    // nvmlClockType_t (0 graphics, 1 SM), MHz
   int (*uuid)(void*, char*, unsigned int) = nullptr;
 };
 
@@ -42,6 +43,7 @@ NvmlDevice::NvmlDevice(const std::string& pci_bus_id) : api_(std::make_unique<Ap
   resolve(a.lib, "nvmlDeviceGetUtilizationRates", a.utilization);
   resolve(a.lib, "nvmlDeviceGetMemoryInfo", a.memory);
   resolve(a.lib, "nvmlDeviceGetPowerUsage", a.power);
+  resolve(a.lib, "nvmlDeviceGetClockInfo", a.clock);
   resolve(a.lib, "nvmlDeviceGetUUID", a.uuid);
   if (!a.init || !a.shutdown || !a.by_bus) {
     note_ = "NVML lacks nvmlInit_v2, nvmlShutdown or nvmlDeviceGetHandleByPciBusId_v2";
@@ -96,6 +98,13 @@ std::optional<double> NvmlDevice::power_w() {
   unsigned int mw = 0;
   if (device_ == nullptr || !api_->power || api_->power(device_, &mw) != 0) return std::nullopt;
   return mw / 1000.0;
+}
+
+std::optional<double> NvmlDevice::sm_clock_mhz() {
+  constexpr int kSmClock = 1;  // NVML_CLOCK_SM
+  unsigned int mhz = 0;
+  if (device_ == nullptr || !api_->clock || api_->clock(device_, kSmClock, &mhz) != 0) return std::nullopt;
+  return static_cast<double>(mhz);
 }
 
 }  // namespace atl

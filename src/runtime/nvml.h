@@ -1,6 +1,6 @@
 #pragma once
 // NVML through dlopen, so that atoll neither links nor requires it: one CUDA device's energy,
-// utilization, memory and power, for the L2 evaluator's energy figures and the server's GPU
+// utilization, memory, power and SM clock, for the L2 evaluator's energy figures and the server's GPU
 // metrics. Never throws: a reading that is unavailable is nullopt, and note() says why.
 #include <cstdint>
 #include <memory>
@@ -28,6 +28,7 @@ class NvmlDevice {
   };
   std::optional<Memory> memory();
   std::optional<double> power_w();
+  std::optional<double> sm_clock_mhz();  // the SM clock now
 
  private:
   struct Api;

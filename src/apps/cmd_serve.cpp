@@ -67,6 +67,9 @@ void add_serve_command(CLI::App& app) {
       ->default_str("reset");
   cmd->add_flag("--rt-single-launch", o.engine.rt_single_launch,
                 "Launch each RT request's kernels in one call (a CUDA graph) instead of one call per kernel");
+  cmd->add_flag("--rt-sm-copies", o.engine.rt_sm_copies,
+                "Move RT requests' inputs and outputs across PCIe with kernels over mapped memory instead of "
+                "copy engines, where they queue behind BE requests' copies (CUDA)");
   cmd->add_option("--max-queue-rt", o.engine.max_queue_rt, "RT requests accepted and unanswered before refusing")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 20))
       ->default_str("64");

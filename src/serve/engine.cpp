@@ -230,6 +230,7 @@ void Engine::load(const ModelSpec& spec) {
       if (!slot.programs.contains(key)) {
         auto p = std::make_shared<LoadedPrograms>();
         p->rt_instance = slot.device->load(cm.program, cm.weights);
+        if (options_.rt_sm_copies) slot.device->set_sm_copies(p->rt_instance, true);
         p->be_instance = slot.device->load(cm.program, cm.weights);
         p->program = std::move(cm.program);
         slot.programs[key] = p;

@@ -42,14 +42,21 @@ std::vector<DeviceCallStats> TimelineRecorder::call_stats() const {
   return out;
 }
 
+bool TimelineRecorder::in_window() {
+  const sched::DeviceTime at = inner_.now();
+  return at >= from_ && at < to_;
+}
+
+sched::LaunchOptions TimelineRecorder::timed(sched::LaunchOptions options) {
+  options.timed = true;
+  return options;
+}
+
 uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
                                   const sched::LaunchOptions& options) {
   const CallTimer timer(*this, Call::kLaunch);
-  const sched::DeviceTime at = inner_.now();
-  if (at < from_ || at >= to_) return inner_.launch(stream, instance, kernel, options);
-  sched::LaunchOptions timed = options;
-  timed.timed = true;
-  const uint64_t seq = inner_.launch(stream, instance, kernel, timed);
+  if (!in_window()) return inner_.launch(stream, instance, kernel, options);
+  const uint64_t seq = inner_.launch(stream, instance, kernel, timed(options));
   pending_[stream].push_back({seq, instance, kernel, options.preemptible});
   return seq;
 }
@@ -57,11 +64,8 @@ uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId inst
 uint64_t TimelineRecorder::launch_range(sched::StreamId stream, sched::InstanceId instance, int first,
                                         const sched::LaunchOptions& options) {
   const CallTimer timer(*this, Call::kLaunchRange);
-  const sched::DeviceTime at = inner_.now();
-  if (at < from_ || at >= to_) return inner_.launch_range(stream, instance, first, options);
-  sched::LaunchOptions timed = options;
-  timed.timed = true;
-  const uint64_t last = inner_.launch_range(stream, instance, first, timed);
+  if (!in_window()) return inner_.launch_range(stream, instance, first, options);
+  const uint64_t last = inner_.launch_range(stream, instance, first, timed(options));
   const int kernels = static_cast<int>(inner_.program(instance).kernels.size()) - first;
   pending_[stream].push_back({last, instance, first, options.preemptible, kernels});
   return last;

@@ -137,6 +137,8 @@ class TimelineRecorder final : public sched::ExecDevice {
     bool realtime = false;
   };
 
+  bool in_window();  // launches issued now are traced
+  static sched::LaunchOptions timed(sched::LaunchOptions options);
   bool flag_was_up(sched::DeviceTime t) const;
   void flag_went_up();
 

@@ -45,9 +45,7 @@ void Scheduler::Impl::arm(Lane& l) {
   }
   device.enqueue_inputs(c.instance, l.stream);
   if (single_launch(c)) {
-    LaunchOptions lo;
-    lo.timed = true;
-    l.armed_seq = launch_range(l, c, 0, lo) - static_cast<uint64_t>(c.kernels) + 1;
+    l.armed_seq = launch_rest(l, c, 0);
     l.parked += static_cast<uint64_t>(c.kernels);
     return;
   }

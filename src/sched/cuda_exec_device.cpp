@@ -6,9 +6,11 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <deque>
+#include <span>
 #include <thread>
 
 #include "backends/cuda/cuda_backend.h"
@@ -140,72 +142,27 @@ class CudaExecDevice final : public ExecDevice {
 
   uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override {
     StreamState& st = state(stream);
-    const uint64_t seq = ++st.launched;
-    const size_t slot = seq % kTimedRing;
-    bool failed = false;
-    try {
-      if (options.timed) {
-        if (!st.starts[slot]) {
-          st.starts[slot] = cuda::make_event(true);
-          st.ends[slot] = cuda::make_event(true);
-        }
-        st.ring_seq[slot] = seq;
-        ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
-      }
+    const uint64_t seq = st.launched + 1;
+    return enqueue_timed(st, seq, seq, options, [&] {
       CudaInstance& in = inst(instance);
       in.launch(kernel, st.stream.get(), options.preemptible ? flag() : nullptr);
       // A task's outputs travel to the host behind its last kernel, so that read_outputs need not
       // wait. After a preempted last kernel they are stale, and the rerun enqueues them again.
       if (kernel + 1 == static_cast<int>(in.program().kernels.size())) in.enqueue_outputs(st.stream.get());
-      if (options.timed) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
-    } catch (...) {
-      failed = true;
-      if (!st.error) st.error = std::current_exception();
-    }
-    // Written after the kernel ends (or exits on the flag), also when the launch failed, so the
-    // sequence stays whole and the scheduler sees the error through take_error().
-    if (options.report || failed)
-      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(seq));
-    return seq;
+    });
   }
 
   // The whole program as one graph launch: an RT task costs one host call instead of one per
   // kernel (DenseNet-201: 407), so the scheduler thread is back to other arrivals at once.
   uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) override {
     CudaInstance& in = inst(instance);
-    const auto kernels = static_cast<uint64_t>(in.program().kernels.size());
     if (first != 0 || options.preemptible) return ExecDevice::launch_range(stream, instance, first, options);
     StreamState& st = state(stream);
-    const uint64_t first_seq = st.launched + 1, last_seq = st.launched + kernels;
-    st.launched = last_seq;
-    bool failed = false;
-    try {
-      // Both ends answer launch_span with the range's start and end.
-      const size_t slots[2] = {first_seq % kTimedRing, last_seq % kTimedRing};
-      if (options.timed) {
-        for (const size_t slot : slots) {
-          if (!st.starts[slot]) {
-            st.starts[slot] = cuda::make_event(true);
-            st.ends[slot] = cuda::make_event(true);
-          }
-          ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
-        }
-        st.ring_seq[slots[0]] = first_seq;
-        st.ring_seq[slots[1]] = last_seq;
-      }
+    const uint64_t first_seq = st.launched + 1;
+    return enqueue_timed(st, first_seq, st.launched + in.program().kernels.size(), options, [&] {
       in.enqueue_program(st.stream.get());
       in.enqueue_outputs(st.stream.get());
-      if (options.timed) {
-        for (const size_t slot : slots) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
-      }
-    } catch (...) {
-      failed = true;
-      if (!st.error) st.error = std::current_exception();
-    }
-    if (options.report || failed) {
-      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last_seq));
-    }
-    return last_seq;
+    });
   }
 
   uint64_t completed(StreamId stream) override {
@@ -361,6 +318,38 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(id >= 0 && id < static_cast<StreamId>(streams_.size()), kInvalidArgument, "no stream {}", id);
     if (seen_.size() < streams_.size()) seen_.resize(streams_.size(), 0);
     return streams_[static_cast<size_t>(id)];
+  }
+  // Enqueues `work` as launches first..last of `st`: timed, launch_span of both ends answers with
+  // its start and end; the counter is written after it when reported, and also when it failed,
+  // so the sequence stays whole and the scheduler sees the error through take_error().
+  template <typename Work>
+  uint64_t enqueue_timed(StreamState& st, uint64_t first, uint64_t last, const LaunchOptions& options, Work&& work) {
+    st.launched = last;
+    const std::array<size_t, 2> both{first % kTimedRing, last % kTimedRing};
+    const std::span<const size_t> slots(both.data(), first == last ? 1 : 2);  // one launch: one slot
+    bool failed = false;
+    try {
+      if (options.timed) {
+        for (const size_t slot : slots) {
+          if (!st.starts[slot]) {
+            st.starts[slot] = cuda::make_event(true);
+            st.ends[slot] = cuda::make_event(true);
+          }
+          ATL_CUDA_CHECK(cudaEventRecord(st.starts[slot].get(), st.stream.get()));
+        }
+        st.ring_seq[both[0]] = first;
+        st.ring_seq[both[1]] = last;
+      }
+      work();
+      if (options.timed) {
+        for (const size_t slot : slots) ATL_CUDA_CHECK(cudaEventRecord(st.ends[slot].get(), st.stream.get()));
+      }
+    } catch (...) {
+      failed = true;
+      if (!st.error) st.error = std::current_exception();
+    }
+    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
+    return last;
   }
   // Waits for `stream` to drain, failing after kStuckWait instead of hanging.
   void wait_bounded(cudaStream_t stream, const char* what) {

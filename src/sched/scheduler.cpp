@@ -227,11 +227,9 @@ void Scheduler::Impl::top_up(Lane& l) {
   if (rt_mode && !is_rt(c)) return;  // RT mode stops BE launches (padding launches apart)
   if (single_launch(c) && t.next_launch < c.kernels) {
     const bool first = t.next_launch == 0 && t.first_seq == 0;
-    LaunchOptions lo;
-    lo.timed = true;
     try {
-      const uint64_t last = launch_range(l, c, t.next_launch, lo);
-      if (first) t.first_seq = last - static_cast<uint64_t>(c.kernels) + 1;
+      const uint64_t first_seq = launch_rest(l, c, t.next_launch);
+      if (first) t.first_seq = first_seq;
     } catch (...) {
       t.error = std::current_exception();
       return;
@@ -271,14 +269,16 @@ uint64_t Scheduler::Impl::launch(Lane& l, InstanceId instance, int kernel, const
   return seq;
 }
 
-uint64_t Scheduler::Impl::launch_range(Lane& l, const Client& c, int first, const LaunchOptions& lo) {
-  const uint64_t seq = device.launch_range(l.stream, c.instance, first, lo);
+uint64_t Scheduler::Impl::launch_rest(Lane& l, const Client& c, int first) {
+  LaunchOptions lo;
+  lo.timed = true;  // the task's start and end; never preemptible, its end reported
+  const uint64_t last = device.launch_range(l.stream, c.instance, first, lo);
   const auto count = static_cast<uint64_t>(c.kernels - first);
-  ATOLL_CHECK(seq == l.launched + count, kInternal, "stream {} returned launch {} after {} for {} kernels", l.stream,
-              seq, l.launched, count);
-  l.launched = seq;
+  ATOLL_CHECK(last == l.launched + count, kInternal, "stream {} returned launch {} after {} for {} kernels", l.stream,
+              last, l.launched, count);
+  l.launched = last;
   stats.kernel_launches += static_cast<int64_t>(count);
-  return seq;
+  return last - count + 1;
 }
 
 bool Scheduler::Impl::single_launch(const Client& c) const {

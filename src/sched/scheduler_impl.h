@@ -104,8 +104,9 @@ struct Scheduler::Impl {
   void start_next(Lane& l);
   void top_up(Lane& l);
   uint64_t launch(Lane& l, InstanceId instance, int kernel, const LaunchOptions& lo);
-  // Kernels [first, end) of the lane's task in one device call (SchedulerOptions::rt_single_launch).
-  uint64_t launch_range(Lane& l, const Client& c, int first, const LaunchOptions& lo);
+  // Kernels [first, end) of an RT task in one device call (SchedulerOptions::rt_single_launch);
+  // returns the sequence number of kernel `first`.
+  uint64_t launch_rest(Lane& l, const Client& c, int first);
   bool single_launch(const Client& c) const;
   bool yield_to_rt(const Client& c);
   void feed(Lane& l);

@@ -60,10 +60,11 @@ if has_step sched; then
 fi
 if has_step disb; then
   # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode; DISB_MODES
-  # (comma-separated) limits the modes; DISB_ARGS pass through, DISB_TAG suffixes the output folders.
+  # (comma-separated) limits the modes; DISB_ARGS pass through, DISB_TAG suffixes the output folders;
+  # DISB_ATOLL names another atoll binary (a branch's, carried beside the archive).
   for w in ${DISB_WORKLOADS:-A}; do
     # shellcheck disable=SC2086
-    timeout -k 5 "${DISB_LIMIT:-300}" "$bin/atoll" bench disb --workload "$w" --device cuda \
+    timeout -k 5 "${DISB_LIMIT:-300}" "${DISB_ATOLL:-$bin/atoll}" bench disb --workload "$w" --device cuda \
       --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} ${DISB_ARGS:-} \
       --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tail -14
   done

@@ -64,12 +64,27 @@ void Scheduler::Impl::start_rt(TaskPtr t) {
   bind(l, std::move(t));  // RT staging is never interrupted
 }
 
+void Scheduler::Impl::start_next_rt() {
+  if (rt_running() || !rt_queued()) return;
+  if (!rt_mode) enter_rt_mode();
+  start_rt(pop_rt());
+}
+
+// An RT request that can start starts before the BE lanes' completions are read: reading them
+// (errors, spans, finished tasks and their callbacks) took 12 us with five BE lanes (DISB C).
+void Scheduler::Impl::start_rt_first() {
+  if (!rt_queued()) return;
+  for (int i : rt_lanes) {
+    Lane& l = lanes[static_cast<size_t>(i)];
+    observe(l);
+    settle(l);
+  }
+  start_next_rt();
+}
+
 void Scheduler::Impl::schedule_rt_queue() {
   for (;;) {
-    if (!rt_running() && rt_queued()) {
-      if (!rt_mode) enter_rt_mode();
-      start_rt(pop_rt());
-    }
+    start_next_rt();
     if (rt_mode && !rt_running() && !rt_queued()) leave_rt_mode();
     if (rt_mode) {
       if (traits.pads_be) pad_be_lanes();

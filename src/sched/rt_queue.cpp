@@ -13,12 +13,13 @@ void Scheduler::Impl::enter_rt_mode() {
   rt_mode = true;
   int preempted = 0;
   for (Lane& l : lanes) {
-    if (is_rt(client_of(l))) continue;
-    observe(l);
-    settle(l);
-    // Padded launches ignore the flag and run to their end: only launches after them can be cut.
-    const uint64_t uncut = std::max(l.completed, l.padded_through);
-    if (!l.task || l.launched == uncut) continue;
+    if (is_rt(client_of(l)) || !l.task) continue;
+    // Only the completion counter, read before the flag goes up, is needed here: errors, spans
+    // and tasks that ended wait for the next poll (observe and settle on five BE lanes took
+    // 12 us of the RT request's way, DISB C on the H200). Padded launches ignore the flag and
+    // run to their end: only launches after them can be cut.
+    const uint64_t uncut = std::max(device.completed(l.stream), l.padded_through);
+    if (l.launched == uncut) continue;
     ++preempted;
     ++l.task->preemptions;
     if (traits.raises_flag) l.cut_at = uncut;

@@ -422,6 +422,10 @@ void Scheduler::Impl::poll() {
   }
   admit();
   lap(PollPhase::kAdmit);
+  if (traits.layout == LaneLayout::kRtQueue) {
+    start_rt_first();
+    lap(PollPhase::kLaunch);
+  }
   for (Lane& l : lanes) {
     observe(l);
     settle(l);

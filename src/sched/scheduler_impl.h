@@ -120,6 +120,8 @@ struct Scheduler::Impl {
   void leave_rt_mode();
   bool rt_running() const;
   void start_rt(TaskPtr t);
+  void start_next_rt();   // the RT queue's head, when no RT task runs
+  void start_rt_first();  // the same, having read only the RT lanes' completions
   void schedule_rt_queue();
 
   // ---- padding (padding.cpp) ----

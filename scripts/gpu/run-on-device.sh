@@ -159,7 +159,7 @@ fi
 if has_step serve; then
   # The server over gRPC on loopback (issue 17's targets): overhead against in-process requests,
   # and the RT p99 beside closed-loop BE clients against the RT client alone. SERVE_ARGS pass
-  # through (--rt-single-launch).
+  # through (--rt-launch per-kernel, --rt-sm-copies).
   # shellcheck disable=SC2086
   timeout -k 5 "${SERVE_LIMIT:-150}" "$bin/atoll" bench serve --device cuda --rt "${SERVE_RT:-resnet50:100}" \
     --be "${SERVE_BE:-resnet152:8,bert_base:8}" --duration "${SERVE_SECONDS:-10}" --requests 1000 ${SERVE_ARGS:-} \

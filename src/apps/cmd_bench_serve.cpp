@@ -26,7 +26,7 @@ struct ServeBenchFlags {
   std::vector<std::string> be;        // MODEL[:CONCURRENCY]
   std::string device = "auto";
   std::string mode = "reset";
-  bool rt_single_launch = false;
+  std::string rt_launch = "one";
   bool rt_sm_copies = false;
   double duration_s = 5;
   double warmup_s = 0.5;
@@ -101,7 +101,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
   serve::ServeOptions so;
   so.engine.device = f.device;
   so.engine.mode = sched::mode_from_name(f.mode);
-  so.engine.rt_single_launch = f.rt_single_launch;
+  so.engine.rt_single_launch = f.rt_launch == "one";
   so.engine.rt_sm_copies = f.rt_sm_copies;
   so.grpc_port = so.http_port = so.metrics_port = 0;
   so.models.push_back("rt=" + rt_zoo);
@@ -174,7 +174,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
   nlohmann::json j;
   j["device"] = server.engine().device_description();
   j["mode"] = f.mode;
-  j["rt_single_launch"] = f.rt_single_launch;
+  j["rt_launch"] = f.rt_launch;
   j["rt_sm_copies"] = f.rt_sm_copies;
   j["rt_model"] = rt_zoo;
   j["overhead"] = {{"requests", f.requests},
@@ -209,8 +209,10 @@ void add_serve_bench_command(CLI::App& bench) {
       ->check(CLI::IsMember({"auto", "cuda", "cpu", "sim"}))
       ->default_str(f->device);
   cmd->add_option("--mode", f->mode, "Scheduling mode of the server")->default_str(f->mode);
-  cmd->add_flag("--rt-single-launch", f->rt_single_launch,
-                "The server launches each RT request's kernels in one call (a CUDA graph)");
+  cmd->add_option("--rt-launch", f->rt_launch,
+                  "How the server launches an RT request's kernels: one (a single call, a CUDA graph) or per-kernel")
+      ->check(CLI::IsMember({"per-kernel", "one"}))
+      ->default_str(f->rt_launch);
   cmd->add_flag("--rt-sm-copies", f->rt_sm_copies, "The server moves RT requests' copies onto the SMs (CUDA)");
   cmd->add_option("--duration", f->duration_s, "Seconds of each load phase")->check(CLI::Range(1e-2, 3600.0));
   cmd->add_option("--warmup", f->warmup_s, "Unmeasured seconds before each load phase")->check(CLI::Range(0.0, 600.0));

@@ -65,8 +65,11 @@ void add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 1023));
   cmd->add_option("--mode", f->mode, "Scheduling mode: rt-only, seq, streams, streams-prio, wait, reset")
       ->default_str("reset");
-  cmd->add_flag("--rt-single-launch", o.engine.rt_single_launch,
-                "Launch each RT request's kernels in one call (a CUDA graph) instead of one call per kernel");
+  cmd->add_option_function<std::string>(
+         "--rt-launch", [&o](const std::string& v) { o.engine.rt_single_launch = v == "one"; },
+         "How an RT request's kernels are launched: one (a single call, a CUDA graph) or per-kernel (one call each)")
+      ->check(CLI::IsMember({"per-kernel", "one"}))
+      ->default_str("one");
   cmd->add_flag("--rt-sm-copies", o.engine.rt_sm_copies,
                 "Move RT requests' inputs and outputs across PCIe with kernels over mapped memory instead of "
                 "copy engines, where they queue behind BE requests' copies (CUDA)");

@@ -36,7 +36,7 @@ struct RtPathFlags {
   std::string rt_arrival = "armed";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
-  std::string rt_launch = "per-kernel";
+  std::string rt_launch = "one";
 };
 
 inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {

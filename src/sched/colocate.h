@@ -166,7 +166,7 @@ struct ColocateOptions {
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // Workload::staged_inputs
   bool rt_sm_copies = false;  // Workload::rt_sm_copies
-  bool rt_single_launch = false;  // SchedulerOptions::rt_single_launch
+  bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

@@ -51,7 +51,7 @@ struct SchedulerOptions {
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
   // holds. Not in the padding modes, which follow an RT task by the ends of its kernels.
-  bool rt_single_launch = false;
+  bool rt_single_launch = true;
   // Work waiting on the device with no launch ending and no task finishing for this long fails
   // every request with an error naming what the scheduler waits on, instead of hanging.
   DeviceTime stall_timeout_ns = 10'000'000'000;

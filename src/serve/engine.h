@@ -37,7 +37,7 @@ struct EngineOptions {
   std::vector<int> devices;
   sched::Mode mode = sched::Mode::kReset;
   int inflight_cap = 4;
-  bool rt_single_launch = false;  // sched::SchedulerOptions::rt_single_launch
+  bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
   bool rt_sm_copies = false;      // RT instances' copies on the SMs (sched::ExecDevice::set_sm_copies; CUDA only)
   // Requests of a class accepted and not yet answered; one more is refused (resource exhausted).
   int64_t max_queue_rt = 64;

@@ -131,6 +131,13 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                              static_cast<double>(calls[i].longest_ns) / 1e3, calls[i].over_100us);
     }
     if (!slowest.empty()) fmt::print("  slowest device calls in {}: {}\n", run.mode, slowest);
+    std::string by_op;
+    for (size_t i = 0; i < std::min<size_t>(run.launches_by_op.size(), 4); ++i) {
+      const bench::DeviceCallStats& c = run.launches_by_op[i];
+      by_op += fmt::format("{}{} {} x {:.1f} us", i ? ", " : "", c.call, c.count,
+                           static_cast<double>(c.total_ns) / static_cast<double>(c.count) / 1e3);
+    }
+    if (!by_op.empty()) fmt::print("  kernel launches in {} (host, by op): {}\n", run.mode, by_op);
     if (const auto& c = run.gpu_clock) {
       fmt::print("  GPU in {}: SM clock mean {:.0f} MHz (min {:.0f}, max {:.0f}), power mean {:.0f} W\n", run.mode,
                  c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean);

@@ -136,6 +136,18 @@ nlohmann::json dist_json(const Distribution& d) {
   return {{"count", d.count}, {"mean", d.mean},  {"p50", d.p50}, {"p90", d.p90},
           {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}, {"p99_ci", {d.p99_low, d.p99_high}}};
 }
+
+nlohmann::json call_stats_json(const std::vector<DeviceCallStats>& calls) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const DeviceCallStats& c : calls) {
+    out.push_back({{"call", c.call},
+                   {"count", c.count},
+                   {"over_100us", c.over_100us},
+                   {"mean_us", c.count ? static_cast<double>(c.total_ns) / c.count / 1e3 : 0.0},
+                   {"longest_us", static_cast<double>(c.longest_ns) / 1e3}});
+  }
+  return out;
+}
 }  // namespace
 
 nlohmann::json results_json(const BenchResults& r) {
@@ -190,14 +202,8 @@ nlohmann::json results_json(const BenchResults& r) {
                              {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
     mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
     mj["first_failure"] = r.runs[i].first_failure;
-    mj["device_calls"] = nlohmann::json::array();
-    for (const DeviceCallStats& c : r.runs[i].device_calls) {
-      mj["device_calls"].push_back({{"call", c.call},
-                                    {"count", c.count},
-                                    {"over_100us", c.over_100us},
-                                    {"mean_us", c.count ? static_cast<double>(c.total_ns) / c.count / 1e3 : 0.0},
-                                    {"longest_us", static_cast<double>(c.longest_ns) / 1e3}});
-    }
+    mj["device_calls"] = call_stats_json(r.runs[i].device_calls);
+    mj["launches_by_op"] = call_stats_json(r.runs[i].launches_by_op);
     mj["rt_armed"] = r.runs[i].rt_armed;
     mj["inputs_staged_clients"] = r.runs[i].staged_clients;
     if (const auto& c = r.runs[i].gpu_clock) {

@@ -64,6 +64,7 @@ struct ModeRun {
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
   std::optional<GpuClockSummary> gpu_clock;  // real devices with NVML only
   std::vector<DeviceCallStats> device_calls;  // every kind called at least once
+  std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first
   bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
   int staged_clients = 0;
 };

@@ -224,7 +224,10 @@ class Runner {
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
     run.staged_clients = wr.staged_clients;
-    if (sw.real_time) run.device_calls = recorder.call_stats();  // host times mean nothing on the simulator
+    if (sw.real_time) {  // host times mean nothing on the simulator
+      run.device_calls = recorder.call_stats();
+      run.launches_by_op = recorder.launch_stats_by_op();
+    }
     if (traced) add_timeline(run, wr, recorder, window_from_ms);
     run.gpu_clock = clock.stop();
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());

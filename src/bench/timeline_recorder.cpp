@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <set>
 
+#include "ir/op.h"
+
 namespace atl::bench {
 
 TimelineRecorder::TimelineRecorder(sched::ExecDevice& inner, sched::DeviceTime from, sched::DeviceTime to)
@@ -20,13 +22,21 @@ sched::StreamId TimelineRecorder::create_stream(sched::StreamPriority priority) 
   return s;
 }
 
-TimelineRecorder::CallTimer::~CallTimer() {
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
-  DeviceCallStats& c = recorder.calls_[static_cast<size_t>(call)];
+namespace {
+
+void tally(DeviceCallStats& c, int64_t ns) {
   ++c.count;
   c.over_100us += ns > 100'000 ? 1 : 0;
   c.total_ns += ns;
   c.longest_ns = std::max<int64_t>(c.longest_ns, ns);
+}
+
+}  // namespace
+
+TimelineRecorder::CallTimer::~CallTimer() {
+  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - began).count();
+  tally(slot, ns);
+  if (also != nullptr) tally(*also, ns);
 }
 
 std::vector<DeviceCallStats> TimelineRecorder::call_stats() const {
@@ -42,6 +52,16 @@ std::vector<DeviceCallStats> TimelineRecorder::call_stats() const {
   return out;
 }
 
+std::vector<DeviceCallStats> TimelineRecorder::launch_stats_by_op() const {
+  std::vector<DeviceCallStats> out;
+  for (const auto& [op, stats] : launches_by_op_) {
+    out.push_back(stats);
+    out.back().call = std::string(op_name(op));
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.total_ns > b.total_ns; });
+  return out;
+}
+
 bool TimelineRecorder::in_window() {
   const sched::DeviceTime at = inner_.now();
   return at >= from_ && at < to_;
@@ -54,7 +74,8 @@ sched::LaunchOptions TimelineRecorder::timed(sched::LaunchOptions options) {
 
 uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId instance, int kernel,
                                   const sched::LaunchOptions& options) {
-  const CallTimer timer(*this, Call::kLaunch);
+  const OpKind op = inner_.program(instance).kernels.at(static_cast<size_t>(kernel)).op;
+  const CallTimer timer(*this, Call::kLaunch, &launches_by_op_[op]);
   if (!in_window()) return inner_.launch(stream, instance, kernel, options);
   const uint64_t seq = inner_.launch(stream, instance, kernel, timed(options));
   pending_[stream].push_back({seq, instance, kernel, options.preemptible});

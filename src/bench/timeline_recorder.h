@@ -35,6 +35,10 @@ class TimelineRecorder final : public sched::ExecDevice {
   // and now apart), the kinds never called left out.
   std::vector<DeviceCallStats> call_stats() const;
 
+  // Host time of single-kernel launches by the kernel's op (Conv, Concat, ...), most total time
+  // first: which kernels make a launch expensive.
+  std::vector<DeviceCallStats> launch_stats_by_op() const;
+
   std::string name() const override { return inner_.name(); }
   std::string description() const override { return inner_.description(); }
   void bind_thread() override { inner_.bind_thread(); }
@@ -109,12 +113,13 @@ class TimelineRecorder final : public sched::ExecDevice {
     kHold, kRelease, kEnqueueInputs, kStageInputs, kSynchronize, kCount
   };
   struct CallTimer {
-    CallTimer(TimelineRecorder& r, Call c) : recorder(r), call(c), began(std::chrono::steady_clock::now()) {}
+    CallTimer(TimelineRecorder& r, Call c, DeviceCallStats* also = nullptr)
+        : slot(r.calls_[static_cast<size_t>(c)]), also(also), began(std::chrono::steady_clock::now()) {}
     ~CallTimer();
     CallTimer(const CallTimer&) = delete;
     CallTimer& operator=(const CallTimer&) = delete;
-    TimelineRecorder& recorder;
-    Call call;
+    DeviceCallStats& slot;
+    DeviceCallStats* also;  // a second tally of the same call (launches by op)
     std::chrono::steady_clock::time_point began;
   };
   struct Pending {
@@ -154,6 +159,7 @@ class TimelineRecorder final : public sched::ExecDevice {
   // goes up when that hold is released, not when it was enqueued).
   std::map<sched::StreamId, std::deque<bool>> holds_;
   std::array<DeviceCallStats, static_cast<size_t>(Call::kCount)> calls_{};
+  std::map<OpKind, DeviceCallStats> launches_by_op_;
 };
 
 }  // namespace atl::bench

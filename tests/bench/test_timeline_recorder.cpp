@@ -27,7 +27,10 @@ class ProbeDevice final : public sched::ExecDevice {
   std::string pci_bus_id() const override { return "0000:42:00.0"; }
   CompileTarget target() const override { return {}; }
   bool computes() const override { return false; }
-  sched::InstanceId load(const Program&, const WeightStore&) override { return 0; }
+  sched::InstanceId load(const Program& p, const WeightStore&) override {
+    program_ = p;
+    return 0;
+  }
   const Program& program(sched::InstanceId) const override { return program_; }
   bool write_inputs(sched::InstanceId, sched::StreamId, std::span<const Tensor>,
                     const std::function<bool()>&) override {
@@ -83,6 +86,38 @@ TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
 
   EXPECT_EQ(recorder.set_l2_residency(0, nullptr, l2::L2Device{}), 4096);
   EXPECT_EQ(inner.residency_calls, 1);
+}
+
+// Launch host times by op: every single-kernel launch counted once under its kernel's op, most
+// total time first; outside the trace window as inside it.
+TEST(TimelineRecorder, TalliesLaunchesByTheKernelsOp) {
+  ProbeDevice inner;
+  TimelineRecorder recorder(inner, 0, 5);  // the probe's clock reads 7: every launch is outside
+  Program p;
+  for (OpKind op : {OpKind::kConv2d, OpKind::kRelu, OpKind::kConv2d, OpKind::kConcat, OpKind::kConv2d}) {
+    Kernel k;
+    k.op = op;
+    p.kernels.push_back(k);
+  }
+  recorder.load(p, WeightStore{});
+  for (int round = 0; round < 2; ++round) {
+    for (int k = 0; k < 5; ++k) recorder.launch(0, 0, k, sched::LaunchOptions{});
+  }
+  const std::vector<DeviceCallStats> by_op = recorder.launch_stats_by_op();
+  ASSERT_EQ(by_op.size(), 3u);
+  int64_t total = 0;
+  for (const DeviceCallStats& c : by_op) {
+    total += c.count;
+    EXPECT_EQ(c.count, c.call == "Conv2d" ? 6 : 2) << c.call;
+    EXPECT_GE(c.longest_ns * c.count, c.total_ns) << c.call;
+  }
+  EXPECT_EQ(total, 10);
+  for (size_t i = 1; i < by_op.size(); ++i) EXPECT_GE(by_op[i - 1].total_ns, by_op[i].total_ns);
+  const std::vector<DeviceCallStats> calls = recorder.call_stats();
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0].call, "launch");
+  EXPECT_EQ(calls[0].count, 10);
+  EXPECT_THROW(recorder.launch(0, 0, 5, sched::LaunchOptions{}), std::out_of_range);
 }
 
 }  // namespace

@@ -5,10 +5,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <system_error>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_plan.h"
@@ -32,6 +35,33 @@ DType host_dtype(const TensorSpec& spec) {
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
 constexpr int kOutputBlocksAtLoad = 3;
+
+// Copy-engine copies in pieces of ATOLL_CUDA_COPY_CHUNK_KB (unset or 0: one copy each). One
+// 19 MB BE upload (VGG-19 batch 32) holds the copy engine ~0.8 ms, and an RT upload queued
+// behind it waits that long (DISB F preemption latency p99 308 us on the H200); in pieces, the
+// engine may take the RT copy between two. Not yet measured, hence off by default.
+size_t copy_chunk_bytes() {
+  static const size_t bytes = [] {
+    const char* env = std::getenv("ATOLL_CUDA_COPY_CHUNK_KB");
+    if (env == nullptr || *env == '\0') return size_t{0};
+    size_t kb = 0;
+    const char* end = env + std::strlen(env);
+    const auto [ptr, ec] = std::from_chars(env, end, kb);
+    ATOLL_CHECK(ec == std::errc() && ptr == end && kb <= (size_t{1} << 30), kInvalidArgument,
+                "ATOLL_CUDA_COPY_CHUNK_KB must be a number of KiB (0: whole copies), got '{}'", env);
+    return kb * 1024;
+  }();
+  return bytes;
+}
+
+void copy_in_chunks(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  const size_t chunk = copy_chunk_bytes() == 0 ? bytes : copy_chunk_bytes();
+  for (size_t done = 0; done < bytes; done += chunk) {
+    const size_t n = std::min(chunk, bytes - done);
+    ATL_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + done, static_cast<const std::byte*>(src) + done, n,
+                                   kind, stream));
+  }
+}
 
 // Elements a weight takes on the device: its own, or the padded filter's.
 int64_t device_elems(const TensorSpec& spec, WeightFormat f) {
@@ -232,7 +262,7 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
   if (sm_copies_) {
     launch_sm_copy(input_staging_device_[i], raw, bytes, stream);
   } else {
-    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
+    copy_in_chunks(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream);
   }
   if (spec.dtype == DType::kF16) launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
@@ -322,7 +352,7 @@ void CudaInstanceImpl::enqueue_output_copy(size_t i, const OutputBlock& block, c
     launch_sm_copy(stored, block.device + output_block_offsets_[i], bytes, stream);
   } else {
     auto* host = static_cast<std::byte*>(block.memory->get()) + output_block_offsets_[i];
-    ATL_CUDA_CHECK(cudaMemcpyAsync(host, stored, bytes, cudaMemcpyDeviceToHost, stream));
+    copy_in_chunks(host, stored, bytes, cudaMemcpyDeviceToHost, stream);
   }
 }
 

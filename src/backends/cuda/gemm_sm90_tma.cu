@@ -13,6 +13,8 @@
 // they stop at once and tell the producer through a shared word; it stops issuing and waits for
 // the copies in flight, which must land before the block's shared memory is released.
 #include <algorithm>
+#include <array>
+#include <functional>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_common.cuh"
@@ -216,7 +218,7 @@ EncodeTiledFn encode_tiled() {
 
 // A row-major [rows, cols] fp16 matrix with `row_elems` between rows, read in boxes of 64
 // columns by `box_rows` rows in the 128-byte swizzle wgmma's descriptors describe.
-CUtensorMap matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
+CUtensorMap encode_matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
   CUtensorMap map{};
   const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
   const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * sizeof(__half)};
@@ -228,6 +230,32 @@ CUtensorMap matrix_map(const __half* base, int rows, int cols, int row_elems, in
   ATOLL_CHECK(r == CUDA_SUCCESS, kCuda, "cuTensorMapEncodeTiled failed ({}) for kernel '{}' ({} x {}, row stride {})",
               static_cast<int>(r), name, rows, cols, row_elems);
   return map;
+}
+
+// A map is a pure function of its operands, so a launch whose operands were seen before reuses
+// it: the scheduler launches a BE task's TMA GEMMs one by one, and encoding two maps on each
+// launch was host time on its thread. Direct-mapped, per thread (no lock on the launch path).
+CUtensorMap matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
+  struct Entry {
+    const __half* base = nullptr;
+    int rows = 0, cols = 0, row_elems = 0, box_rows = 0;
+    CUtensorMap map{};
+  };
+  constexpr size_t kEntries = 256;
+  thread_local std::array<Entry, kEntries> cache{};
+  const size_t h = std::hash<const void*>{}(base) ^ (static_cast<size_t>(rows) * 0x9E3779B97F4A7C15ull) ^
+                   (static_cast<size_t>(cols) << 20) ^ (static_cast<size_t>(row_elems) << 40) ^
+                   static_cast<size_t>(box_rows);
+  Entry& e = cache[h % kEntries];
+  if (e.base != base || e.rows != rows || e.cols != cols || e.row_elems != row_elems || e.box_rows != box_rows) {
+    e.map = encode_matrix_map(base, rows, cols, row_elems, box_rows, name);  // throws before the entry changes
+    e.base = base;
+    e.rows = rows;
+    e.cols = cols;
+    e.row_elems = row_elems;
+    e.box_rows = box_rows;
+  }
+  return e.map;
 }
 
 template <int BN, int STAGES>

@@ -19,6 +19,8 @@ SimGpuConfig small_gpu() {
   c.sm_count = 2;
   c.blocks_per_sm = 2;
   c.launch_call_ns = 3000;
+  c.memop_call_ns = 3000;
+  c.query_call_ns = 0;
   c.launch_latency_ns = 5000;
   c.flag_write_ns = 1500;
   c.block_exit_ns = 300;

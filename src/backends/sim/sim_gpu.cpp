@@ -21,8 +21,8 @@ SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
   ATOLL_CHECK(config.peak_flops > 0 && config.peak_bytes_per_s > 0, kInvalidArgument,
               "simulated GPU peaks must be positive (flops {}, bytes/s {})", config.peak_flops,
               config.peak_bytes_per_s);
-  ATOLL_CHECK(config.launch_call_ns >= 0 && config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 &&
-                  config.block_exit_ns >= 0 && config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
+  ATOLL_CHECK(config.launch_call_ns >= 0 && config.memop_call_ns >= 0 && config.query_call_ns >= 0 &&
+                  config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 && config.block_exit_ns >= 0 && config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
                   config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1 &&
                   config.gemm_check_k >= 1 && config.item_elems >= 1,
               kInvalidArgument,
@@ -84,7 +84,7 @@ void SimGpu::write_flag(int stream, bool raised) {
   item.visible = now_ + config_.flag_write_ns;
   s.items.push_back(item);
   if (s.items.size() == 1) activate_head(stream);
-  advance(config_.launch_call_ns);
+  advance(config_.memop_call_ns);
 }
 
 void SimGpu::hold(int stream) {
@@ -94,7 +94,7 @@ void SimGpu::hold(int stream) {
   item.issued = now_;
   item.visible = kSimForever;
   s.items.push_back(item);
-  advance(config_.launch_call_ns);
+  advance(config_.memop_call_ns);
 }
 
 void SimGpu::release(int stream) {
@@ -128,6 +128,7 @@ std::optional<SimSpan> SimGpu::span(int stream, uint64_t seq) const {
 
 std::exception_ptr SimGpu::take_error(int stream) {
   Stream& s = stream_at(stream);
+  advance(config_.query_call_ns);
   std::exception_ptr e = s.error;
   s.error = nullptr;
   return e;

@@ -28,7 +28,12 @@ struct SimGpuConfig {
   SimTime block_floor_ns = 2000;     // shortest block: its fixed start-up and write-back cost
   int64_t elems_per_block = 4096;    // output elements one block computes (the grid-size model)
   SimTime split_block_ns = 20000;    // longer blocks are split (split-K, reductions), up to every slot
-  SimTime launch_call_ns = 3000;     // host time one launch or stream memory-op call takes
+  // Host time of the calls the scheduler makes, from DISB C reset on the H200 (session 12,
+  // modes[].device_calls): a kernel launch with its completion write 7.8 us, a stream memory
+  // op (hold, flag write) 2.1 us, a stream's error query 2.2 us.
+  SimTime launch_call_ns = 7800;     // one launch call (a kernel, or a whole program at once)
+  SimTime memop_call_ns = 2000;      // one stream memory-op call: a hold or a flag write
+  SimTime query_call_ns = 2200;      // take_error's query of a stream
   SimTime launch_latency_ns = 5000;  // from the launch call until the kernel can start on the device
   SimTime flag_write_ns = 1500;      // a stream memory write from its call until it lands
   SimTime gate_open_ns = 1500;       // a host store releasing held work until the stream moves

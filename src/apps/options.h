@@ -30,8 +30,8 @@ inline const CLI::Validator kNotNegative(
     },
     "NOT NEGATIVE");
 
-// How an RT request reaches the device in colocate and DISB: --rt-arrival and --inputs.
-// How an RT request reaches the device (colocate and DISB).
+// How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies
+// and --rt-launch.
 struct RtPathFlags {
   std::string rt_arrival = "armed";
   std::string inputs = "staging";
@@ -54,9 +54,10 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
                   "BE clients' copies) or sms (kernels over mapped host memory)")
       ->check(CLI::IsMember({"copy-engine", "sms"}));
   cmd->add_option("--rt-launch", f.rt_launch,
-                  "how an RT task's kernels are launched: per-kernel (one host call each) or one (a single call "
-                  "for the whole task: a CUDA graph; not in the padding modes)")
-      ->check(CLI::IsMember({"per-kernel", "one"}));
+                  "how an RT task's kernels are launched: one (a single call for the whole task: a CUDA graph; not "
+                  "in the padding modes) or per-kernel (one host call each)")
+      ->check(CLI::IsMember({"per-kernel", "one"}))
+      ->default_str(f.rt_launch);
 }
 
 struct ModelFlags {

@@ -128,6 +128,9 @@ void run_serve_bench(const ServeBenchFlags& f) {
   const serve::ModelStats after_remote = server.engine().stats().model("rt");
   const serve::LoadSamples remote_shm =
       serve::sequential_grpc_shm(target, server.engine(), rt_request.request, f.requests);
+  const serve::LoadSamples live = serve::sequential_grpc_live(target, f.requests);
+  check_samples(live, "ServerLive calls");
+  const bench::Distribution dlive = bench::distribution(live.latency_ms);
   const ServerSide local_side = server_side(at_start, after_local);
   const ServerSide remote_side = server_side(after_local, after_remote);
   const ServerSide shm_side = server_side(after_remote, server.engine().stats().model("rt"));
@@ -139,9 +142,9 @@ void run_serve_bench(const ServeBenchFlags& f) {
   const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
   fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
              "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
-             "{:+.1f} us\n",
+             "{:+.1f} us\n  gRPC floor  {} (ServerLive: no payload, no engine)\n",
              rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
-             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us);
+             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us, dist_text(dlive));
 
   const serve::LoadClient rt_client{.model = "rt", .realtime = true, .rate_hz = rt_hz, .concurrency = 1};
   const serve::LoadSamples alone = serve::run_grpc_load(target, server.engine(), {rt_client}, f.duration_s, f.warmup_s)[0];
@@ -186,6 +189,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
                    {"grpc_shm_ms", dist_json(ds)},
                    {"grpc_shm_server", server_side_json(shm_side)},
                    {"p50_overhead_shm_us", shm_overhead_us},
+                   {"grpc_live_ms", dist_json(dlive)},
                    {"failed", local.failed + remote.failed + remote_shm.failed}};
   j["rt_rate_hz"] = rt_hz;
   j["duration_s"] = f.duration_s;

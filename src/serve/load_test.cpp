@@ -280,6 +280,21 @@ LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine,
   return s;
 }
 
+LoadSamples sequential_grpc_live(const std::string& target, int count) {
+  auto stub = make_stub(target);
+  LoadSamples s;
+  const Clock::time_point began = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    const Clock::time_point sent = Clock::now();
+    grpc::ClientContext context;
+    inference::ServerLiveResponse response;
+    const grpc::Status status = stub->ServerLive(&context, inference::ServerLiveRequest{}, &response);
+    add_sample(s, ms_since(sent), status.ok() ? std::string() : status.error_message());
+  }
+  s.seconds = ms_since(began) / 1e3;
+  return s;
+}
+
 LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count) {
   auto stub = make_stub(target);
   return sequential_calls(*stub, to_message(request), count);

@@ -47,5 +47,8 @@ LoadSamples sequential_grpc(const std::string& target, const InferRequest& reque
 // extension, as perf_analyzer --shared-memory system): only the request's header travels.
 LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine, const InferRequest& request,
                                 int count);
+// `count` ServerLive calls one after the other: the round trip of an RPC with no payload and no
+// engine behind it, what gRPC alone costs on this host.
+LoadSamples sequential_grpc_live(const std::string& target, int count);
 
 }  // namespace atl::serve

@@ -96,6 +96,49 @@ nlohmann::json server_side_json(const ServerSide& s) {
           {"outputs_us", s.output}};
 }
 
+// The RT model's batch-1 request one at a time: in-process, over gRPC, over gRPC with shared
+// memory, and an empty RPC for gRPC's own floor; printed, and returned as the results' "overhead".
+nlohmann::json measure_overhead(serve::Server& server, const std::string& target, const std::string& rt_zoo,
+                                const ServeBenchFlags& f) {
+  const serve::SampleRequest rt_request = serve::sample_request(server.engine(), "rt", true, 1);
+  serve::sequential_in_process(server.engine(), rt_request.request, std::max(5, f.requests / 10));  // warm-up
+  const serve::ModelStats at_start = server.engine().stats().model("rt");
+  const serve::LoadSamples local = serve::sequential_in_process(server.engine(), rt_request.request, f.requests);
+  const serve::ModelStats after_local = server.engine().stats().model("rt");
+  const serve::LoadSamples remote = serve::sequential_grpc(target, rt_request.request, f.requests);
+  const serve::ModelStats after_remote = server.engine().stats().model("rt");
+  const serve::LoadSamples remote_shm =
+      serve::sequential_grpc_shm(target, server.engine(), rt_request.request, f.requests);
+  const ServerSide local_side = server_side(at_start, after_local);
+  const ServerSide remote_side = server_side(after_local, after_remote);
+  const ServerSide shm_side = server_side(after_remote, server.engine().stats().model("rt"));
+  const serve::LoadSamples live = serve::sequential_grpc_live(target, f.requests);
+  check_samples(local, "in-process requests");
+  check_samples(remote, "gRPC requests");
+  check_samples(remote_shm, "gRPC requests with shared memory");
+  check_samples(live, "ServerLive calls");
+  const bench::Distribution dl = bench::distribution(local.latency_ms), dr = bench::distribution(remote.latency_ms);
+  const bench::Distribution ds = bench::distribution(remote_shm.latency_ms);
+  const bench::Distribution dlive = bench::distribution(live.latency_ms);
+  const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
+  fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
+             "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
+             "{:+.1f} us\n  gRPC floor  {} (ServerLive: no payload, no engine)\n",
+             rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
+             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us, dist_text(dlive));
+  return {{"requests", f.requests},
+          {"in_process_ms", dist_json(dl)},
+          {"grpc_ms", dist_json(dr)},
+          {"p50_overhead_us", overhead_us},
+          {"in_process_server", server_side_json(local_side)},
+          {"grpc_server", server_side_json(remote_side)},
+          {"grpc_shm_ms", dist_json(ds)},
+          {"grpc_shm_server", server_side_json(shm_side)},
+          {"p50_overhead_shm_us", shm_overhead_us},
+          {"grpc_live_ms", dist_json(dlive)},
+          {"failed", local.failed + remote.failed + remote_shm.failed}};
+}
+
 void run_serve_bench(const ServeBenchFlags& f) {
   const auto [rt_zoo, rt_hz] = model_and_number(f.rt, "--rt", 100, "rate in Hz");
   serve::ServeOptions so;
@@ -119,32 +162,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
   fmt::print("atoll bench serve: {} ({}), mode {}, gRPC on {}\n", server.engine().device_name(),
              server.engine().device_description(), f.mode, target);
 
-  const serve::SampleRequest rt_request = serve::sample_request(server.engine(), "rt", true, 1);
-  serve::sequential_in_process(server.engine(), rt_request.request, std::max(5, f.requests / 10));  // warm-up
-  const serve::ModelStats at_start = server.engine().stats().model("rt");
-  const serve::LoadSamples local = serve::sequential_in_process(server.engine(), rt_request.request, f.requests);
-  const serve::ModelStats after_local = server.engine().stats().model("rt");
-  const serve::LoadSamples remote = serve::sequential_grpc(target, rt_request.request, f.requests);
-  const serve::ModelStats after_remote = server.engine().stats().model("rt");
-  const serve::LoadSamples remote_shm =
-      serve::sequential_grpc_shm(target, server.engine(), rt_request.request, f.requests);
-  const serve::LoadSamples live = serve::sequential_grpc_live(target, f.requests);
-  check_samples(live, "ServerLive calls");
-  const bench::Distribution dlive = bench::distribution(live.latency_ms);
-  const ServerSide local_side = server_side(at_start, after_local);
-  const ServerSide remote_side = server_side(after_local, after_remote);
-  const ServerSide shm_side = server_side(after_remote, server.engine().stats().model("rt"));
-  check_samples(local, "in-process requests");
-  check_samples(remote, "gRPC requests");
-  check_samples(remote_shm, "gRPC requests with shared memory");
-  const bench::Distribution dl = bench::distribution(local.latency_ms), dr = bench::distribution(remote.latency_ms);
-  const bench::Distribution ds = bench::distribution(remote_shm.latency_ms);
-  const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
-  fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
-             "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
-             "{:+.1f} us\n  gRPC floor  {} (ServerLive: no payload, no engine)\n",
-             rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
-             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us, dist_text(dlive));
+  const nlohmann::json overhead = measure_overhead(server, target, rt_zoo, f);
 
   const serve::LoadClient rt_client{.model = "rt", .realtime = true, .rate_hz = rt_hz, .concurrency = 1};
   const serve::LoadSamples alone = serve::run_grpc_load(target, server.engine(), {rt_client}, f.duration_s, f.warmup_s)[0];
@@ -180,17 +198,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
   j["rt_launch"] = f.rt_launch;
   j["rt_sm_copies"] = f.rt_sm_copies;
   j["rt_model"] = rt_zoo;
-  j["overhead"] = {{"requests", f.requests},
-                   {"in_process_ms", dist_json(dl)},
-                   {"grpc_ms", dist_json(dr)},
-                   {"p50_overhead_us", overhead_us},
-                   {"in_process_server", server_side_json(local_side)},
-                   {"grpc_server", server_side_json(remote_side)},
-                   {"grpc_shm_ms", dist_json(ds)},
-                   {"grpc_shm_server", server_side_json(shm_side)},
-                   {"p50_overhead_shm_us", shm_overhead_us},
-                   {"grpc_live_ms", dist_json(dlive)},
-                   {"failed", local.failed + remote.failed + remote_shm.failed}};
+  j["overhead"] = overhead;
   j["rt_rate_hz"] = rt_hz;
   j["duration_s"] = f.duration_s;
   j["rt_alone_ms"] = dist_json(da);

@@ -148,6 +148,69 @@ nlohmann::json call_stats_json(const std::vector<DeviceCallStats>& calls) {
   }
   return out;
 }
+
+// One mode's results: `m` its statistics, `run` what the run recorded, `rt_only` the baseline's
+// statistics when the run had one.
+nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats* rt_only) {
+  nlohmann::json mj;
+  mj["mode"] = m.mode;
+  mj["duration_s"] = run.duration_ms / 1000.0;
+  mj["requests"] = run.requests.size();
+  mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
+  mj["rt_wait_us"] = dist_json(m.rt_wait_us);
+  mj["rt_run_ms"] = dist_json(m.rt_run_ms);
+  if (rt_only != nullptr && m.rt_latency_ms.count > 0) {
+    const P99Change c = p99_change(m.rt_latency_ms, rt_only->rt_latency_ms);
+    mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};
+  }
+  mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
+  mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
+  mj["preemptions"] = m.preemptions;
+  mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
+  mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
+  mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
+  mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
+  mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
+  mj["preemption_release_us"] = dist_json(m.preemption_release_us);
+  const sched::PollStats& polls = run.polls;
+  mj["scheduler_polls"] = {{"count", polls.count},
+                           {"over_50us", polls.over_50us},
+                           {"longest_us", static_cast<double>(polls.longest_ns) / 1e3},
+                           {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
+  mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
+  mj["first_failure"] = run.first_failure;
+  mj["device_calls"] = call_stats_json(run.device_calls);
+  mj["launches_by_op"] = call_stats_json(run.launches_by_op);
+  mj["rt_armed"] = run.rt_armed;
+  mj["inputs_staged_clients"] = run.staged_clients;
+  if (const auto& c = run.gpu_clock) {
+    mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
+                       {"sm_mhz_min", c->sm_mhz_min},   {"sm_mhz_max", c->sm_mhz_max},
+                       {"power_w_mean", c->power_w_mean}};
+  } else {
+    mj["gpu_clock"] = nullptr;
+  }
+  if (const auto& load = run.host_load) {
+    mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
+  } else {
+    mj["host_cpu_busy"] = nullptr;
+  }
+  for (const ClientStats& c : m.clients) {
+    mj["clients"].push_back({{"name", c.name},
+                             {"priority", c.realtime ? "rt" : "be"},
+                             {"served", c.served},
+                             {"dropped", c.dropped},
+                             {"failed", c.failed},
+                             {"latency_ms", dist_json(c.latency_ms)},
+                             {"standalone_p50_ms", c.standalone_p50_ms},
+                             {"p50_increase", c.p50_increase},
+                             {"deadline_miss_rate", c.deadline_miss_rate},
+                             {"throughput_per_s", c.throughput_per_s},
+                             {"longest_wait_ms", c.longest_wait_ms},
+                             {"preemptions", c.preemptions}});
+  }
+  return mj;
+}
 }  // namespace
 
 nlohmann::json results_json(const BenchResults& r) {
@@ -173,67 +236,8 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"staged_inputs", r.staged_inputs}, {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
                    {"rt_launch", r.rt_single_launch ? "one" : "per-kernel"},
                    {"rt_order", r.rt_order}};
-  for (size_t i = 0; i < r.stats.size(); ++i) {
-    const ModeStats& m = r.stats[i];
-    nlohmann::json mj;
-    mj["mode"] = m.mode;
-    mj["duration_s"] = r.runs[i].duration_ms / 1000.0;
-    mj["requests"] = r.runs[i].requests.size();
-    mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
-    mj["rt_wait_us"] = dist_json(m.rt_wait_us);
-    mj["rt_run_ms"] = dist_json(m.rt_run_ms);
-    if (const ModeStats* base = find_rt_only(r.stats); base != nullptr && m.rt_latency_ms.count > 0) {
-      const P99Change c = p99_change(m.rt_latency_ms, base->rt_latency_ms);
-      mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};
-    }
-    mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
-    mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
-    mj["preemptions"] = m.preemptions;
-    mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
-    mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
-    mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
-    mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
-    mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
-    mj["preemption_release_us"] = dist_json(m.preemption_release_us);
-    const sched::PollStats& polls = r.runs[i].polls;
-    mj["scheduler_polls"] = {{"count", polls.count},
-                             {"over_50us", polls.over_50us},
-                             {"longest_us", static_cast<double>(polls.longest_ns) / 1e3},
-                             {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
-    mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
-    mj["first_failure"] = r.runs[i].first_failure;
-    mj["device_calls"] = call_stats_json(r.runs[i].device_calls);
-    mj["launches_by_op"] = call_stats_json(r.runs[i].launches_by_op);
-    mj["rt_armed"] = r.runs[i].rt_armed;
-    mj["inputs_staged_clients"] = r.runs[i].staged_clients;
-    if (const auto& c = r.runs[i].gpu_clock) {
-      mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
-                         {"sm_mhz_min", c->sm_mhz_min},   {"sm_mhz_max", c->sm_mhz_max},
-                         {"power_w_mean", c->power_w_mean}};
-    } else {
-      mj["gpu_clock"] = nullptr;
-    }
-    if (const auto& load = r.runs[i].host_load) {
-      mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
-    } else {
-      mj["host_cpu_busy"] = nullptr;
-    }
-    for (const ClientStats& c : m.clients) {
-      mj["clients"].push_back({{"name", c.name},
-                               {"priority", c.realtime ? "rt" : "be"},
-                               {"served", c.served},
-                               {"dropped", c.dropped},
-                               {"failed", c.failed},
-                               {"latency_ms", dist_json(c.latency_ms)},
-                               {"standalone_p50_ms", c.standalone_p50_ms},
-                               {"p50_increase", c.p50_increase},
-                               {"deadline_miss_rate", c.deadline_miss_rate},
-                               {"throughput_per_s", c.throughput_per_s},
-                               {"longest_wait_ms", c.longest_wait_ms},
-                               {"preemptions", c.preemptions}});
-    }
-    j["modes"].push_back(std::move(mj));
-  }
+  const ModeStats* rt_only = find_rt_only(r.stats);
+  for (size_t i = 0; i < r.stats.size(); ++i) j["modes"].push_back(mode_json(r.stats[i], r.runs[i], rt_only));
   return j;
 }
 

@@ -150,6 +150,17 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     wgmma_wait<0>();
     fence_registers(acc);
     if (c.k_tiles > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
+    // A flag the tile's last check read stops the block before its epilogue, and a read issued
+    // now, in flight while the epilogue runs, is what the next tile's first check tests (it
+    // tested the read from before the epilogue: a flag raised meanwhile cost the epilogue and
+    // four more K tiles; ResNet-50 b32's 1x1 GEMMs exited in 23 us at p99 on the H200).
+    if (flag != nullptr) {
+      if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
+        if (ctid == 0) *ring.stop = 1;
+        return;
+      }
+      if (ctid == 0) pending = load_flag(flag);
+    }
 
     staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
                         ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg);

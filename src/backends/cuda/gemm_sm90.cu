@@ -150,12 +150,17 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
   wgmma_wait<0>();
   fence_registers(acc);
   cp_async_wait<0>();
-  if (n_tiles == 0 && flag != nullptr && __syncthreads_or(flag_seen)) return true;
-
-  // Every thread's copies have landed and every warpgroup's MMAs have retired: the stages hold
-  // the epilogue buffers now (a persistent block's next tile refills them only after the
-  // barrier that starts it).
-  __syncthreads();
+  // Every thread's copies have landed and every warpgroup's MMAs have retired: after this
+  // barrier the stages hold the epilogue buffers (a persistent block's next tile refills them
+  // only after the barrier that starts it). It also tests the flag the last check read, so a
+  // stopped tile skips its epilogue, and the read issued now is what the next tile's first
+  // check tests (it tested the read from before this epilogue).
+  if (flag != nullptr) {
+    if (__syncthreads_or(flag_seen)) return true;
+    if (tid == 0) flag_seen = load_flag(flag);
+  } else {
+    __syncthreads();
+  }
   float* buffers = reinterpret_cast<float*>(__cvta_shared_to_generic(smem));
   staged_epilogue<BN>(p, epilogue_target(p, bidx, split), m0 + wg * 64, n0, acc, buffers + wg * (kEpiBufBytes / 4),
                       tid % 128, wg);

@@ -313,7 +313,13 @@ void Scheduler::Impl::observe(Lane& l) {
   l.completed = c;
   note_progress();
   Task& t = *l.task;
-  if (std::exception_ptr e = device.take_error(l.stream); e && !t.error) t.error = e;
+  // A stream's error query costs ~2 us of host time (cudaStreamQuery; 481 k of them in 15 s of
+  // DISB C on the H200), so it is asked once the lane has drained, before settle() finishes or
+  // rolls back its task: a failed task runs its launched kernels out, and no result is
+  // delivered unchecked.
+  if (c == l.launched - l.parked) {
+    if (std::exception_ptr e = device.take_error(l.stream); e && !t.error) t.error = e;
+  }
   if (t.start < 0 && t.first_seq != 0 && c >= t.first_seq) {
     const auto span = device.launch_span(l.stream, t.first_seq);
     t.start = span ? span->start : device.now();

@@ -2,6 +2,7 @@
 // conserved requests, the orderings the preemption model guarantees, and its output files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -199,20 +200,33 @@ TEST(DisbOutputs, TraceShowsAWindowOfTheResetMode) {
     }
   }
   EXPECT_EQ(process, "atoll reset");
-  // C's RT client runs at 100/s: about 10 requests in 100 ms, each preempting BE work.
-  EXPECT_GT(spans_by_cat["rt"], 0);
+  // C's RT client runs at 100/s: about 10 requests in 100 ms. Each that finds BE work on the
+  // device preempts it; with the H200's launch costs the batch-1 BE lanes are host-bound, and
+  // some arrivals find every BE kernel already ended.
+  EXPECT_GE(spans_by_cat["rt"], 8);
+  EXPECT_LE(spans_by_cat["rt"], 11);
   EXPECT_GT(spans_by_cat["be"], 0);
   EXPECT_GT(preempted, 0);
-  EXPECT_GE(preempt_events, 8);
-  EXPECT_LE(preempt_events, 11);
+  EXPECT_GT(preempt_events, spans_by_cat["rt"] / 2);
+  EXPECT_LE(preempt_events, spans_by_cat["rt"] + 1);
   EXPECT_NEAR(restore_events, preempt_events, 1);
+  // A preemption stopped work: some BE kernel had not ended when the flag went up.
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "i" || e["name"].get<std::string>().rfind("preempt", 0) != 0) continue;
+    const double at = e["ts"].get<double>();
+    const bool in_flight = std::any_of(trace["traceEvents"].begin(), trace["traceEvents"].end(), [&](const auto& k) {
+      return k["ph"] == "X" && k["cat"] == "be" && k["ts"].template get<double>() + k["dur"].template get<double>() > at;
+    });
+    EXPECT_TRUE(in_flight) << "preemption at " << at << " us with no BE kernel left to stop";
+  }
   // One track per stream: reset has the RT stream and one per BE client.
   EXPECT_EQ(span_tracks.size(), s.workload.clients.size());
   for (int tid : span_tracks) EXPECT_NE(track_names[tid].find("stream"), std::string::npos);
 }
 
 // With --rt-launch one an RT task is one launch_range: one RT span per task in the timeline,
-// from its first kernel's start to its last one's end, RT latency no worse than per-kernel.
+// from its first kernel's start to its last one's end, and RT tasks of many kernels finish
+// sooner than launched one kernel at a time.
 TEST(DisbOutputs, RtTasksInOneLaunchShowAsOneSpanEach) {
   const Workload w = load_disb_workload("A", {testing::shipped_workloads_dir()});
   DisbOptions o = short_run();
@@ -234,9 +248,17 @@ TEST(DisbOutputs, RtTasksInOneLaunchShowAsOneSpanEach) {
   // A's RT client runs at 100/s: about 10 tasks in the 100 ms window.
   EXPECT_GE(rt_spans, 8);
   EXPECT_LE(rt_spans, 11);
-  o.rt_single_launch = false;
-  const BenchResults per_kernel = run_disb(w, o);
-  EXPECT_LE(one.stats[1].rt_latency_ms.p50, per_kernel.stats[1].rt_latency_ms.p50);
+  // Where it matters: D's RT models of 150-400 kernels, whose per-kernel launches (7.8 us of
+  // host time each on the H200, as on the simulator) pace the GPU; A's VGG-19 (26 kernels) is
+  // not host-bound and runs the same either way.
+  const Workload d = load_disb_workload("D", {testing::shipped_workloads_dir()});
+  DisbOptions od = o;
+  od.duration_s = 0.3;
+  od.timeline_ms = 0;
+  const BenchResults d_one = run_disb(d, od);
+  od.rt_single_launch = false;
+  const BenchResults d_per_kernel = run_disb(d, od);
+  EXPECT_LT(d_one.stats[1].rt_latency_ms.p50, 0.95 * d_per_kernel.stats[1].rt_latency_ms.p50);
 }
 
 std::string coded_error_of(const std::function<void()>& f) {

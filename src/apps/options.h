@@ -54,8 +54,8 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
                   "BE clients' copies) or sms (kernels over mapped host memory)")
       ->check(CLI::IsMember({"copy-engine", "sms"}));
   cmd->add_option("--rt-launch", f.rt_launch,
-                  "how an RT task's kernels are launched: one (a single call for the whole task: a CUDA graph; not "
-                  "in the padding modes) or per-kernel (one host call each)")
+                  "how an RT task's kernels are launched: one (a single call for the whole task: a CUDA graph) "
+                  " or per-kernel (one host call each)")
       ->check(CLI::IsMember({"per-kernel", "one"}))
       ->default_str(f.rt_launch);
 }

@@ -39,20 +39,22 @@ std::vector<uint8_t> padding_reports(const KernelCosts& rt, DeviceTime spacing) 
   return reported;
 }
 
-RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now) {
+RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now, double drift) {
   DeviceTime elapsed = now - since;
   while (!rt.reports(kernel) && elapsed >= rt.ns[static_cast<size_t>(kernel)]) {
     elapsed -= rt.ns[static_cast<size_t>(kernel)];
     ++kernel;
   }
-  return rt_window(rt, kernel, now - elapsed, now);
+  RtWindow w = rt_window(rt, kernel, now - elapsed, now);
+  w.uncertainty_ns = static_cast<DeviceTime>(drift * static_cast<double>(now - since));
+  return w;
 }
 
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns) {
   // An RT kernel past its profiled time ends at an unknown moment: nothing is planned beside it.
   if (window.rt == nullptr || window.remaining_ns <= 0) return false;
   const KernelCosts& rt = *window.rt;
-  const DeviceTime need = launch_ns + be.ns[static_cast<size_t>(kernel)];
+  const DeviceTime need = launch_ns + be.ns[static_cast<size_t>(kernel)] + window.uncertainty_ns;
   const double share = be.share[static_cast<size_t>(kernel)] + window.padded_share;
   const auto first = static_cast<size_t>(window.kernel);
   const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
@@ -97,7 +99,7 @@ RtWindow Scheduler::Impl::running_rt_window() {
       l.seen_kernel = t.cursor;
       l.seen_since = now;
     }
-    return estimated_rt_window(c.costs, t.cursor, l.seen_since, now);
+    return estimated_rt_window(c.costs, t.cursor, l.seen_since, now, options.padding_drift);
   }
   return RtWindow{};
 }

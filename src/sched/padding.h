@@ -40,6 +40,9 @@ struct RtWindow {
   int kernel = 0;
   DeviceTime remaining_ns = 0;
   double padded_share = 0;
+  // How far the GPU may have drifted from the profile since the task's last reported kernel:
+  // a padded kernel must end this much earlier than the profile says it may.
+  DeviceTime uncertainty_ns = 0;
 };
 
 // RT kernel `kernel` of `rt`, seen running since `since`, at `now`.
@@ -47,11 +50,12 @@ RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTi
 
 // The RT kernel running at `now`, when `kernel` is the first not reported ended and has been so
 // since `since`: the profile walked forward from it, up to the next kernel that reports (whose
-// end the scheduler will see; past its profiled time nothing fits, as with rt_window).
-RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now);
+// end the scheduler will see; past its profiled time nothing fits, as with rt_window). The GPU
+// runs off its profile by up to `drift` of the time walked (uncertainty_ns).
+RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now, double drift = 0);
 
-// Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends within the
-// RT kernels it would run beside (the current one and up to kPaddingLookahead after it) while
+// Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends (with the
+// window's uncertainty to spare) within the RT kernels it would run beside (the current one and up to kPaddingLookahead after it) while
 // its share, with the padded share, fits beside each of them and beside the RT kernel after its
 // end: the scheduler sees an RT kernel end only when it next looks, so that one may have begun.
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);

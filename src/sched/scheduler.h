@@ -50,7 +50,8 @@ struct SchedulerOptions {
   int armed_kernels = 16;
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
-  // holds. Not in the padding modes, which follow an RT task by the ends of its kernels.
+  // holds. In the padding modes only its last kernel then reports, and padding follows the task
+  // by its profile from its start (padding_drift); per kernel, at least every padding_resync_ns.
   bool rt_single_launch = true;
   // Work waiting on the device with no launch ending and no task finishing for this long fails
   // every request with an error naming what the scheduler waits on, instead of hanging.
@@ -58,9 +59,12 @@ struct SchedulerOptions {
   // Padding modes: how long after its launch call a padded BE kernel can start. It must end,
   // this much plus its profiled time from now, before the RT kernel beside it does.
   DeviceTime padding_launch_ns = 6'000;
-  // Padding modes: an RT kernel reports its end at least this often by its profiled time (and
-  // the last one always); 0 reports every kernel (padding_reports).
+  // Padding modes with per-kernel RT launches: an RT kernel reports its end at least this often
+  // by its profiled time (and the last one always); 0 reports every kernel (padding_reports).
   DeviceTime padding_resync_ns = 200'000;
+  // Padding modes: how far an RT task may run off its profile, as a share of the time since its
+  // last reported kernel; padded BE kernels keep that much time to spare.
+  double padding_drift = 0.05;
 };
 
 // RT mode transitions (wait and reset modes), for timelines.

@@ -4,6 +4,8 @@
 // padded kernel runs twice.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <chrono>
 #include <map>
 
@@ -51,6 +53,24 @@ TEST(PaddingFit, ABeKernelMaySpanSeveralRtKernels) {
   const KernelCosts long_rt = costs(std::vector<DeviceTime>(20, 1'000), std::vector<double>(20, 0.1));
   EXPECT_FALSE(fits_beside(be, 0, rt_window(long_rt, 0, 0, 0), 0))
       << "the lookahead stops after " << kPaddingLookahead << " kernels";
+}
+
+// With one launch per RT task only its end reports: the window walks the profile from the
+// task's start, and the time walked makes a padded kernel keep `drift` of it to spare.
+TEST(PaddingFit, DriftSinceTheLastReportIsKeptToSpare) {
+  KernelCosts rt = costs({100'000, 100'000, 100'000}, {0.2, 0.2, 0.2});
+  rt.reported = padding_reports(rt, std::numeric_limits<DeviceTime>::max());
+  EXPECT_EQ(rt.reported, (std::vector<uint8_t>{0, 0, 1}));
+  const KernelCosts be = costs({30'000}, {0.5});
+  const RtWindow early = estimated_rt_window(rt, 0, 0, 120'000, 0.05);
+  EXPECT_EQ(early.kernel, 1);
+  EXPECT_EQ(early.uncertainty_ns, 6'000);
+  EXPECT_TRUE(fits_beside(be, 0, early, 5'000));
+  const RtWindow late = estimated_rt_window(rt, 0, 0, 260'000, 0.05);
+  EXPECT_EQ(late.kernel, 2);
+  EXPECT_EQ(late.remaining_ns, 40'000);
+  EXPECT_FALSE(fits_beside(be, 0, late, 0)) << "30 us + 13 us to spare > the 40 us left";
+  EXPECT_TRUE(fits_beside(be, 0, estimated_rt_window(rt, 0, 0, 260'000, 0.0), 0)) << "no drift: 30 us fit";
 }
 
 // RT kernels report their end about every `spacing` of profiled time, and the last one always;

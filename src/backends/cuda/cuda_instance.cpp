@@ -55,7 +55,8 @@ size_t copy_chunk_bytes() {
 }
 
 void copy_in_chunks(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
-  const size_t chunk = copy_chunk_bytes() == 0 ? bytes : copy_chunk_bytes();
+  const size_t configured = copy_chunk_bytes();
+  const size_t chunk = configured == 0 ? bytes : configured;
   for (size_t done = 0; done < bytes; done += chunk) {
     const size_t n = std::min(chunk, bytes - done);
     ATL_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + done, static_cast<const std::byte*>(src) + done, n,

@@ -22,7 +22,8 @@ SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
               "simulated GPU peaks must be positive (flops {}, bytes/s {})", config.peak_flops,
               config.peak_bytes_per_s);
   ATOLL_CHECK(config.launch_call_ns >= 0 && config.memop_call_ns >= 0 && config.query_call_ns >= 0 &&
-                  config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 && config.block_exit_ns >= 0 && config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
+                  config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 && config.block_exit_ns >= 0 &&
+                  config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
                   config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1 &&
                   config.gemm_check_k >= 1 && config.item_elems >= 1,
               kInvalidArgument,

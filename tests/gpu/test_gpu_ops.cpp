@@ -156,6 +156,10 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("stem_1x1_c3_o32", Shape{1, 3, 24, 24}, 32, 1, 1, 0, 1, true, false, "none"));
   c.push_back(conv("depthwise_c32_s1", Shape{2, 32, 13, 11}, 32, 3, 1, 1, 32, true, false, "relu6"));
   c.push_back(conv("depthwise_c64_s2_residual", Shape{1, 64, 14, 14}, 64, 3, 2, 1, 64, true, true, "none"));
+  // The depthwise kernel unrolls 3x3 filters; other sizes and channels not a multiple of 8 take
+  // the general loops.
+  c.push_back(conv("depthwise_5x5_c48_s2", Shape{2, 48, 17, 15}, 48, 5, 2, 2, 48, true, false, "relu"));
+  c.push_back(conv("depthwise_c12_scalar_residual", Shape{1, 12, 9, 10}, 12, 3, 1, 1, 12, false, true, "none"));
   c.push_back(make_case("maxpool_c64", OpKind::kMaxPool,
                         {{"kernel", Ints{3, 3}}, {"stride", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}},
                         {act_input("x", Shape{2, 64, 15, 15}, Layout::kNHWC)}, Layout::kNHWC));

@@ -37,6 +37,8 @@ class ItemFlag {
     if (flag_ != nullptr) pending_ = load_flag(flag_);
     return seen;
   }
+  // The read next() issued: for items long enough that it has landed by their end.
+  __device__ __forceinline__ int latest() const { return pending_; }
 
  private:
   const int* flag_;

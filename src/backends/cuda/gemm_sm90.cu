@@ -153,8 +153,8 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
   // Every thread's copies have landed and every warpgroup's MMAs have retired: after this
   // barrier the stages hold the epilogue buffers (a persistent block's next tile refills them
   // only after the barrier that starts it). It also tests the flag the last check read, so a
-  // stopped tile skips its epilogue, and the read issued now is what the next tile's first
-  // check tests (it tested the read from before this epilogue).
+  // stopped tile skips its epilogue, and the read issued now is what the epilogue's first check
+  // tests (before it, the next tile's first check did: a raise meanwhile cost the whole epilogue).
   if (flag != nullptr) {
     if (__syncthreads_or(flag_seen)) return true;
     if (tid == 0) flag_seen = load_flag(flag);
@@ -162,9 +162,13 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
     __syncthreads();
   }
   float* buffers = reinterpret_cast<float*>(__cvta_shared_to_generic(smem));
-  staged_epilogue<BN>(p, epilogue_target(p, bidx, split), m0 + wg * 64, n0, acc, buffers + wg * (kEpiBufBytes / 4),
-                      tid % 128, wg);
-  return false;
+  const auto stop_check = [&] {
+    if (__syncthreads_or(flag_seen)) return true;
+    if (flag != nullptr && tid == 0) flag_seen = load_flag(flag);
+    return false;
+  };
+  return staged_epilogue<BN>(p, epilogue_target(p, bidx, split), m0 + wg * 64, n0, acc,
+                             buffers + wg * (kEpiBufBytes / 4), tid % 128, wg, stop_check);
 }
 
 #endif  // ATL_WGMMA_DEVICE

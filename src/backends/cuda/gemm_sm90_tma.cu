@@ -11,7 +11,8 @@
 // Preemption: the consumers read the flag every kTmaCheckTiles K tiles (one thread's read,
 // issued a check ahead and OR-ed over a named barrier of the 256 consumer threads). On a raise
 // they stop at once and tell the producer through a shared word; it stops issuing and waits for
-// the copies in flight, which must land before the block's shared memory is released.
+// the copies in flight, which must land before the block's shared memory is released. The
+// epilogue checks too, every kEpiCheckChunks of its chunks (wgmma_epilogue.cuh).
 #include <algorithm>
 #include <array>
 #include <functional>
@@ -151,9 +152,9 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     fence_registers(acc);
     if (c.k_tiles > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
     // A flag the tile's last check read stops the block before its epilogue, and a read issued
-    // now, in flight while the epilogue runs, is what the next tile's first check tests (it
-    // tested the read from before the epilogue: a flag raised meanwhile cost the epilogue and
-    // four more K tiles; ResNet-50 b32's 1x1 GEMMs exited in 23 us at p99 on the H200).
+    // now, in flight while the first chunks run, is what the epilogue's first check tests (the
+    // next tile's first check, before it: a flag raised meanwhile cost the whole epilogue, and
+    // ResNet-50 b32's one-wave 1x1 GEMMs exited in up to 23 us on the H200).
     if (flag != nullptr) {
       if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
         if (ctid == 0) *ring.stop = 1;
@@ -162,8 +163,17 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
       if (ctid == 0) pending = load_flag(flag);
     }
 
-    staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
-                        ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg);
+    const auto stop_check = [&] {
+      // Both warpgroups meet here (the chunk's barrier) and stop together.
+      if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) return true;
+      if (flag != nullptr && ctid == 0) pending = load_flag(flag);
+      return false;
+    };
+    if (staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
+                            ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, stop_check)) {
+      if (ctid == 0) *ring.stop = 1;
+      return;
+    }
   }
 }
 

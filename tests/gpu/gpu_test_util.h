@@ -34,6 +34,7 @@ class PrepareOnlyContext final : public cuda::LoadContext {
   }
   const cuda::DeviceInfo& device() const override { return info_; }
   int* index_error_flag() const override { return nullptr; }
+  const float* input_f32(const Binding&) const override { return nullptr; }  // the f16 paths
 
  private:
   std::vector<cuda::WeightFormat> formats_;

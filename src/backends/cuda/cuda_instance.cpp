@@ -239,6 +239,17 @@ void* CudaInstanceImpl::address(const Binding& b) const {
   return nullptr;
 }
 
+// enqueue_input_copy lands an f16 input's request bytes in host_io_ before converting them.
+const float* CudaInstanceImpl::input_f32(const Binding& b) const {
+  if (b.kind != Binding::Kind::kInput || b.dtype != DType::kF16) return nullptr;
+  const auto i = static_cast<size_t>(b.index);
+  const TensorSpec& spec = program_.inputs.at(i);
+  // The f32 copy is in logical order; an NHWC tensor's kernels index its stored order.
+  if (half_storage(spec).nhwc || (b.layout == Layout::kNHWC && b.shape.rank() == 4)) return nullptr;
+  const auto* base = reinterpret_cast<const float*>(host_io_.bytes_ptr() + input_host_offsets_[i]);
+  return base + b.offset / static_cast<int64_t>(dtype_size(DType::kF16));
+}
+
 WeightFormat CudaInstanceImpl::weight_format(int weight_index) const {
   return formats_.at(static_cast<size_t>(weight_index));
 }

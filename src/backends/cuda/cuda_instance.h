@@ -67,6 +67,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   WeightFormat weight_format(int weight_index) const override;
   const DeviceInfo& device() const override { return info_; }
   int* index_error_flag() const override { return index_error_device_; }
+  const float* input_f32(const Binding& b) const override;
 
   // The flag run(), run_range() and the graph pass: the instance's own, or none when disabled.
   void check_input(int index, const Tensor& t) const;

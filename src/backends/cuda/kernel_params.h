@@ -258,6 +258,9 @@ void launch_cast(const CastArgs& p, cudaStream_t s, const int* flag, const char*
 // Softmax along an axis of length `len`; consecutive axis elements are `inner` apart.
 struct SoftmaxArgs {
   const __half* x = nullptr;
+  // When set, read instead of x: the f32 values of a graph input as the host sent them, so that
+  // rows f16 cannot tell apart (10000..10003 are 8 apart in f16) keep their differences.
+  const float* x_f32 = nullptr;
   __half* y = nullptr;
   int outer = 0;
   int len = 0;

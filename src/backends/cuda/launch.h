@@ -44,6 +44,10 @@ class LoadContext {
   virtual WeightFormat weight_format(int weight_index) const = 0;
   virtual const DeviceInfo& device() const = 0;
   virtual int* index_error_flag() const = 0;  // set by Gather on an out-of-range index
+  // A graph input the host sends as f32 and the device stores as f16 keeps its f32 upload on the
+  // device (logical order, the conversion's source, written by the upload only): b's elements
+  // there, or nullptr when b is no such input or is stored NHWC.
+  virtual const float* input_f32(const Binding& b) const = 0;
 };
 
 // A GEMM-backed kernel's tile choice; exposed so tools can list and time the alternatives.

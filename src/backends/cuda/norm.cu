@@ -23,41 +23,46 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Rows along the last axis (inner == 1).
-__global__ void softmax_rows_kernel(const SoftmaxArgs p, const int* flag) {
+__device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_f32(float v) { return v; }
+
+// Rows along the last axis (inner == 1). T: __half, or float for a graph input's f32 copy.
+template <typename T>
+__global__ void softmax_rows_kernel(const T* __restrict__ xs, const SoftmaxArgs p, const int* flag) {
   const int lane = threadIdx.x & 31;
   const int warps = gridDim.x * kWarpsPerBlock;
   ItemFlag checks(flag);
   for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer; row += warps) {
     const int seen = checks.next();
-    const __half* x = p.x + row * p.len;
+    const T* x = xs + row * p.len;
     __half* y = p.y + row * p.len;
     float m = -FLT_MAX;
-    for (int j = lane; j < p.len; j += 32) m = fmaxf(m, __half2float(x[j]));
+    for (int j = lane; j < p.len; j += 32) m = fmaxf(m, to_f32(x[j]));
     m = warp_max(m);
     if (__shfl_sync(0xffffffffu, seen, 0)) return;
     float sum = 0.0f;
-    for (int j = lane; j < p.len; j += 32) sum += __expf(__half2float(x[j]) - m);
+    for (int j = lane; j < p.len; j += 32) sum += __expf(to_f32(x[j]) - m);
     const float inv = 1.0f / warp_sum(sum);
-    for (int j = lane; j < p.len; j += 32) y[j] = __float2half(__expf(__half2float(x[j]) - m) * inv);
+    for (int j = lane; j < p.len; j += 32) y[j] = __float2half(__expf(to_f32(x[j]) - m) * inv);
   }
 }
 
 // Any other axis: one thread per (outer, inner) column.
-__global__ void softmax_strided_kernel(const SoftmaxArgs p, const int* flag) {
+template <typename T>
+__global__ void softmax_strided_kernel(const T* __restrict__ xs, const SoftmaxArgs p, const int* flag) {
   const int total = p.outer * p.inner;
   ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += gridDim.x * blockDim.x) {
     if (checks.next()) return;
     const int o = i / p.inner, in = i - o * p.inner;
-    const __half* x = p.x + o * p.len * p.inner + in;
+    const T* x = xs + o * p.len * p.inner + in;
     __half* y = p.y + o * p.len * p.inner + in;
     float m = -FLT_MAX;
-    for (int j = 0; j < p.len; ++j) m = fmaxf(m, __half2float(x[j * p.inner]));
+    for (int j = 0; j < p.len; ++j) m = fmaxf(m, to_f32(x[j * p.inner]));
     float sum = 0.0f;
-    for (int j = 0; j < p.len; ++j) sum += __expf(__half2float(x[j * p.inner]) - m);
+    for (int j = 0; j < p.len; ++j) sum += __expf(to_f32(x[j * p.inner]) - m);
     const float inv = 1.0f / sum;
-    for (int j = 0; j < p.len; ++j) y[j * p.inner] = __float2half(__expf(__half2float(x[j * p.inner]) - m) * inv);
+    for (int j = 0; j < p.len; ++j) y[j * p.inner] = __float2half(__expf(to_f32(x[j * p.inner]) - m) * inv);
   }
 }
 
@@ -91,13 +96,22 @@ unsigned row_blocks(int64_t rows) {
   return blocks_for(rows, kWarpsPerBlock, kWarpsPerBlock * 32);
 }
 
+template <typename T>
+void enqueue_softmax(const T* x, const SoftmaxArgs& p, cudaStream_t s, const int* flag) {
+  if (p.inner == 1) {
+    softmax_rows_kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(x, p, flag);
+  } else {
+    softmax_strided_kernel<<<blocks_for(p.outer * p.inner, 256), 256, 0, s>>>(x, p, flag);
+  }
+}
+
 }  // namespace
 
 void launch_softmax(const SoftmaxArgs& p, cudaStream_t s, const int* flag, const char* name) {
-  if (p.inner == 1) {
-    softmax_rows_kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(p, flag);
+  if (p.x_f32 != nullptr) {
+    enqueue_softmax(p.x_f32, p, s, flag);
   } else {
-    softmax_strided_kernel<<<blocks_for(p.outer * p.inner, 256), 256, 0, s>>>(p, flag);
+    enqueue_softmax(p.x, p, s, flag);
   }
   ATL_CUDA_CHECK_LAUNCH(name);
 }

@@ -176,6 +176,8 @@ std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext
   const int axis = physical_axis(xb, normalize_axis(k.attrs.get_int("axis", -1), s.rank()));
   SoftmaxArgs p;
   p.x = half_in(k, ctx, 0, "input");
+  // keep_io_types, as ONNX's float16 converters do: a graph input is read as the host sent it.
+  p.x_f32 = ctx.input_f32(xb);
   p.y = half_out(k, ctx, 0);
   p.outer = product(s, 0, axis);
   p.len = to_int(s[axis]);

@@ -30,12 +30,13 @@ inline const CLI::Validator kNotNegative(
     },
     "NOT NEGATIVE");
 
-// How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies
-// and --rt-launch.
+// How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies,
+// --be-uploads and --rt-launch.
 struct RtPathFlags {
   std::string rt_arrival = "armed";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
+  std::string be_uploads = "copy-engine";
   std::string rt_launch = "one";
 };
 
@@ -52,6 +53,11 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
   cmd->add_option("--rt-copies", f.rt_copies,
                   "how RT clients' inputs and outputs cross PCIe (CUDA): copy-engine (DMA copies, which queue behind "
                   "BE clients' copies) or sms (kernels over mapped host memory)")
+      ->check(CLI::IsMember({"copy-engine", "sms"}));
+  cmd->add_option("--be-uploads", f.be_uploads,
+                  "how BE clients' inputs reach the device (CUDA): copy-engine (a DMA copy when the task is staged, "
+                  "which RT uploads queue behind) or sms (a preemptible copy kernel launched with the task's first "
+                  "kernel)")
       ->check(CLI::IsMember({"copy-engine", "sms"}));
   cmd->add_option("--rt-launch", f.rt_launch,
                   "how an RT task's kernels are launched: one (a single call for the whole task: a CUDA graph) "

@@ -55,6 +55,11 @@ class Driver {
         if (c.task_class == TaskClass::kRealTime) device_.set_sm_copies(c.instance, true);
       }
     }
+    if (w.be_sm_uploads) {
+      for (const WorkloadClient& c : w.clients) {
+        if (c.task_class == TaskClass::kBestEffort) device_.set_uploads_with_first_kernel(c.instance, true);
+      }
+    }
   }
 
   WorkloadRun run() {
@@ -390,6 +395,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;
+  w.be_sm_uploads = o.be_sm_uploads;
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;

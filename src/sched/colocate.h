@@ -57,6 +57,9 @@ struct Workload {
   // RT clients' uploads and downloads run on the SMs (ExecDevice::set_sm_copies), not on a copy
   // engine where they queue behind BE clients' copies.
   bool rt_sm_copies = false;
+  // BE clients' uploads are preemptible SM copies launched with their task's first kernel
+  // (ExecDevice::set_uploads_with_first_kernel), so they never hold the copy engine RT uploads use.
+  bool be_sm_uploads = false;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
   // When set, each request's outcome goes here (with the run's start) once it is answered, or
@@ -166,6 +169,7 @@ struct ColocateOptions {
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // Workload::staged_inputs
   bool rt_sm_copies = false;  // Workload::rt_sm_copies
+  bool be_sm_uploads = false;  // Workload::be_sm_uploads
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.

@@ -268,6 +268,9 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<Tensor> request_buffers(InstanceId instance) override { return inst(instance).staging_inputs(); }
 
   void set_sm_copies(InstanceId instance, bool on) override { inst(instance).set_sm_copies(on); }
+  void set_uploads_with_first_kernel(InstanceId instance, bool on) override {
+    inst(instance).set_uploads_with_first_kernel(on);
+  }
 
   DeviceTime now() override { return host_now(); }
 

@@ -42,6 +42,10 @@ void ExecDevice::set_sm_copies(InstanceId, bool) {
   ATOLL_THROW(kUnsupported, "device '{}' has no copies to move onto the SMs", name());
 }
 
+void ExecDevice::set_uploads_with_first_kernel(InstanceId, bool) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no uploads to move onto the SMs", name());
+}
+
 void ExecDevice::set_profile(InstanceId instance, ModelProfile profile) {
   if (runs_foreign_profiles()) {
     check_profile_program(profile, program(instance));

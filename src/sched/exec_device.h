@@ -143,6 +143,11 @@ class ExecDevice {
   // The instance's uploads and downloads run as kernels over mapped host memory (CUDA) instead of
   // copy-engine copies, which queue behind other streams' copies. kUnsupported by default.
   virtual void set_sm_copies(InstanceId instance, bool on);
+  // A BE instance's input upload goes with each launch of its kernel 0, as a preemptible copy
+  // by the SMs under the launch's flag (CUDA), instead of a copy-engine copy at staging: an RT
+  // upload then never waits behind it, and a task rolled back to kernel 0 uploads again.
+  // kUnsupported by default.
+  virtual void set_uploads_with_first_kernel(InstanceId instance, bool on);
 
   // ---- Kernel profiles (the padding modes) ----
   // Attaches `profile` to an instance after checking it against the instance's program and,

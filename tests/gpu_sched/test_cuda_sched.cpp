@@ -1,6 +1,7 @@
 // The scheduler's CUDA device: random preemption points on every zoo model restore bit-exactly,
 // and the scheduler in reset mode serves RT and BE requests with BE outputs unchanged, on every
-// RT path (per kernel or one graph launch, copies on the copy engines or the SMs).
+// RT path (per kernel or one graph launch, copies on the copy engines or the SMs) and with BE
+// uploads on the copy engine or with the first kernel.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -76,14 +77,16 @@ class CudaPreemption : public ::testing::TestWithParam<std::string> {};
 // another request's activations when it starts: a resume point one kernel too late reads them
 // and the outputs differ (with the same inputs every trial, stale activations would be right).
 // The resumed run must also run to the end, so a flag left up fails too.
-TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
-  REQUIRE_GPU();
+// With `uploads_with_first_kernel`, the inputs travel with each launch of kernel 0 (a BE upload
+// as a preemptible SM copy): a trial rolled back to kernel 0 must upload its inputs again.
+void check_random_preemption_points(const std::string& model, bool uploads_with_first_kernel) {
   constexpr uint64_t kCap = 4;
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
   auto device = make_cuda_exec_device();
-  const CompiledModel cm = compile_zoo_model({.name = GetParam(), .seed = seed % 1000}, device->target(), true, kCap);
+  const CompiledModel cm = compile_zoo_model({.name = model, .seed = seed % 1000}, device->target(), true, kCap);
   const InstanceId inst = device->load(cm.program, cm.weights);
+  device->set_uploads_with_first_kernel(inst, uploads_with_first_kernel);
   const StreamId be = device->create_stream(StreamPriority::kLow);
   const StreamId rt = device->create_stream(StreamPriority::kHigh);
   constexpr int kInputSets = 3;
@@ -97,7 +100,7 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
 
   Rng rng(seed);
   const int n = static_cast<int>(cm.program.kernels.size());
-  int preempted_mid_model = 0;
+  int preempted_mid_model = 0, rolled_back_to_start = 0;
   int current = kInputSets - 1;  // what the arena holds now
   for (int trial = 0; trial < 200; ++trial) {
     current = (current + 1 + static_cast<int>(rng.next_u64() % (kInputSets - 1))) % kInputSets;
@@ -116,11 +119,28 @@ TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
     const int first_unfinished = static_cast<int>(snapshot - base);
     ASSERT_LE(first_unfinished, stop_after);
     preempted_mid_model += launched - snapshot > 0;
+    rolled_back_to_start += first_unfinished == 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
     ASSERT_TRUE(same_bytes(got, want[current])) << "trial " << trial << ": resumed at kernel " << first_unfinished
                                                 << " of " << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
+  if (uploads_with_first_kernel) {
+    EXPECT_GT(rolled_back_to_start, 0) << "no trial was rolled back to kernel 0, so no upload was repeated";
+  }
+}
+
+TEST_P(CudaPreemption, RandomPreemptionPointsRestoreBitExact) {
+  REQUIRE_GPU();
+  check_random_preemption_points(GetParam(), false);
+}
+
+TEST(CudaPreemption, UploadsWithTheFirstKernelRestoreBitExact) {
+  REQUIRE_GPU();
+  for (const char* model : {"resnet18", "distilbert"}) {
+    SCOPED_TRACE(model);
+    check_random_preemption_points(model, true);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, CudaPreemption,
@@ -156,12 +176,15 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   ASSERT_FALSE(same_bytes(rt_want[0], rt_want[1]));
 
   // The default RT path, RT tasks as one graph launch, and those with the RT copies on the SMs.
+  // And BE uploads as preemptible SM copies with the first kernel.
   const struct {
-    bool single_launch, sm_copies;
-  } paths[] = {{false, false}, {true, false}, {true, true}};
+    bool single_launch, sm_copies, be_uploads_with_first_kernel;
+  } paths[] = {{false, false, false}, {true, false, false}, {true, true, false}, {true, false, true}};
   for (const auto& path : paths) {
-    SCOPED_TRACE(::testing::Message() << "single launch " << path.single_launch << ", SM copies " << path.sm_copies);
+    SCOPED_TRACE(::testing::Message() << "single launch " << path.single_launch << ", SM copies " << path.sm_copies
+                                      << ", BE uploads with the first kernel " << path.be_uploads_with_first_kernel);
     device->set_sm_copies(rt_inst, path.sm_copies);
+    device->set_uploads_with_first_kernel(be_inst, path.be_uploads_with_first_kernel);
     SchedulerOptions opts;
     opts.mode = Mode::kReset;
     opts.rt_single_launch = path.single_launch;

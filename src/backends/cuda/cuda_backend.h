@@ -128,6 +128,11 @@ class CudaInstance : public Instance {
   // upload held an RT request's 602 KB one for up to ~0.4 ms on the H200). They then take SMs
   // for their few microseconds. For the instance's idle moments only.
   virtual void set_sm_copies(bool on) = 0;
+  // On (a BE instance in the scheduler): staging inputs copies them into host staging only, and
+  // each launch of kernel 0 first uploads them by a preemptible SM copy under the same flag. So a
+  // BE upload never holds the copy engine an RT upload needs, a raise stops it like any BE kernel,
+  // and a task rolled back to kernel 0 uploads again.
+  virtual void set_uploads_with_first_kernel(bool on) = 0;
 
   // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
   // launches queued behind a device-side wait so that they run back to back.

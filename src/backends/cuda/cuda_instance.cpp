@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -35,34 +34,9 @@ DType host_dtype(const TensorSpec& spec) {
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
 constexpr int kOutputBlocksAtLoad = 3;
-
-// Copy-engine copies in pieces of ATOLL_CUDA_COPY_CHUNK_KB (unset or 0: one copy each). One
-// 19 MB BE upload (VGG-19 batch 32) holds the copy engine ~0.8 ms, and an RT upload queued
-// behind it waits that long (DISB F preemption latency p99 308 us on the H200); in pieces, the
-// engine may take the RT copy between two. Not yet measured, hence off by default.
-size_t copy_chunk_bytes() {
-  static const size_t bytes = [] {
-    const char* env = std::getenv("ATOLL_CUDA_COPY_CHUNK_KB");
-    if (env == nullptr || *env == '\0') return size_t{0};
-    size_t kb = 0;
-    const char* end = env + std::strlen(env);
-    const auto [ptr, ec] = std::from_chars(env, end, kb);
-    ATOLL_CHECK(ec == std::errc() && ptr == end && kb <= (size_t{1} << 30), kInvalidArgument,
-                "ATOLL_CUDA_COPY_CHUNK_KB must be a number of KiB (0: whole copies), got '{}'", env);
-    return kb * 1024;
-  }();
-  return bytes;
-}
-
-void copy_in_chunks(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
-  const size_t configured = copy_chunk_bytes();
-  const size_t chunk = configured == 0 ? bytes : configured;
-  for (size_t done = 0; done < bytes; done += chunk) {
-    const size_t n = std::min(chunk, bytes - done);
-    ATL_CUDA_CHECK(cudaMemcpyAsync(static_cast<std::byte*>(dst) + done, static_cast<const std::byte*>(src) + done, n,
-                                   kind, stream));
-  }
-}
+// Blocks of a BE upload's SM copy (set_uploads_with_first_kernel): 64 x 256 threads keep 256 KB
+// in flight, above PCIe's bandwidth times its ~2 us round trip, and leave the SMs to kernels.
+constexpr int kUploadBlocks = 64;
 
 // Elements a weight takes on the device: its own, or the padded filter's.
 int64_t device_elems(const TensorSpec& spec, WeightFormat f) {
@@ -266,15 +240,17 @@ void CudaInstanceImpl::check_input(int index, const Tensor& t) const {
               "input '{}': NHWC storage of {} tensors", spec.name, dtype_name(spec.dtype));
 }
 
-void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream) {
+void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream, const int* flag) {
   const TensorSpec& spec = program_.inputs[i];
   const size_t bytes = input_staging_[i].size();
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
   std::byte* raw = spec.dtype == DType::kF16 ? host_io_.bytes_ptr() + input_host_offsets_[i] : stored;
-  if (sm_copies_) {
+  if (uploads_with_first_kernel_) {
+    launch_sm_copy(input_staging_device_[i], raw, bytes, stream, flag, kUploadBlocks);
+  } else if (sm_copies_) {
     launch_sm_copy(input_staging_device_[i], raw, bytes, stream);
   } else {
-    copy_in_chunks(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream);
+    ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
   }
   if (spec.dtype == DType::kF16) launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
@@ -317,7 +293,7 @@ bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t
       copy_to_staging(dst + done, src + done, std::min(kStagingChunkBytes, inputs[i].nbytes() - done));
     }
   }
-  enqueue_inputs(stream);
+  if (!uploads_with_first_kernel_) enqueue_inputs(stream);
   return true;
 }
 
@@ -364,7 +340,7 @@ void CudaInstanceImpl::enqueue_output_copy(size_t i, const OutputBlock& block, c
     launch_sm_copy(stored, block.device + output_block_offsets_[i], bytes, stream);
   } else {
     auto* host = static_cast<std::byte*>(block.memory->get()) + output_block_offsets_[i];
-    copy_in_chunks(host, stored, bytes, cudaMemcpyDeviceToHost, stream);
+    ATL_CUDA_CHECK(cudaMemcpyAsync(host, stored, bytes, cudaMemcpyDeviceToHost, stream));
   }
 }
 
@@ -456,6 +432,9 @@ MemoryReport CudaInstanceImpl::memory() const {
 
 void CudaInstanceImpl::launch(int kernel, cudaStream_t stream, const int* flag) {
   launch_at(kernel);  // checks the index
+  if (kernel == 0 && uploads_with_first_kernel_) {
+    for (size_t i = 0; i < program_.inputs.size(); ++i) enqueue_input_copy(i, stream, flag);
+  }
   launch_windowed(static_cast<size_t>(kernel), stream, flag);
   if (residency_) set_stream_window(stream, L2Window{});
 }

@@ -49,6 +49,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void set_use_graph(bool on) override;
   void set_preemptible(bool on) override;
   void set_sm_copies(bool on) override { sm_copies_ = on; }
+  void set_uploads_with_first_kernel(bool on) override { uploads_with_first_kernel_ = on; }
   std::vector<double> time_kernels(int repeats) override;
   std::vector<GemmTuneResult> tune_gemms(int repeats) override;
   LoadTuning load_tuning() const override { return load_tuning_; }
@@ -76,7 +77,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void copy_to_staging_buffer(size_t i, const Tensor& t);
   bool is_staging(size_t i, const Tensor& t) const { return t.raw() == input_staging_[i].get(); }
   // Staging buffer i -> device (and f16 storage), then records input_copied_[i] on `stream`.
-  void enqueue_input_copy(size_t i, cudaStream_t stream);
+  // `flag`: a BE upload's (set_uploads_with_first_kernel), which stops it like a kernel.
+  void enqueue_input_copy(size_t i, cudaStream_t stream, const int* flag = nullptr);
   // Output i -> f32 (when stored f16) -> its place in `block`, on `stream`; and a tensor over the
   // last block written.
   struct OutputBlock;
@@ -123,6 +125,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<PinnedBuffer> input_staging_;  // mapped
   std::vector<void*> input_staging_device_;  // their device addresses
   bool sm_copies_ = false;                   // set_sm_copies
+  bool uploads_with_first_kernel_ = false;   // set_uploads_with_first_kernel
   // Outputs in host memory, all of a task's in one pinned block (output i at its offset). Tensors
   // handed out alias their block, which is not written again while held.
   struct OutputBlock {

@@ -39,11 +39,18 @@ __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfS
 
 // 16 bytes per thread per step: one PCIe round trip is ~1-2 us, so the copy's speed is the bytes
 // in flight, and a grid of a few hundred blocks keeps hundreds of KB in flight.
+// With a flag (a BE upload), each step tests the flag read during the step before.
 __global__ void sm_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t words,
                                const unsigned char* __restrict__ tail_src, unsigned char* __restrict__ tail_dst,
-                               int tail) {
+                               int tail, const int* flag) {
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) dst[i] = src[i];
+  ItemFlag checks(flag);
+  for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int stop = checks.next();
+    const uint4 v = src[i];
+    if (stop) return;
+    dst[i] = v;
+  }
   if (first < static_cast<size_t>(tail)) tail_dst[first] = tail_src[first];
 }
 
@@ -81,18 +88,19 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
   ATL_CUDA_CHECK_LAUNCH("storage_to_f32");
 }
 
-void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag,
+                    int max_blocks) {
   ATOLL_CHECK(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0, kInternal,
               "SM copies need 16-byte aligned pointers");
+  ATOLL_CHECK(max_blocks >= 1, kInternal, "an SM copy needs at least one block, got {}", max_blocks);
   if (bytes == 0) return;
   const size_t words = bytes / 16;
   const int tail = static_cast<int>(bytes % 16);
-  constexpr int64_t kMaxBlocks = 1024;
-  const int64_t blocks = std::clamp<int64_t>(static_cast<int64_t>((words + kThreads - 1) / kThreads), 1, kMaxBlocks);
+  const int64_t blocks = std::clamp<int64_t>(static_cast<int64_t>((words + kThreads - 1) / kThreads), 1, max_blocks);
   const auto* s = static_cast<const unsigned char*>(src);
   auto* d = static_cast<unsigned char*>(dst);
   sm_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-      reinterpret_cast<const uint4*>(src), static_cast<uint4*>(dst), words, s + words * 16, d + words * 16, tail);
+      reinterpret_cast<const uint4*>(src), static_cast<uint4*>(dst), words, s + words * 16, d + words * 16, tail, flag);
   ATL_CUDA_CHECK_LAUNCH("sm_copy");
 }
 

@@ -27,7 +27,10 @@ void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& 
 void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& s, cudaStream_t stream);
 // `bytes` from `src` to `dst` by the SMs, where one side is mapped pinned host memory: a copy
 // that must not queue on a copy engine behind other streams' copies (an RT request's input
-// behind a BE batch's 19 MB). Both pointers 16-byte aligned; not preemptible.
-void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream);
+// behind a BE batch's 19 MB). Both pointers 16-byte aligned. With a flag it is preemptible (it
+// stops within a step or two of a raise, leaving `dst` partial); `max_blocks` caps the SMs it
+// takes: a PCIe-bound copy needs only enough bytes in flight.
+void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag = nullptr,
+                    int max_blocks = 1024);
 
 }  // namespace atl::cuda

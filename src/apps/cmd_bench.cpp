@@ -169,7 +169,7 @@ void run_disb_command(const DisbFlags& f) {
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_path.rt_arrival == "armed";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
-  o.be_sm_uploads = f.rt_path.be_uploads == "sms";
+  o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";
   o.staged_inputs = f.rt_path.inputs == "staging";
   o.rt_order = sched::rt_order_from_name(f.rt_order);

@@ -155,7 +155,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_path.rt_arrival == "armed";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
-  o.be_sm_uploads = f.rt_path.be_uploads == "sms";
+  o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";
   o.staged_inputs = f.rt_path.inputs == "staging";
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));

@@ -36,7 +36,7 @@ struct RtPathFlags {
   std::string rt_arrival = "armed";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
-  std::string be_uploads = "copy-engine";
+  std::string be_uploads = "auto";
   std::string rt_launch = "one";
 };
 
@@ -56,9 +56,10 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
       ->check(CLI::IsMember({"copy-engine", "sms"}));
   cmd->add_option("--be-uploads", f.be_uploads,
                   "how BE clients' inputs reach the device (CUDA): copy-engine (a DMA copy when the task is staged, "
-                  "which RT uploads queue behind) or sms (a preemptible copy kernel launched with the task's first "
-                  "kernel)")
-      ->check(CLI::IsMember({"copy-engine", "sms"}));
+                  "which RT uploads queue behind), sms (a preemptible copy kernel launched with the task's first "
+                  "kernel) or auto (sms for uploads of 4 MiB or more)")
+      ->check(CLI::IsMember({"copy-engine", "sms", "auto"}))
+      ->default_str(f.be_uploads);
   cmd->add_option("--rt-launch", f.rt_launch,
                   "how an RT task's kernels are launched: one (a single call for the whole task: a CUDA graph) "
                   " or per-kernel (one host call each)")

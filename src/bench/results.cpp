@@ -234,7 +234,7 @@ nlohmann::json results_json(const BenchResults& r) {
   j["settings"] = {{"seed", r.seed},         {"grace_s", r.grace_s},           {"standalone_s", r.standalone_s},
                    {"warmup_s", r.warmup_s}, {"inflight_cap", r.inflight_cap}, {"armed_rt", r.armed_rt},
                    {"staged_inputs", r.staged_inputs}, {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
-                   {"be_uploads", r.be_sm_uploads ? "sms" : "copy-engine"},
+                   {"be_uploads", sched::be_uploads_name(r.be_uploads)},
                    {"rt_launch", r.rt_single_launch ? "one" : "per-kernel"},
                    {"rt_order", r.rt_order}};
   const ModeStats* rt_only = find_rt_only(r.stats);

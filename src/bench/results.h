@@ -10,6 +10,7 @@
 #include "bench/gpu_clock.h"
 #include "bench/host_load.h"
 #include "bench/workload.h"
+#include "sched/colocate.h"
 #include "sched/scheduler.h"
 
 namespace atl::bench {
@@ -143,7 +144,7 @@ struct BenchResults {
   bool armed_rt = false;    // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
   bool staged_inputs = false;  // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
   bool rt_sm_copies = false;   // sched::Workload::rt_sm_copies
-  bool be_sm_uploads = false;  // sched::Workload::be_sm_uploads
+  sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
   bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
   std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;

@@ -91,7 +91,7 @@ class Runner {
     r.armed_rt = o_.armed_rt;
     r.staged_inputs = o_.staged_inputs;
     r.rt_sm_copies = o_.rt_sm_copies;
-    r.be_sm_uploads = o_.be_sm_uploads;
+    r.be_uploads = o_.be_uploads;
     r.rt_single_launch = o_.rt_single_launch;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
@@ -179,7 +179,7 @@ class Runner {
     sw.scheduler.rt_single_launch = o_.rt_single_launch;
     sw.staged_inputs = o_.staged_inputs;
     sw.rt_sm_copies = o_.rt_sm_copies;
-    sw.be_sm_uploads = o_.be_sm_uploads;
+    sw.be_uploads = o_.be_uploads;
     sw.scheduler.rt_order = o_.rt_order;
     sw.scheduler.record_events = traced;
     for (size_t c : clients) {

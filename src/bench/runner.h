@@ -38,7 +38,7 @@ struct DisbOptions {
   bool armed_rt = true;      // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // sched::Workload::staged_inputs
   bool rt_sm_copies = false;  // sched::Workload::rt_sm_copies
-  bool be_sm_uploads = false;  // sched::Workload::be_sm_uploads
+  sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;

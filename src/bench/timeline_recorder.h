@@ -89,6 +89,7 @@ class TimelineRecorder final : public sched::ExecDevice {
   }
   std::vector<Tensor> request_buffers(sched::InstanceId instance) override { return inner_.request_buffers(instance); }
   void set_sm_copies(sched::InstanceId instance, bool on) override { inner_.set_sm_copies(instance, on); }
+  bool can_copy_on_sms() const override { return inner_.can_copy_on_sms(); }
   void set_uploads_with_first_kernel(sched::InstanceId instance, bool on) override {
     inner_.set_uploads_with_first_kernel(instance, on);
   }

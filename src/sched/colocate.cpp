@@ -17,6 +17,27 @@
 
 namespace atl::sched {
 
+const char* be_uploads_name(BeUploads u) {
+  switch (u) {
+    case BeUploads::kCopyEngine: return "copy-engine";
+    case BeUploads::kSms: return "sms";
+    case BeUploads::kAuto: return "auto";
+  }
+  return "?";
+}
+
+BeUploads be_uploads_from_name(const std::string& name) {
+  for (const BeUploads u : {BeUploads::kCopyEngine, BeUploads::kSms, BeUploads::kAuto}) {
+    if (name == be_uploads_name(u)) return u;
+  }
+  ATOLL_THROW(kInvalidArgument, "BE uploads '{}': expected copy-engine, sms or auto", name);
+}
+
+bool be_upload_on_sms(BeUploads how, int64_t bytes, bool device_can) {
+  if (how != BeUploads::kAuto) return how == BeUploads::kSms;
+  return device_can && bytes >= kBeSmUploadBytes;
+}
+
 namespace {
 
 // Open-loop requests are handed to the scheduler this long before their scheduled arrival,
@@ -55,11 +76,17 @@ class Driver {
         if (c.task_class == TaskClass::kRealTime) device_.set_sm_copies(c.instance, true);
       }
     }
-    if (w.be_sm_uploads) {
-      for (const WorkloadClient& c : w.clients) {
-        if (c.task_class == TaskClass::kBestEffort) device_.set_uploads_with_first_kernel(c.instance, true);
+    for (const WorkloadClient& c : w.clients) {
+      if (c.task_class == TaskClass::kBestEffort && be_upload_on_sms(w.be_uploads, c)) {
+        device_.set_uploads_with_first_kernel(c.instance, true);
       }
     }
+  }
+
+  bool be_upload_on_sms(BeUploads how, const WorkloadClient& c) const {
+    int64_t bytes = 0;
+    for (const Tensor& t : c.inputs) bytes += static_cast<int64_t>(t.nbytes());
+    return sched::be_upload_on_sms(how, bytes, device_.can_copy_on_sms());
   }
 
   WorkloadRun run() {
@@ -395,7 +422,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;
-  w.be_sm_uploads = o.be_sm_uploads;
+  w.be_uploads = o.be_uploads;
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;

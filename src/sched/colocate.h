@@ -22,6 +22,22 @@ namespace atl::sched {
 // rather than grown until memory runs out.
 inline constexpr int64_t kMaxArrivalsPerClient = 10'000'000;
 
+// A BE client's upload: a copy-engine copy when its task is staged, or a preemptible SM copy
+// launched with each launch of its kernel 0 (ExecDevice::set_uploads_with_first_kernel), which
+// never holds the copy engine an RT upload needs. kAuto: the SM copy for uploads of at least
+// kBeSmUploadBytes, where waiting behind one on the copy engine costs an RT request more than
+// its preemption target (a 19 MB batch-32 upload: F's preemption p99 308-387 us with the copy
+// engine, 97 us with SM copies on the H200); smaller ones stay on the copy engine, where they
+// cost less than the SM copy's bytes in flight (C's 602 KB: +6.1% RT p99 with SM copies, +3.7%
+// without).
+enum class BeUploads : uint8_t { kCopyEngine, kSms, kAuto };
+inline constexpr int64_t kBeSmUploadBytes = int64_t{4} << 20;
+const char* be_uploads_name(BeUploads u);  // "copy-engine" / "sms" / "auto"
+BeUploads be_uploads_from_name(const std::string& name);  // kInvalidArgument for others
+// Whether a BE client whose requests upload `bytes` gets the SM copy, on a device that can make
+// one or not (kSms where it cannot is the device's kUnsupported error, raised when applied).
+bool be_upload_on_sms(BeUploads how, int64_t bytes, bool device_can);
+
 struct WorkloadClient {
   std::string name;
   TaskClass task_class = TaskClass::kBestEffort;
@@ -57,9 +73,8 @@ struct Workload {
   // RT clients' uploads and downloads run on the SMs (ExecDevice::set_sm_copies), not on a copy
   // engine where they queue behind BE clients' copies.
   bool rt_sm_copies = false;
-  // BE clients' uploads are preemptible SM copies launched with their task's first kernel
-  // (ExecDevice::set_uploads_with_first_kernel), so they never hold the copy engine RT uploads use.
-  bool be_sm_uploads = false;
+  // How BE clients' inputs reach the device (BeUploads).
+  BeUploads be_uploads = BeUploads::kAuto;
   // Called every few tens of milliseconds (device time) with the time left until `duration`.
   std::function<void(DeviceTime remaining)> on_progress;
   // When set, each request's outcome goes here (with the run's start) once it is answered, or
@@ -169,7 +184,7 @@ struct ColocateOptions {
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool staged_inputs = true;  // Workload::staged_inputs
   bool rt_sm_copies = false;  // Workload::rt_sm_copies
-  bool be_sm_uploads = false;  // Workload::be_sm_uploads
+  BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.

@@ -268,6 +268,7 @@ class CudaExecDevice final : public ExecDevice {
   std::vector<Tensor> request_buffers(InstanceId instance) override { return inst(instance).staging_inputs(); }
 
   void set_sm_copies(InstanceId instance, bool on) override { inst(instance).set_sm_copies(on); }
+  bool can_copy_on_sms() const override { return true; }
   void set_uploads_with_first_kernel(InstanceId instance, bool on) override {
     inst(instance).set_uploads_with_first_kernel(on);
   }

@@ -148,6 +148,8 @@ class ExecDevice {
   // upload then never waits behind it, and a task rolled back to kernel 0 uploads again.
   // kUnsupported by default.
   virtual void set_uploads_with_first_kernel(InstanceId instance, bool on);
+  // Whether set_sm_copies and set_uploads_with_first_kernel are supported.
+  virtual bool can_copy_on_sms() const { return false; }
 
   // ---- Kernel profiles (the padding modes) ----
   // Attaches `profile` to an instance after checking it against the instance's program and,

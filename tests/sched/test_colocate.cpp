@@ -141,5 +141,32 @@ TEST(Colocate, RefusesMoreArrivalsThanTheLimit) {
   }
 }
 
+// --be-uploads: auto takes the SM copy for uploads of 4 MiB or more on a device that has it.
+TEST(Colocate, BeUploadsAutoMovesOnlyLargeUploadsOntoTheSms) {
+  EXPECT_FALSE(be_upload_on_sms(BeUploads::kAuto, 602'112, true)) << "a batch-1 image stays on the copy engine";
+  EXPECT_TRUE(be_upload_on_sms(BeUploads::kAuto, 19'267'584, true)) << "a batch-32 one goes to the SMs";
+  EXPECT_TRUE(be_upload_on_sms(BeUploads::kAuto, kBeSmUploadBytes, true));
+  EXPECT_FALSE(be_upload_on_sms(BeUploads::kAuto, kBeSmUploadBytes - 1, true));
+  EXPECT_FALSE(be_upload_on_sms(BeUploads::kAuto, 19'267'584, false)) << "no SM copies on this device";
+  EXPECT_TRUE(be_upload_on_sms(BeUploads::kSms, 16, false)) << "asked for: the device reports what it cannot do";
+  EXPECT_FALSE(be_upload_on_sms(BeUploads::kCopyEngine, 19'267'584, true));
+  for (const BeUploads u : {BeUploads::kCopyEngine, BeUploads::kSms, BeUploads::kAuto}) {
+    EXPECT_EQ(be_uploads_from_name(be_uploads_name(u)), u);
+  }
+  EXPECT_THROW(be_uploads_from_name("dma"), Error);
+}
+
+TEST(Colocate, BeUploadsOnTheSmsOfTheSimulatedGpuIsAClearError) {
+  ColocateOptions o = tiny(Mode::kReset);
+  o.be_uploads = BeUploads::kSms;
+  try {
+    run_colocate(o);
+    FAIL() << "the simulated GPU has no SM copies";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("uploads"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace atl::sched

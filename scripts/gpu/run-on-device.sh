@@ -62,11 +62,15 @@ if has_step disb; then
   # DISB_WORKLOADS: one name, "all", or a space-separated list; DISB_SECONDS per mode; DISB_MODES
   # (comma-separated) limits the modes; DISB_ARGS pass through, DISB_TAG suffixes the output folders;
   # DISB_ATOLL names another atoll binary (a branch's, carried beside the archive).
+  # A workload takes its modes' seconds plus its loads, warm-up and standalone runs (25-45 s on
+  # the H200: G and REAL load five models); the wall time printed here is for budgeting calls.
   for w in ${DISB_WORKLOADS:-A}; do
+    started=$SECONDS
     # shellcheck disable=SC2086
     timeout -k 5 "${DISB_LIMIT:-300}" "${DISB_ATOLL:-$bin/atoll}" bench disb --workload "$w" --device cuda \
       --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} ${DISB_ARGS:-} \
       --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tail -14
+    echo "disb $w: $((SECONDS - started)) s of wall time"
   done
   python3 scripts/gpu/disb_table.py "$out"
 fi

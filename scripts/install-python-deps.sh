@@ -12,7 +12,8 @@ check="import numpy, onnx, onnxruntime
 assert onnx.__version__ == '1.23.2'"
 # The real-export test's exporters: PyPI's torch for Linux pulls ~3.5 GB of CUDA packages (about
 # 8 minutes on a fresh machine, most of CI's time budget), so they come only when asked for
-# (ATOLL_EXPORT_TESTS=1); GPU machines with PyTorch run that test from their own packages.
+# (ATOLL_EXPORT_TESTS=1); without them the test fills the exporters' graphs kept in
+# tests/onnx/graphs with seeded weights, and GPU machines with PyTorch export afresh.
 if [ "${ATOLL_EXPORT_TESTS:-0}" = 1 ]; then
   pkgs+=(torch==2.15.0 torchvision==0.29.2 transformers==5.24.0)
   check="$check

@@ -6,7 +6,8 @@ Cases: torchvision mobilenet_v3_small and resnet34 (random weights), a tiny rand
 from transformers with a padded attention mask at opsets 13 (GELU and LayerNorm written out as
 primitive ops) and 17, the BERT with fp16 initializers, and mobilenet with its initializers in an
 external data file. The data's batch (3) differs from the export's (2), so the batch axis must be
-symbolic. Exits 3 when a package is absent.
+symbolic. Exits 3 when a package is absent. With --graphs DIR it also writes the base cases'
+graphs without their weights, which fill_exports.py turns back into cases where torch is absent.
 """
 import os
 import shutil
@@ -14,7 +15,7 @@ import sys
 import warnings
 
 
-def save_case(out, name, model_path_writer, inputs):
+def save_case(out, name, model_path_writer, inputs, fp16_check=True):
     import numpy as np
     import onnx
     import onnxruntime as ort
@@ -28,7 +29,7 @@ def save_case(out, name, model_path_writer, inputs):
     feeds = {i.name: inputs[k] for k, i in enumerate(session.get_inputs())}
     outputs = session.run(None, feeds)
     for k, o in enumerate(outputs):  # a reference fp16 cannot hold would fail every fp16 backend
-        if np.asarray(o).dtype.kind != "f":
+        if not fp16_check or np.asarray(o).dtype.kind != "f":
             continue
         o = np.asarray(o, dtype="float64")
         err = np.linalg.norm(o.astype("float16").astype("float64") - o) / max(np.linalg.norm(o), 1e-300)
@@ -146,9 +147,39 @@ def bert_cases(out, rng):
     save_case(out, "tiny_bert_fp16_initializers", lambda p: to_fp16_initializers(src, p), [ids, mask])
 
 
+# The cases fill_exports.py rebuilds without torch from their graphs (the others derive from them).
+BASE_CASES = ("mobilenet_v3_small", "resnet34", "tiny_bert_opset13", "tiny_bert_opset17")
+
+
+def write_graphs(out, graphs):
+    """Each base case's model with its float initializers of more than 16 elements emptied (dims
+    and type kept, marked "emptied"): the exporter's graph in kilobytes, for fill_exports.py."""
+    import onnx
+
+    os.makedirs(graphs, exist_ok=True)
+    for name in BASE_CASES:
+        model = onnx.load(os.path.join(out, name, "model.onnx"))
+        float_types = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
+        for init in model.graph.initializer:
+            numel = 1
+            for d in init.dims:
+                numel *= d
+            if init.data_type in float_types and numel > 16:
+                for field in ("raw_data", "float_data", "double_data", "int32_data"):
+                    init.ClearField(field)
+                init.doc_string = "emptied"
+        onnx.save(model, os.path.join(graphs, name + ".onnx"))
+        print(f"{name}: graph {os.path.getsize(os.path.join(graphs, name + '.onnx'))} bytes")
+
+
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(f"usage: {sys.argv[0]} OUT_DIR")
+    args = sys.argv[1:]
+    graphs = None
+    if len(args) == 3 and args[1] == "--graphs":
+        graphs = args[2]
+        args = args[:1]
+    if len(args) != 1:
+        sys.exit(f"usage: {sys.argv[0]} OUT_DIR [--graphs GRAPHS_DIR]")
     try:
         import numpy as np
         import onnx  # noqa: F401
@@ -161,11 +192,13 @@ def main():
         sys.exit(3)
     warnings.simplefilter("ignore")
     torch.set_num_threads(2)
-    out = sys.argv[1]
+    out = args[0]
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))  # fresh inputs every run
     vision_cases(out, rng)
     bert_cases(out, rng)
+    if graphs is not None:
+        write_graphs(out, graphs)
 
 
 if __name__ == "__main__":

@@ -77,16 +77,16 @@ class Driver {
       }
     }
     for (const WorkloadClient& c : w.clients) {
-      if (c.task_class == TaskClass::kBestEffort && be_upload_on_sms(w.be_uploads, c)) {
+      if (c.task_class == TaskClass::kBestEffort && uploads_on_sms(w.be_uploads, c)) {
         device_.set_uploads_with_first_kernel(c.instance, true);
       }
     }
   }
 
-  bool be_upload_on_sms(BeUploads how, const WorkloadClient& c) const {
+  bool uploads_on_sms(BeUploads how, const WorkloadClient& c) const {
     int64_t bytes = 0;
     for (const Tensor& t : c.inputs) bytes += static_cast<int64_t>(t.nbytes());
-    return sched::be_upload_on_sms(how, bytes, device_.can_copy_on_sms());
+    return be_upload_on_sms(how, bytes, device_.can_copy_on_sms());
   }
 
   WorkloadRun run() {

@@ -56,8 +56,9 @@ RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since
 
 // Whether BE kernel `kernel`, launched now and able to start `launch_ns` later, ends (with the
 // window's uncertainty to spare) within the RT kernels it would run beside (the current one and
-// up to kPaddingLookahead after it) while its share, with the padded share, fits beside each of them and beside the RT kernel after its
-// end: the scheduler sees an RT kernel end only when it next looks, so that one may have begun.
+// up to kPaddingLookahead after it) while its share, with the padded share, fits beside each of
+// them and beside the RT kernel after its end: the scheduler sees an RT kernel end only when it
+// next looks, so that one may have begun.
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);
 
 }  // namespace atl::sched

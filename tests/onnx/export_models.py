@@ -9,6 +9,7 @@ external data file. The data's batch (3) differs from the export's (2), so the b
 symbolic. Exits 3 when a package is absent. With --graphs DIR it also writes the base cases'
 graphs without their weights, which fill_exports.py turns back into cases where torch is absent.
 """
+import math
 import os
 import shutil
 import sys
@@ -51,6 +52,24 @@ def export(module, args, path, input_names, output_names, opset):
                       opset_version=opset, dynamo=False)
 
 
+def padded_mask(batch, seq):
+    """An attention mask with padded batch elements (rows 1 and 2 end early)."""
+    import numpy as np
+
+    mask = np.ones((batch, seq), dtype="int64")
+    mask[1, 11:] = 0
+    mask[2, 5:] = 0
+    return mask
+
+
+def save_external(model, path):
+    """`model` with every initializer in one file beside it, as large-model exporters write."""
+    import onnx
+
+    onnx.save_model(model, path, save_as_external_data=True, all_tensors_to_one_file=True, location="weights.bin",
+                    size_threshold=0)
+
+
 def calibrated(model):
     """Batch-norm statistics from one batch of random images. With torchvision's random init and
     identity statistics, MobileNet-v3's activations shrink by about 2/C at every depthwise
@@ -81,12 +100,8 @@ def vision_cases(out, rng):
         example = torch.randn(2, 3, 224, 224)
         save_case(out, name, lambda p: export(model, (example,), p, ["image"], ["logits"], 17), [image])
 
-    def external(path):  # the same model with every initializer in a file beside it
-        src = os.path.join(out, "mobilenet_v3_small", "model.onnx")
-        onnx.save_model(onnx.load(src), path, save_as_external_data=True, all_tensors_to_one_file=True,
-                        location="weights.bin", size_threshold=0)
-
-    save_case(out, "mobilenet_v3_small_external_data", external, [image])
+    src = os.path.join(out, "mobilenet_v3_small", "model.onnx")
+    save_case(out, "mobilenet_v3_small_external_data", lambda p: save_external(onnx.load(src), p), [image])
 
 
 def to_fp16_initializers(src, path):
@@ -110,7 +125,6 @@ def to_fp16_initializers(src, path):
 
 
 def bert_cases(out, rng):
-    import numpy as np
     import torch
     from transformers import BertConfig, BertModel
 
@@ -136,9 +150,7 @@ def bert_cases(out, rng):
     model = Bert().eval()
     seq = 16
     ids = rng.integers(0, 1000, (3, seq)).astype("int64")
-    mask = np.ones((3, seq), dtype="int64")
-    mask[1, 11:] = 0  # padded batch elements
-    mask[2, 5:] = 0
+    mask = padded_mask(3, seq)
     example = (torch.tensor(ids[:2]), torch.tensor(mask[:2]))
     names = (["input_ids", "attention_mask"], ["last_hidden_state", "pooler_output"])
     for opset in (13, 17):
@@ -161,10 +173,7 @@ def write_graphs(out, graphs):
         model = onnx.load(os.path.join(out, name, "model.onnx"))
         float_types = (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE)
         for init in model.graph.initializer:
-            numel = 1
-            for d in init.dims:
-                numel *= d
-            if init.data_type in float_types and numel > 16:
+            if init.data_type in float_types and math.prod(init.dims) > 16:
                 for field in ("raw_data", "float_data", "double_data", "int32_data"):
                     init.ClearField(field)
                 init.doc_string = "emptied"

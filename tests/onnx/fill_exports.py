@@ -67,7 +67,7 @@ def filled(name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     uses = consumers(model.graph)
     for init in model.graph.initializer:
-        if not init.HasField("doc_string") or init.doc_string != "emptied":
+        if init.doc_string != "emptied":
             continue
         values = fill_values(rng, uses.get(init.name, []), list(init.dims))
         dtype = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
@@ -77,7 +77,7 @@ def filled(name):
 
 def inputs_for(model, rng):
     """Requests at batch 3 (the exports' batch is 2, so the batch axis must be symbolic)."""
-    import numpy as np
+    from export_models import padded_mask
 
     feeds = []
     for i in model.graph.input:
@@ -85,10 +85,7 @@ def inputs_for(model, rng):
         if i.name == "input_ids":
             feeds.append(rng.integers(0, 1000, dims).astype("int64"))
         elif i.name == "attention_mask":
-            mask = np.ones(dims, dtype="int64")
-            mask[1, 11:] = 0  # padded batch elements
-            mask[2, 5:] = 0
-            feeds.append(mask)
+            feeds.append(padded_mask(*dims))
         else:
             feeds.append(rng.standard_normal(dims).astype("float32"))
     return feeds
@@ -105,20 +102,18 @@ def main():
         print(f"a Python package is missing ({e.name}); scripts/install-python-deps.sh installs them")
         sys.exit(3)
     sys.path.insert(0, HERE)
-    from export_models import save_case, to_fp16_initializers
+    from export_models import BASE_CASES, save_case, save_external, to_fp16_initializers
 
     out = sys.argv[1]
     shutil.rmtree(out, ignore_errors=True)
     rng = np.random.default_rng(int.from_bytes(os.urandom(4), "little"))  # fresh inputs every run
-    for name in ("mobilenet_v3_small", "resnet34", "tiny_bert_opset13", "tiny_bert_opset17"):
+    for name in BASE_CASES:
         model = filled(name)
         feeds = inputs_for(model, rng)
         save_case(out, name, lambda p, m=model: onnx.save(m, p), feeds, fp16_check=False)
         if name == "mobilenet_v3_small":
-            save_case(out, name + "_external_data",
-                      lambda p, m=model: onnx.save_model(m, p, save_as_external_data=True,
-                                                         all_tensors_to_one_file=True, location="weights.bin",
-                                                         size_threshold=0), feeds, fp16_check=False)
+            save_case(out, name + "_external_data", lambda p, m=model: save_external(m, p), feeds,
+                      fp16_check=False)
         if name == "tiny_bert_opset17":
             src = os.path.join(out, name, "model.onnx")
             save_case(out, "tiny_bert_fp16_initializers", lambda p: to_fp16_initializers(src, p), feeds,

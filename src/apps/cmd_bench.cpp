@@ -167,7 +167,8 @@ void run_disb_command(const DisbFlags& f) {
   o.seed = f.seed;
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
-  o.armed_rt = f.rt_path.rt_arrival == "armed";
+  o.armed_rt = f.rt_path.rt_arrival != "launch";
+  o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
   o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";

@@ -81,7 +81,8 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["device"] = r.device;
     j["duration_s"] = r.duration_s;
     j["warmup_s"] = r.warmup_s;
-    j["rt_arrival"] = r.armed_rt ? "armed" : "launch";
+    j["rt_arrival"] = !r.armed_rt ? "launch" : r.sentinel_rt_tasks > 0 ? "sentinel" : "armed";
+    j["sentinel_rt_tasks"] = r.sentinel_rt_tasks;
     j["rt_order"] = sched::rt_order_name(r.rt_order);
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
@@ -153,7 +154,8 @@ void run_colocate_command(const ColocateFlags& f) {
   o.seed = f.seed;
   o.inflight_cap = f.cap;
   o.warmup_s = f.warmup_s;
-  o.armed_rt = f.rt_path.rt_arrival == "armed";
+  o.armed_rt = f.rt_path.rt_arrival != "launch";
+  o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
   o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";

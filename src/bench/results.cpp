@@ -182,6 +182,7 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["device_calls"] = call_stats_json(run.device_calls);
   mj["launches_by_op"] = call_stats_json(run.launches_by_op);
   mj["rt_armed"] = run.rt_armed;
+  mj["sentinel_rt_tasks"] = run.sentinel_rt_tasks;
   mj["inputs_staged_clients"] = run.staged_clients;
   if (const auto& c = run.gpu_clock) {
     mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
@@ -233,6 +234,7 @@ nlohmann::json results_json(const BenchResults& r) {
   j["commit"] = r.commit;
   j["settings"] = {{"seed", r.seed},         {"grace_s", r.grace_s},           {"standalone_s", r.standalone_s},
                    {"warmup_s", r.warmup_s}, {"inflight_cap", r.inflight_cap}, {"armed_rt", r.armed_rt},
+                   {"arrival_sentinel", r.arrival_sentinel},
                    {"staged_inputs", r.staged_inputs}, {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
                    {"be_uploads", sched::be_uploads_name(r.be_uploads)},
                    {"rt_launch", r.rt_single_launch ? "one" : "per-kernel"},

@@ -67,6 +67,7 @@ struct ModeRun {
   std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first
   bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
+  int64_t sentinel_rt_tasks = 0;      // RT tasks the arrival sentinel started (SchedulerStats)
   int staged_clients = 0;
 };
 
@@ -142,6 +143,7 @@ struct BenchResults {
   double warmup_s = 0;      // every client together before the measured runs (0: none)
   int inflight_cap = 0;     // kernels a BE task may have on the device at once
   bool armed_rt = false;    // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
+  bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
   bool staged_inputs = false;  // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
   bool rt_sm_copies = false;   // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads

@@ -89,6 +89,7 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.armed_rt = o_.armed_rt;
+    r.arrival_sentinel = o_.arrival_sentinel;
     r.staged_inputs = o_.staged_inputs;
     r.rt_sm_copies = o_.rt_sm_copies;
     r.be_uploads = o_.be_uploads;
@@ -176,6 +177,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.armed_rt = o_.armed_rt;
+    sw.scheduler.arrival_sentinel = o_.arrival_sentinel;
     sw.scheduler.rt_single_launch = o_.rt_single_launch;
     sw.staged_inputs = o_.staged_inputs;
     sw.rt_sm_copies = o_.rt_sm_copies;
@@ -225,6 +227,7 @@ class Runner {
     run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
+    run.sentinel_rt_tasks = wr.stats.sentinel_rt_tasks;
     run.staged_clients = wr.staged_clients;
     if (sw.real_time) {  // host times mean nothing on the simulator
       run.device_calls = recorder.call_stats();

@@ -88,6 +88,16 @@ class TimelineRecorder final : public sched::ExecDevice {
     inner_.stage_inputs(instance, inputs);
   }
   std::vector<Tensor> request_buffers(sched::InstanceId instance) override { return inner_.request_buffers(instance); }
+  bool inputs_in_staging(sched::InstanceId instance, std::span<const Tensor> inputs) override {
+    return inner_.inputs_in_staging(instance, inputs);
+  }
+  // Untimed: the arrival sentinel calls these from its own thread. A flag raised through an
+  // opener shows on the timeline at the scheduler's release that follows it.
+  std::optional<sched::GateOpener> gate_opener(sched::StreamId stream, int holds) override {
+    return inner_.gate_opener(stream, holds);
+  }
+  uint32_t completion_word(sched::StreamId stream) override { return inner_.completion_word(stream); }
+  uint64_t completed_at(sched::StreamId stream, uint32_t word) override { return inner_.completed_at(stream, word); }
   void set_sm_copies(sched::InstanceId instance, bool on) override { inner_.set_sm_copies(instance, on); }
   bool can_copy_on_sms() const override { return inner_.can_copy_on_sms(); }
   void set_uploads_with_first_kernel(sched::InstanceId instance, bool on) override {
@@ -113,8 +123,21 @@ class TimelineRecorder final : public sched::ExecDevice {
 
  private:
   enum class Call {
-    kWriteInputs, kReadOutputs, kLaunch, kLaunchRange, kCompleted, kLaunchSpan, kTakeError, kRaiseFlag, kLowerFlag,
-    kHold, kRelease, kEnqueueInputs, kStageInputs, kSynchronize, kCount
+    kWriteInputs,
+    kReadOutputs,
+    kLaunch,
+    kLaunchRange,
+    kCompleted,
+    kLaunchSpan,
+    kTakeError,
+    kRaiseFlag,
+    kLowerFlag,
+    kHold,
+    kRelease,
+    kEnqueueInputs,
+    kStageInputs,
+    kSynchronize,
+    kCount
   };
   struct CallTimer {
     CallTimer(TimelineRecorder& r, Call c, DeviceCallStats* also = nullptr)

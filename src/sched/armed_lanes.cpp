@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "core/error.h"
 #include "sched/scheduler_impl.h"
@@ -75,8 +76,9 @@ void Scheduler::Impl::release_hold(Lane& l) {
 }
 
 // Starts `t` from its client's armed lane. In reset mode the first release raises the flag
-// before the host copies the inputs; the last starts the task.
-void Scheduler::Impl::start_armed(Lane& l, TaskPtr t) {
+// before the host copies the inputs; the last starts the task. Where the arrival sentinel
+// opened the lane already (opened_at), the releases write what is there and stage nothing.
+void Scheduler::Impl::start_armed(Lane& l, TaskPtr t, DeviceTime opened_at) {
   if (l.holds == 0) arm(l);  // the first request, or one right behind its predecessor
   if (traits.raises_flag) {
     release_hold(l);
@@ -91,7 +93,7 @@ void Scheduler::Impl::start_armed(Lane& l, TaskPtr t) {
     t->error = std::current_exception();
   }
   release_hold(l);
-  t->dispatch = device.now();
+  t->dispatch = opened_at >= 0 ? opened_at : device.now();
   t->first_seq = l.armed_seq;
   t->next_launch = static_cast<int>(l.parked);
   l.base_seq = l.armed_seq;
@@ -124,6 +126,83 @@ void Scheduler::Impl::disarm() {
     device.lower_flag();
     flag_raised = false;
   }
+}
+
+// ---- the arrival sentinel ----
+
+void Scheduler::Impl::start_sentinel() {
+  const bool wanted = options.arrival_sentinel && options.armed_rt && traits.arms_rt &&
+                      traits.layout == LaneLayout::kRtQueue && !traits.pads_be && device.can_hold();
+  if (!wanted || sentinel) return;
+  std::vector<StreamId> watched;
+  for (const Lane& l : lanes) watched.push_back(l.stream);
+  auto made = std::make_unique<ArrivalSentinel>([this] { return device.now(); },
+                                                [this](StreamId s) { return device.completion_word(s); },
+                                                std::move(watched), options.rt_order == RtOrder::kDeadline);
+  std::lock_guard lock(inbox_mutex);  // submitters read `sentinel`
+  sentinel = std::move(made);
+}
+
+// After the scheduler's thread has ended: an opening made meanwhile is taken over, for the next
+// poll (or the teardown) to account for.
+void Scheduler::Impl::stop_sentinel() {
+  if (!sentinel) return;
+  sentinel->stop();
+  take_opening();
+  sentinel->close();
+  std::unique_ptr<ArrivalSentinel> gone;
+  std::lock_guard lock(inbox_mutex);
+  gone = std::move(sentinel);
+}
+
+// On the submitter's thread, with inbox_mutex held and `t` in the inbox.
+void Scheduler::Impl::expect_arrival(const Task& t) {
+  if (!sentinel) return;
+  const Client& c = clients[static_cast<size_t>(t.client)];
+  if (!is_rt(c) || t.request.arrival <= device.now()) return;
+  if (!device.inputs_in_staging(c.instance, t.request.inputs)) return;
+  sentinel->expect(t.request.arrival, t.request.deadline, t.id, t.client);
+}
+
+// While no RT task is queued or running: every armed idle RT lane may be opened at an arrival.
+void Scheduler::Impl::publish_openers() {
+  if (!sentinel || !armed || rt_mode || opened || rt_running() || rt_queued() || !sentinel->closed()) return;
+  std::vector<std::optional<GateOpener>> openers(clients.size());
+  for (int i : rt_lanes) {
+    const Lane& l = lanes[static_cast<size_t>(i)];
+    if (!l.task && l.holds > 0) openers[static_cast<size_t>(l.client)] = device.gate_opener(l.stream, l.holds);
+  }
+  sentinel->publish(std::move(openers), admitted_through);
+}
+
+void Scheduler::Impl::take_opening() {
+  if (!sentinel || opened || !sentinel->claimed()) return;
+  opened = sentinel->close();
+  if (!opened) return;
+  ATOLL_CHECK(!rt_mode, kInternal, "the arrival sentinel opened client {}'s lane in RT mode", opened->client);
+  enter_rt_mode(&opened->words);
+}
+
+// The task the sentinel opened for: it has arrived (the sentinel opened at its arrival).
+void Scheduler::Impl::start_opened() {
+  admit();
+  const ArrivalSentinel::Opening o = *std::exchange(opened, std::nullopt);
+  Client& c = clients[static_cast<size_t>(o.client)];
+  const auto it = std::find_if(c.queue.begin(), c.queue.end(), [&](const TaskPtr& t) { return t->id == o.task; });
+  if (it == c.queue.end()) {
+    // Answered meanwhile (a failed run): the opened work runs out unread.
+    Lane& l = lane_of(o.client);
+    while (l.holds > 0) release_hold(l);
+    device.synchronize(l.stream);
+    l.completed = l.launched;
+    l.parked = 0;
+    return;
+  }
+  TaskPtr t = std::move(*it);
+  c.queue.erase(it);
+  t->admitted = o.at;  // the sentinel admitted it
+  ++stats.sentinel_rt_tasks;
+  start_rt(std::move(t), o.at);
 }
 
 }  // namespace atl::sched

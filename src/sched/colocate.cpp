@@ -419,6 +419,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
+  w.scheduler.arrival_sentinel = o.arrival_sentinel;
   w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;
@@ -479,6 +480,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   for (size_t i = 0; i < batches.size(); ++i) report.clients[i].batch = batches[i];
   report.warmup_s = warmup_s;
   report.armed_rt = run.armed_rt;
+  report.sentinel_rt_tasks = run.stats.sentinel_rt_tasks;
   report.rt_order = o.rt_order;
   return report;
 }

@@ -154,6 +154,7 @@ struct WorkloadReport {
   int64_t padded_kernels = 0;  // BE kernels run beside RT tasks (padding modes)
   double warmup_s = 0;    // the unmeasured run before (0: none, as on the simulator)
   bool armed_rt = false;  // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
+  int64_t sentinel_rt_tasks = 0;  // of the measured run's RT tasks, started by the arrival sentinel
   RtOrder rt_order = RtOrder::kArrival;
   std::vector<TaskResult> results;  // every request, outputs dropped, in completion order
 };
@@ -182,6 +183,7 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
+  bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
   bool staged_inputs = true;  // Workload::staged_inputs
   bool rt_sm_copies = false;  // Workload::rt_sm_copies
   BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads

@@ -165,13 +165,8 @@ class CudaExecDevice final : public ExecDevice {
     });
   }
 
-  uint64_t completed(StreamId stream) override {
-    StreamState& st = state(stream);
-    const uint32_t low =
-        std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(st.counter.get())).load(std::memory_order_acquire);
-    // The counter holds the low 32 bits of the last ended launch; fewer than 2^32 are in flight.
-    return st.launched - static_cast<uint32_t>(static_cast<uint32_t>(st.launched) - low);
-  }
+  // The counter holds the low 32 bits of the last ended launch; fewer than 2^32 are in flight.
+  uint64_t completed(StreamId stream) override { return completed_at(stream, completion_word(stream)); }
 
   std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override {
     StreamState& st = state(stream);
@@ -266,6 +261,28 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   std::vector<Tensor> request_buffers(InstanceId instance) override { return inst(instance).staging_inputs(); }
+  bool inputs_in_staging(InstanceId instance, std::span<const Tensor> inputs) override {
+    return inst(instance).inputs_are_staging(inputs);
+  }
+
+  std::optional<GateOpener> gate_opener(StreamId stream, int holds) override {
+    StreamState& st = state(stream);
+    if (!st.gate || holds <= 0 || st.gate->pending() < static_cast<uint32_t>(holds)) return std::nullopt;
+    return GateOpener{st.gate->host_word(), st.gate->token_after(static_cast<uint32_t>(holds))};
+  }
+
+  // Any thread: reads only the stream's mapped counter (state() also grows seen_).
+  uint32_t completion_word(StreamId stream) override {
+    ATOLL_CHECK(stream >= 0 && stream < static_cast<StreamId>(streams_.size()), kInvalidArgument, "no stream {}",
+                stream);
+    const StreamState& st = streams_[static_cast<size_t>(stream)];
+    return std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(st.counter.get())).load(std::memory_order_acquire);
+  }
+
+  uint64_t completed_at(StreamId stream, uint32_t word) override {
+    const StreamState& st = state(stream);
+    return st.launched - static_cast<uint32_t>(static_cast<uint32_t>(st.launched) - word);
+  }
 
   void set_sm_copies(InstanceId instance, bool on) override { inst(instance).set_sm_copies(on); }
   bool can_copy_on_sms() const override { return true; }
@@ -352,7 +369,8 @@ class CudaExecDevice final : public ExecDevice {
       failed = true;
       if (!st.error) st.error = std::current_exception();
     }
-    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
+    if (options.report || failed)
+      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
     return last;
   }
   // Waits for `stream` to drain, failing after kStuckWait instead of hanging.

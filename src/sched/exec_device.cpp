@@ -38,6 +38,22 @@ std::vector<Tensor> ExecDevice::request_buffers(InstanceId) {
   return {};
 }
 
+bool ExecDevice::inputs_in_staging(InstanceId, std::span<const Tensor>) {
+  return false;
+}
+
+std::optional<GateOpener> ExecDevice::gate_opener(StreamId, int) {
+  return std::nullopt;
+}
+
+uint32_t ExecDevice::completion_word(StreamId) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no completion words to read from another thread", name());
+}
+
+uint64_t ExecDevice::completed_at(StreamId, uint32_t) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no completion words to read from another thread", name());
+}
+
 void ExecDevice::set_sm_copies(InstanceId, bool) {
   ATOLL_THROW(kUnsupported, "device '{}' has no copies to move onto the SMs", name());
 }

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "core/gate_word.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "profile/kernel_profile.h"
@@ -45,6 +46,13 @@ struct LaunchOptions {
   // it when a later launch on the stream ends. Saves a device write per kernel of tasks that are
   // never rolled back. A failed launch is always reported.
   bool report = true;
+};
+
+// Opens holds from any thread: raises a gate word to a token (core/gate_word.h).
+struct GateOpener {
+  uint32_t* word = nullptr;
+  uint32_t token = 0;
+  void open() const { raise_gate_word(word, token); }
 };
 
 struct LaunchSpan {
@@ -140,6 +148,19 @@ class ExecDevice {
   // to its first kernel. The caller writes them only while none of the instance's uploads is
   // pending, and not after the device is gone.
   virtual std::vector<Tensor> request_buffers(InstanceId instance);
+  // Whether `inputs` are the instance's request_buffers: staging them copies nothing.
+  virtual bool inputs_in_staging(InstanceId instance, std::span<const Tensor> inputs);
+
+  // ---- Opening holds from another thread (the arrival sentinel) ----
+  // The store that releases the next `holds` pending holds of `stream`, for a thread other than
+  // the scheduler's to make first; the scheduler's own release() calls still follow and then
+  // change nothing on the device. nullopt where the device has no such store or fewer holds
+  // are pending.
+  virtual std::optional<GateOpener> gate_opener(StreamId stream, int holds);
+  // The raw completion word of `stream` (the low 32 bits of completed()), readable from any
+  // thread, and the count it stands for, read back on the scheduler's thread.
+  virtual uint32_t completion_word(StreamId stream);
+  virtual uint64_t completed_at(StreamId stream, uint32_t word);
   // The instance's uploads and downloads run as kernels over mapped host memory (CUDA) instead of
   // copy-engine copies, which queue behind other streams' copies. kUnsupported by default.
   virtual void set_sm_copies(InstanceId instance, bool on);

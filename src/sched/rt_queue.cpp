@@ -8,17 +8,19 @@
 
 namespace atl::sched {
 
-void Scheduler::Impl::enter_rt_mode() {
+void Scheduler::Impl::enter_rt_mode(const std::vector<uint32_t>* words) {
   const DeviceTime at = device.now();
   rt_mode = true;
   int preempted = 0;
-  for (Lane& l : lanes) {
+  for (size_t i = 0; i < lanes.size(); ++i) {
+    Lane& l = lanes[i];
     if (is_rt(client_of(l)) || !l.task) continue;
     // Only the completion counter, read before the flag goes up, is needed here: errors, spans
     // and tasks that ended wait for the next poll (observe and settle on five BE lanes took
     // 12 us of the RT request's way, DISB C on the H200). Padded launches ignore the flag and
     // run to their end: only launches after them can be cut.
-    const uint64_t uncut = std::max(device.completed(l.stream), l.padded_through);
+    const uint64_t ended = words ? device.completed_at(l.stream, (*words)[i]) : device.completed(l.stream);
+    const uint64_t uncut = std::max(ended, l.padded_through);
     if (l.launched == uncut) continue;
     ++preempted;
     ++l.task->preemptions;
@@ -49,13 +51,13 @@ bool Scheduler::Impl::rt_running() const {
 
 // Starts the RT task on its client's lane: from the work already waiting there (armed), or by
 // raising the flag (reset mode, BE work in flight) and launching its kernels.
-void Scheduler::Impl::start_rt(TaskPtr t) {
-  t->started = device.now();
+void Scheduler::Impl::start_rt(TaskPtr t, DeviceTime opened_at) {
+  t->started = opened_at >= 0 ? opened_at : device.now();
   Lane& l = lane_of(t->client);
   t->preempted_tasks = pending_preempted;
   pending_preempted = 0;
   if (armed) {
-    start_armed(l, std::move(t));
+    start_armed(l, std::move(t), opened_at);
     return;
   }
   if (traits.raises_flag && t->preempted_tasks > 0 && !flag_raised) {
@@ -65,8 +67,18 @@ void Scheduler::Impl::start_rt(TaskPtr t) {
   bind(l, std::move(t));  // RT staging is never interrupted
 }
 
+// The arrival sentinel's opening, if it made one, goes first: its task already runs. Otherwise
+// the gate closes before RT mode is entered, or the sentinel might open a second lane.
 void Scheduler::Impl::start_next_rt() {
-  if (rt_running() || !rt_queued()) return;
+  take_opening();
+  if (!opened) {
+    if (rt_running() || !rt_queued()) return;
+    if (!rt_mode && sentinel && (opened = sentinel->close())) enter_rt_mode(&opened->words);
+  }
+  if (opened) {
+    start_opened();
+    return;
+  }
   if (!rt_mode) enter_rt_mode();
   start_rt(pop_rt());
 }
@@ -96,7 +108,10 @@ void Scheduler::Impl::schedule_rt_queue() {
     }
     // An RT client's first task is enqueued once BE work is on the device; later ones right
     // behind the task before them (start_armed).
-    if (armed && !rt_queued()) arm_idle_lanes();
+    if (armed && !rt_queued()) {
+      arm_idle_lanes();
+      publish_openers();
+    }
     // Launching BE kernels takes host time; an RT request that arrived meanwhile starts now
     // rather than after the next completion.
     if (!rt_queued()) return;

@@ -3,8 +3,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <limits>
 #include <climits>
+#include <limits>
 #include <tuple>
 #include <utility>
 
@@ -89,6 +89,7 @@ uint64_t Scheduler::Impl::enqueue(ClientId client, Request request, Completion d
   t->id = next_id++;
   const uint64_t id = t->id;
   inbox.push_back(std::move(t));
+  expect_arrival(*inbox.back());
   return id;
 }
 
@@ -112,6 +113,7 @@ void Scheduler::Impl::take_inbox() {
 void Scheduler::Impl::admit() {
   take_inbox();
   const DeviceTime now = device.now();
+  admitted_through = now;
   while (!pending.empty() && pending.front()->request.arrival <= now) {
     std::pop_heap(pending.begin(), pending.end(), &Impl::arrives_later);
     TaskPtr t = std::move(pending.back());
@@ -219,7 +221,7 @@ void Scheduler::Impl::start_next(Lane& l) {
   while (!l.task) {
     if (armable(l)) {
       Client& c = client_of(l);
-      if (!c.queue.empty()) start_armed(l, pop_front(c));
+      if (!c.queue.empty()) start_armed(l, pop_front(c), -1);
       return;
     }
     TaskPtr t = next_task_for(l);
@@ -316,6 +318,12 @@ void Scheduler::Impl::feed(Lane& l) {
 void Scheduler::Impl::observe(Lane& l) {
   if (!l.task) return;
   const uint64_t c = device.completed(l.stream);
+  if (sentinel && !is_rt(client_of(l))) {
+    // Read after the count: a sentinel that had not claimed by now had not raised the flag
+    // when the count was read (ArrivalSentinel).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    take_opening();
+  }
   if (c == l.completed) return;
   ATOLL_CHECK(c > l.completed && c <= l.launched, kInternal,
               "stream {} reports {} launches ended; {} were seen ended and {} issued", l.stream, c, l.completed,
@@ -402,10 +410,14 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
 
 const char* poll_phase_name(PollPhase phase) {
   switch (phase) {
-    case PollPhase::kAdmit: return "admit";
-    case PollPhase::kComplete: return "complete";
-    case PollPhase::kLaunch: return "launch";
-    case PollPhase::kArm: return "arm";
+    case PollPhase::kAdmit:
+      return "admit";
+    case PollPhase::kComplete:
+      return "complete";
+    case PollPhase::kLaunch:
+      return "launch";
+    case PollPhase::kArm:
+      return "arm";
   }
   return "?";
 }
@@ -510,6 +522,7 @@ Scheduler::Scheduler(ExecDevice& device, SchedulerOptions options)
 Scheduler::~Scheduler() {
   stop_requested_ = true;
   if (worker_.joinable()) worker_.join();
+  impl_->stop_sentinel();
   impl_->fail_all(
       make_scheduler_error(ErrorCode::kInternal, "the scheduler was destroyed before the request finished"));
   try {
@@ -583,6 +596,7 @@ void Scheduler::run_until_idle() {
 void Scheduler::start() {
   ATOLL_CHECK(!worker_.joinable(), kInvalidArgument, "the scheduler thread is already running");
   stop_requested_ = false;
+  impl_->start_sentinel();
   worker_ = std::thread([this] {
     try {
       device_.bind_thread();
@@ -600,6 +614,7 @@ void Scheduler::start() {
 void Scheduler::stop() {
   stop_requested_ = true;
   if (worker_.joinable()) worker_.join();
+  impl_->stop_sentinel();
   if (std::exception_ptr e = std::exchange(impl_->thread_error, nullptr)) std::rethrow_exception(e);
 }
 

@@ -48,6 +48,12 @@ struct SchedulerOptions {
   // full queue blocks the host until held work moves: with several RT clients of hundreds of
   // kernels each (DISB D: DenseNet-201, ResNet-152) whole armed tasks stalled the scheduler.
   int armed_kernels = 16;
+  // Armed RT lanes on a scheduler running on its own thread (start): a second thread opens an
+  // idle lane at its request's arrival (ArrivalSentinel), instead of the scheduler's thread
+  // between two BE launches. For requests submitted ahead of their arrival whose inputs lie in
+  // staging memory (ExecDevice::request_buffers); others arrive the usual way. Not in the
+  // padding modes, whose RT start also plans BE padding.
+  bool arrival_sentinel = false;
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
   // holds. In the padding modes only its last kernel then reports, and padding follows the task
@@ -102,6 +108,7 @@ struct SchedulerStats {
   int64_t kernel_launches = 0;
   int64_t interrupted_stagings = 0;  // BE input copies abandoned for an RT arrival
   int64_t armed_rt_tasks = 0;        // RT tasks started from work enqueued before they arrived
+  int64_t sentinel_rt_tasks = 0;     // of those, started by the arrival sentinel
   int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
   PollStats polls;
 };

@@ -8,10 +8,12 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
 
+#include "sched/arrival_sentinel.h"
 #include "sched/padding.h"
 #include "sched/scheduler.h"
 
@@ -116,10 +118,13 @@ struct Scheduler::Impl {
   void deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime end);
 
   // ---- the RT queue (layout kRtQueue; rt_queue.cpp) ----
-  void enter_rt_mode();
+  // `words`: the BE streams' completion words as the arrival sentinel read them before it
+  // raised the flag (by lane); null: read now, before the flag goes up.
+  void enter_rt_mode(const std::vector<uint32_t>* words = nullptr);
   void leave_rt_mode();
   bool rt_running() const;
-  void start_rt(TaskPtr t);
+  // `opened_at`: when the arrival sentinel opened the task's lane; -1 where the scheduler starts it.
+  void start_rt(TaskPtr t, DeviceTime opened_at = -1);
   void start_next_rt();   // the RT queue's head, when no RT task runs
   void start_rt_first();  // the same, having read only the RT lanes' completions
   void schedule_rt_queue();
@@ -136,8 +141,18 @@ struct Scheduler::Impl {
   void arm(Lane& l);
   void arm_idle_lanes();
   void release_hold(Lane& l);
-  void start_armed(Lane& l, TaskPtr t);
+  void start_armed(Lane& l, TaskPtr t, DeviceTime opened_at);
   void disarm();
+
+  // ---- the arrival sentinel (armed_lanes.cpp) ----
+  void start_sentinel();
+  void stop_sentinel();
+  void expect_arrival(const Task& t);
+  void publish_openers();
+  // Takes over an opening the sentinel made: enters RT mode as of its flag. After a read of BE
+  // completions, so a launch that exited on the sentinel's flag is never taken for finished.
+  void take_opening();
+  void start_opened();
 
   // ---- progress (progress_watch.cpp) ----
   void note_progress() { last_progress = device.now(); }
@@ -167,6 +182,9 @@ struct Scheduler::Impl {
   SchedulerStats stats;
   std::vector<SchedulerEvent> events;
   std::vector<TaskPtr> pending;     // heap by (arrival, id): submitted, not arrived yet
+  DeviceTime admitted_through = -1;  // the clock of the last look at arrivals
+  std::unique_ptr<ArrivalSentinel> sentinel;  // SchedulerOptions::arrival_sentinel, while started
+  std::optional<ArrivalSentinel::Opening> opened;  // taken over, its task not started yet
   std::exception_ptr thread_error;  // what ended the scheduler thread, for stop() to rethrow
 
   std::mutex inbox_mutex;

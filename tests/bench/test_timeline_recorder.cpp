@@ -20,6 +20,7 @@ class ProbeDevice final : public sched::ExecDevice {
   int residency_calls = 0;
   std::vector<sched::InstanceId> sm_copies;
   std::vector<sched::InstanceId> buffers_asked;
+  uint32_t gate_word = 0;
 
   std::string name() const override { return "probe"; }
   std::string description() const override { return "probe device"; }
@@ -57,6 +58,12 @@ class ProbeDevice final : public sched::ExecDevice {
     ++residency_calls;
     return 4096;
   }
+  bool inputs_in_staging(sched::InstanceId instance, std::span<const Tensor>) override { return instance == 5; }
+  std::optional<sched::GateOpener> gate_opener(sched::StreamId stream, int holds) override {
+    return sched::GateOpener{&gate_word, static_cast<uint32_t>(stream * 10 + holds)};
+  }
+  uint32_t completion_word(sched::StreamId stream) override { return static_cast<uint32_t>(stream) + 100; }
+  uint64_t completed_at(sched::StreamId stream, uint32_t word) override { return word + static_cast<uint64_t>(stream); }
   sched::DeviceTime now() override { return 7; }
   void wait_until(sched::DeviceTime) override {}
   void synchronize(sched::StreamId) override {}
@@ -86,6 +93,16 @@ TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
 
   EXPECT_EQ(recorder.set_l2_residency(0, nullptr, l2::L2Device{}), 4096);
   EXPECT_EQ(inner.residency_calls, 1);
+
+  // The arrival sentinel's calls (session 14: they fell to the defaults, and DISB's runs never
+  // used the sentinel).
+  EXPECT_TRUE(recorder.inputs_in_staging(5, {}));
+  const std::optional<sched::GateOpener> opener = recorder.gate_opener(3, 2);
+  ASSERT_TRUE(opener.has_value());
+  EXPECT_EQ(opener->word, &inner.gate_word);
+  EXPECT_EQ(opener->token, 32u);
+  EXPECT_EQ(recorder.completion_word(4), 104u);
+  EXPECT_EQ(recorder.completed_at(4, 9), 13u);
 }
 
 // Launch host times by op: every single-kernel launch counted once under its kernel's op, most

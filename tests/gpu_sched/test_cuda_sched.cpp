@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "backends/cuda/cuda_backend.h"
@@ -121,8 +122,8 @@ void check_random_preemption_points(const std::string& model, bool uploads_with_
     preempted_mid_model += launched - snapshot > 0;
     rolled_back_to_start += first_unfinished == 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
-    ASSERT_TRUE(same_bytes(got, want[current])) << "trial " << trial << ": resumed at kernel " << first_unfinished
-                                                << " of " << n;
+    ASSERT_TRUE(same_bytes(got, want[current]))
+        << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
   if (uploads_with_first_kernel) {
@@ -332,6 +333,89 @@ TEST(CudaScheduler, SeveralRtClientsBurstingNeverStall) {
     s.stop();
     EXPECT_TRUE(s.arms_rt());
     EXPECT_EQ(s.stats().armed_rt_tasks, 40);
+  }
+}
+
+// The arrival sentinel (SchedulerOptions::arrival_sentinel) opens idle armed lanes at their
+// requests' arrival while BE work runs: three RT clients with inputs in staging memory,
+// requests submitted ahead of arrivals that are spaced out or land at the same instant. Every
+// answer is the unpreempted run's, RT and BE, and the sentinel started most RT tasks.
+TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
+  REQUIRE_GPU();
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  auto device = make_cuda_exec_device();
+  const CompiledModel be_model = compile_zoo_model({.name = "resnet50", .seed = 1}, device->target(), true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "mobilenet_v2", .seed = 2}, device->target(), true);
+  constexpr int kRt = 3, kBe = 2, kPerRt = 16;
+  const StreamId ref_stream = device->create_stream(StreamPriority::kLow);
+  std::vector<InstanceId> rt_inst, be_inst;
+  std::vector<std::vector<Tensor>> rt_buffers, rt_want;
+  for (int i = 0; i < kRt; ++i) {
+    rt_inst.push_back(device->load(rt_model.program, rt_model.weights));
+    const std::vector<Tensor> inputs = seeded_inputs(rt_model.program, seed + 10 + static_cast<uint64_t>(i));
+    device->write_inputs(rt_inst.back(), ref_stream, inputs);
+    rt_want.push_back(run_to_end(*device, ref_stream, rt_inst.back(), 0));
+    rt_buffers.push_back(device->request_buffers(rt_inst.back()));
+    ASSERT_EQ(rt_buffers.back().size(), inputs.size());
+    for (size_t k = 0; k < inputs.size(); ++k) {
+      std::memcpy(rt_buffers.back()[k].raw(), inputs[k].raw(), inputs[k].nbytes());
+    }
+  }
+  for (int i = 0; i < kBe; ++i) be_inst.push_back(device->load(be_model.program, be_model.weights));
+  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
+  device->write_inputs(be_inst[0], ref_stream, be_inputs);
+  const std::vector<Tensor> be_want = run_to_end(*device, ref_stream, be_inst[0], 0);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<DeviceTime> gap(300'000, 1'500'000);
+  for (const Mode mode : {Mode::kReset, Mode::kRtOnly}) {
+    SCOPED_TRACE(mode_name(mode));
+    SchedulerOptions opts;
+    opts.mode = mode;
+    opts.arrival_sentinel = true;
+    opts.stall_timeout_ns = 3'000'000'000;
+    Scheduler s(*device, opts);
+    std::vector<ClientId> rt, be;
+    for (int i = 0; i < kRt; ++i)
+      rt.push_back(s.add_client(TaskClass::kRealTime, fmt::format("rt{}", i), rt_inst[static_cast<size_t>(i)]));
+    if (mode != Mode::kRtOnly) {
+      for (int i = 0; i < kBe; ++i)
+        be.push_back(s.add_client(TaskClass::kBestEffort, fmt::format("be{}", i), be_inst[static_cast<size_t>(i)]));
+    }
+    s.start();
+    std::vector<std::future<TaskResult>> be_results;
+    std::vector<std::pair<int, std::future<TaskResult>>> rt_results;
+    for (const ClientId c : be) {
+      for (int k = 0; k < 24; ++k) be_results.push_back(s.submit(c, Request{be_inputs, device->now(), kNever}));
+    }
+    DeviceTime at = device->now() + 2'000'000;
+    for (int k = 0; k < kPerRt; ++k) {
+      const bool burst = k % 4 == 3;  // every client at the same instant
+      for (int i = 0; i < kRt; ++i) {
+        rt_results.emplace_back(
+            i, s.submit(rt[static_cast<size_t>(i)], Request{rt_buffers[static_cast<size_t>(i)], at, kNever}));
+        if (!burst) at += gap(rng);
+      }
+      if (burst) at += 3 * gap(rng);
+    }
+    for (auto& [client, f] : rt_results) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "an RT request hung";
+      EXPECT_TRUE(same_bytes(f.get().outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
+    }
+    for (auto& f : be_results) {
+      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a BE request hung";
+      EXPECT_TRUE(same_bytes(f.get().outputs, be_want));
+    }
+    s.stop();
+    const SchedulerStats st = s.stats();
+    EXPECT_TRUE(s.arms_rt());
+    EXPECT_EQ(st.armed_rt_tasks, kRt * kPerRt);
+    // Bursts: one of three by the sentinel, and the spaced arrivals by the sentinel unless the
+    // previous RT task still runs.
+    EXPECT_GE(st.sentinel_rt_tasks, kRt * kPerRt / 3) << "the sentinel started too few RT tasks";
+    if (mode == Mode::kReset) {
+      EXPECT_GT(st.preemptions, 0) << "no RT request preempted BE work";
+    }
   }
 }
 

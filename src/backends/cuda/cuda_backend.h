@@ -107,6 +107,8 @@ class CudaInstance : public Instance {
   // copy on every path above; the caller writes them only while no upload of the instance's
   // inputs is pending (a camera driver filling its DMA buffer between frames).
   virtual std::vector<Tensor> staging_inputs() = 0;
+  // Whether every one of `inputs` is this instance's staging tensor (staging_inputs).
+  virtual bool inputs_are_staging(std::span<const Tensor> inputs) const = 0;
 
   // Enqueues kernel `kernel` on `stream`; its blocks exit early while *flag != 0 (flag is device
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from

@@ -280,6 +280,14 @@ std::vector<Tensor> CudaInstanceImpl::staging_inputs() {
   return out;
 }
 
+bool CudaInstanceImpl::inputs_are_staging(std::span<const Tensor> inputs) const {
+  if (inputs.size() != program_.inputs.size()) return false;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!is_staging(i, inputs[i])) return false;
+  }
+  return true;
+}
+
 bool CudaInstanceImpl::stage_inputs(std::span<const Tensor> inputs, cudaStream_t stream,
                                     const std::function<bool()>& should_yield) {
   check_inputs(inputs);

@@ -36,6 +36,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void fill_staging(std::span<const Tensor> inputs) override;
   void preload(cudaStream_t stream) override;
   std::vector<Tensor> staging_inputs() override;
+  bool inputs_are_staging(std::span<const Tensor> inputs) const override;
   void run() override;
   void run_range(int first, int last) override;
   void synchronize() override;

@@ -1,9 +1,8 @@
 #include "backends/cuda/stream_gate.h"
 
-#include <atomic>
-
 #include "backends/cuda/stream_write.h"
 #include "core/error.h"
+#include "core/gate_word.h"
 
 namespace atl::cuda {
 
@@ -21,9 +20,7 @@ void StreamGate::hold(cudaStream_t stream) {
 void StreamGate::open() {
   ATOLL_CHECK(opened_ < held_, kInvalidArgument, "stream gate opened with no hold pending ({} opened)", opened_);
   ++opened_;
-  std::atomic_ref<uint32_t>(*static_cast<uint32_t*>(word_.get())).store(opened_, std::memory_order_release);
-  // The store must leave the core now, not when the write buffer drains on its own.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  raise_gate_word(host_word(), opened_);
 }
 
 void StreamGate::open_all() {

@@ -24,6 +24,10 @@ class StreamGate {
   void open();
   void open_all();
   uint32_t pending() const { return held_ - opened_; }
+  // What opening the next `n` pending holds writes, for another thread to write it first
+  // (raise_gate_word): the later open() calls then find the word already there.
+  uint32_t* host_word() const { return static_cast<uint32_t*>(word_.get()); }
+  uint32_t token_after(uint32_t n) const { return opened_ + n; }
 
  private:
   PinnedBuffer word_{sizeof(uint32_t), /*mapped=*/true};

@@ -1,0 +1,135 @@
+// The arrival sentinel's handshake on host threads: it opens a published lane at an expected
+// arrival exactly when the scheduler's side has not closed the gate first, never both, and
+// records the completion words it read before opening.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "sched/arrival_sentinel.h"
+
+namespace atl::sched {
+namespace {
+
+DeviceTime host_now() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+uint64_t test_seed() {
+  if (const char* s = std::getenv("ATOLL_TEST_SEED")) return std::stoull(s);
+  return static_cast<uint64_t>(host_now());
+}
+
+uint32_t gate_word(const uint32_t& w) {
+  return std::atomic_ref<uint32_t>(const_cast<uint32_t&>(w)).load(std::memory_order_acquire);
+}
+
+struct Rig {
+  std::array<std::atomic<uint32_t>, 3> counters{};
+  uint32_t word = 0;  // the lane's gate word
+  ArrivalSentinel sentinel{host_now, [this](StreamId s) { return counters[static_cast<size_t>(s)].load(); },
+                           std::vector<StreamId>{2, 0}, false};
+
+  // Client 1's lane, its next `holds` holds opened by raising the word to `token`.
+  void publish(uint32_t token, DeviceTime seen_through) {
+    std::vector<std::optional<GateOpener>> openers(2);
+    openers[1] = GateOpener{&word, token};
+    sentinel.publish(std::move(openers), seen_through);
+  }
+  bool wait_claimed(std::chrono::milliseconds limit) {
+    const auto end = std::chrono::steady_clock::now() + limit;
+    while (!sentinel.claimed() && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+    return sentinel.claimed();
+  }
+};
+
+TEST(ArrivalSentinel, OpensAPublishedLaneAtItsArrivalAndRecordsTheWordsFirst) {
+  Rig r;
+  r.counters[0] = 11;
+  r.counters[2] = 7;
+  r.publish(2, host_now());
+  const DeviceTime arrival = host_now() + 2'000'000;
+  r.sentinel.expect(arrival, kNever, 42, 1);
+  EXPECT_EQ(gate_word(r.word), 0u);
+  ASSERT_TRUE(r.wait_claimed(std::chrono::milliseconds(500))) << "the sentinel never opened the lane";
+  const std::optional<ArrivalSentinel::Opening> o = r.sentinel.close();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->task, 42u);
+  EXPECT_EQ(o->client, 1);
+  EXPECT_GE(o->at, arrival);
+  EXPECT_EQ(o->words, (std::vector<uint32_t>{7, 11}));  // in the order the streams were watched
+  EXPECT_EQ(gate_word(r.word), 2u);
+  EXPECT_TRUE(r.sentinel.closed());
+  EXPECT_FALSE(r.sentinel.close().has_value());
+}
+
+TEST(ArrivalSentinel, LeavesAloneWhatTheSchedulerOwns) {
+  Rig r;
+  // Not published: the scheduler's thread starts it.
+  r.sentinel.expect(host_now() + 300'000, kNever, 1, 1);
+  // Arrived before the scheduler's last look at arrivals: it is the scheduler's.
+  const DeviceTime early = host_now() + 300'000;
+  r.publish(1, early);
+  r.sentinel.expect(early, kNever, 2, 1);
+  // A client without an opener (its lane busy or unarmed).
+  r.sentinel.expect(host_now() + 300'000, kNever, 3, 0);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+  while (r.sentinel.skipped() < 3 && std::chrono::steady_clock::now() < end) std::this_thread::yield();
+  EXPECT_EQ(r.sentinel.skipped(), 3u);
+  EXPECT_FALSE(r.sentinel.claimed());
+  EXPECT_EQ(gate_word(r.word), 0u);
+  EXPECT_FALSE(r.sentinel.close().has_value());
+}
+
+// The race the handshake exists for: the scheduler closes the gate around the arrival instant.
+// Whoever wins, the lane is opened exactly when close() hands back an opening, and a closed gate
+// stays shut however late the sentinel looks.
+TEST(ArrivalSentinel, CloseAndOpenNeverBothWinARace) {
+  const uint64_t seed = test_seed();
+  SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<DeviceTime> lead(20'000, 60'000), jitter(-15'000, 15'000);
+  Rig r;
+  int opened = 0, closed_first = 0;
+  constexpr int kRounds = 1500;
+  for (int round = 0; round < kRounds; ++round) {
+    const uint32_t token = static_cast<uint32_t>(round + 1);
+    const DeviceTime now = host_now();
+    r.publish(token, now);
+    const DeviceTime arrival = now + lead(rng);
+    r.sentinel.expect(arrival, kNever, static_cast<uint64_t>(round), 1);
+    const DeviceTime close_at = arrival + jitter(rng);
+    while (host_now() < close_at) {
+    }
+    const std::optional<ArrivalSentinel::Opening> o = r.sentinel.close();
+    // Wait until the sentinel has looked at this arrival (opened or skipped).
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (static_cast<int>(r.sentinel.skipped()) + opened + (o ? 1 : 0) < round + 1 &&
+           std::chrono::steady_clock::now() < end) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(static_cast<int>(r.sentinel.skipped()) + opened + (o ? 1 : 0), round + 1) << "round " << round;
+    if (o) {
+      ++opened;
+      EXPECT_EQ(o->task, static_cast<uint64_t>(round));
+      ASSERT_EQ(gate_word(r.word), token) << "round " << round << ": an opening without the store";
+    } else {
+      ++closed_first;
+      ASSERT_EQ(gate_word(r.word), token - 1) << "round " << round << ": opened after the gate closed";
+      raise_gate_word(&r.word, token);  // the scheduler opens it itself
+    }
+    ASSERT_TRUE(r.sentinel.closed());
+  }
+  // Both sides won some rounds, or the race was not exercised.
+  EXPECT_GT(opened, kRounds / 20);
+  EXPECT_GT(closed_first, kRounds / 20);
+}
+
+}  // namespace
+}  // namespace atl::sched

@@ -33,7 +33,7 @@ inline const CLI::Validator kNotNegative(
 // How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies,
 // --be-uploads and --rt-launch.
 struct RtPathFlags {
-  std::string rt_arrival = "armed";
+  std::string rt_arrival = "sentinel";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
   std::string be_uploads = "auto";

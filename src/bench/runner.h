@@ -36,7 +36,7 @@ struct DisbOptions {
   uint64_t seed = 0;         // Poisson arrivals, inputs, weights
   int inflight_cap = 4;      // SchedulerOptions::inflight_cap
   bool armed_rt = true;      // SchedulerOptions::armed_rt
-  bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
+  bool arrival_sentinel = true;  // SchedulerOptions::arrival_sentinel
   bool staged_inputs = true;  // sched::Workload::staged_inputs
   bool rt_sm_copies = false;  // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads

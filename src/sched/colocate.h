@@ -183,7 +183,7 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
-  bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
+  bool arrival_sentinel = true;  // SchedulerOptions::arrival_sentinel
   bool staged_inputs = true;  // Workload::staged_inputs
   bool rt_sm_copies = false;  // Workload::rt_sm_copies
   BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads

@@ -53,7 +53,7 @@ struct SchedulerOptions {
   // between two BE launches. For requests submitted ahead of their arrival whose inputs lie in
   // staging memory (ExecDevice::request_buffers); others arrive the usual way. Not in the
   // padding modes, whose RT start also plans BE padding.
-  bool arrival_sentinel = false;
+  bool arrival_sentinel = true;
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
   // holds. In the padding modes only its last kernel then reports, and padding follows the task

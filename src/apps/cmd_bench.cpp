@@ -30,6 +30,7 @@ struct DisbFlags {
   uint64_t seed = 0;
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
+  int cap = bench::DisbOptions{}.inflight_cap;
   RtPathFlags rt_path;
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
@@ -167,6 +168,7 @@ void run_disb_command(const DisbFlags& f) {
   o.seed = f.seed;
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
+  o.inflight_cap = f.cap;
   o.armed_rt = f.rt_path.rt_arrival != "launch";
   o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
@@ -298,6 +300,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--warmup", f->warmup_s,
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
+  cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
@@ -31,6 +32,7 @@ struct DisbFlags {
   double timeline_ms = 200;
   double warmup_s = bench::DisbOptions{}.warmup_s;
   int cap = bench::DisbOptions{}.inflight_cap;
+  double be_queue_us = 0;
   RtPathFlags rt_path;
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
@@ -169,6 +171,7 @@ void run_disb_command(const DisbFlags& f) {
   o.timeline_ms = f.timeline_ms;
   o.warmup_s = f.warmup_s;
   o.inflight_cap = f.cap;
+  o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
   o.armed_rt = f.rt_path.rt_arrival != "launch";
   o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
@@ -301,6 +304,7 @@ void add_bench_command(CLI::App& app) {
                   "Seconds of every client together, unmeasured, before the measured runs (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
+  add_be_queue_flag(cmd, f->be_queue_us);
   add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "

@@ -2,6 +2,7 @@
 #include <fmt/ranges.h>
 
 #include <charconv>
+#include <cmath>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -27,6 +28,7 @@ struct ColocateFlags {
   int64_t batch = 1;
   uint64_t seed = 0;
   int cap = 4;
+  double be_queue_us = 0;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   RtPathFlags rt_path;
   std::vector<std::string> profiles;  // kernel profile files
@@ -86,6 +88,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["rt_order"] = sched::rt_order_name(r.rt_order);
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
+    j["be_queue_us"] = f.be_queue_us;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
     j["rt_breakdown"] = {{"staging_us", stats_json(r.rt_staging_us)},
                          {"queueing_us", stats_json(r.rt_queueing_us)},
@@ -133,7 +136,8 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   fmt::print("  of which staging (arrival -> dispatch) p50 {:.1f} us ({:.0f}%)  p99 {:.1f} us ({:.0f}%)\n",
              r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
              100 * r.staging_share_p99);
-  if (sched::mode_traits(r.mode).pads_be) fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
+  if (sched::mode_traits(r.mode).pads_be)
+    fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
 }
 
 void run_colocate_command(const ColocateFlags& f) {
@@ -153,6 +157,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.batch = f.batch;
   o.seed = f.seed;
   o.inflight_cap = f.cap;
+  o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
   o.warmup_s = f.warmup_s;
   o.armed_rt = f.rt_path.rt_arrival != "launch";
   o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
@@ -190,6 +195,7 @@ void add_colocate_command(CLI::App& app) {
   cmd->add_option("--batch", f->batch, "Batch size of every client without @BATCH")
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
+  add_be_queue_flag(cmd, f->be_queue_us);
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));

@@ -40,6 +40,14 @@ struct RtPathFlags {
   std::string rt_launch = "one";
 };
 
+// --be-queue-us (colocate and DISB): SchedulerOptions::be_queue_ns, in microseconds.
+inline void add_be_queue_flag(CLI::App* cmd, double& us) {
+  cmd->add_option("--be-queue-us", us,
+                  "0 (off) or the time a BE stream's queued kernels should cover: long kernels then queue fewer "
+                  "than --cap (at least one behind the running one), by their measured kernel time")
+      ->check(CLI::Range(0.0, 1e6));
+}
+
 inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
   cmd->add_option("--inputs", f.inputs,
                   "staging (each client's inputs written once into the runtime's pinned staging memory, as a "

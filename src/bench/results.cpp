@@ -185,8 +185,10 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["sentinel_rt_tasks"] = run.sentinel_rt_tasks;
   mj["inputs_staged_clients"] = run.staged_clients;
   if (const auto& c = run.gpu_clock) {
-    mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
-                       {"sm_mhz_min", c->sm_mhz_min},   {"sm_mhz_max", c->sm_mhz_max},
+    mj["gpu_clock"] = {{"samples", c->samples},
+                       {"sm_mhz_mean", c->sm_mhz_mean},
+                       {"sm_mhz_min", c->sm_mhz_min},
+                       {"sm_mhz_max", c->sm_mhz_max},
                        {"power_w_mean", c->power_w_mean}};
   } else {
     mj["gpu_clock"] = nullptr;
@@ -232,10 +234,16 @@ nlohmann::json results_json(const BenchResults& r) {
   }
   j["device"] = r.device;
   j["commit"] = r.commit;
-  j["settings"] = {{"seed", r.seed},         {"grace_s", r.grace_s},           {"standalone_s", r.standalone_s},
-                   {"warmup_s", r.warmup_s}, {"inflight_cap", r.inflight_cap}, {"armed_rt", r.armed_rt},
+  j["settings"] = {{"seed", r.seed},
+                   {"grace_s", r.grace_s},
+                   {"standalone_s", r.standalone_s},
+                   {"warmup_s", r.warmup_s},
+                   {"inflight_cap", r.inflight_cap},
+                   {"be_queue_us", r.be_queue_us},
+                   {"armed_rt", r.armed_rt},
                    {"arrival_sentinel", r.arrival_sentinel},
-                   {"staged_inputs", r.staged_inputs}, {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
+                   {"staged_inputs", r.staged_inputs},
+                   {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
                    {"be_uploads", sched::be_uploads_name(r.be_uploads)},
                    {"rt_launch", r.rt_single_launch ? "one" : "per-kernel"},
                    {"rt_order", r.rt_order}};

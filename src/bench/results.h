@@ -53,21 +53,21 @@ struct ModeRun {
   std::string mode;
   double duration_ms = 0;
   std::vector<RequestRecord> requests;
-  std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
-  std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
+  std::vector<double> preemption_latency_us;   // RT arrival (or flag raise) -> first RT kernel start
+  std::vector<double> preemption_staging_us;   // the same requests' arrival -> dispatch (host staging)
   std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
   std::vector<double> preemption_entry_us;     // ... admitted -> started (sched::TaskResult::started)
   std::vector<double> preemption_release_us;   // ... started -> dispatch
   sched::PollStats polls;                      // the scheduler's slowest steps
-  std::vector<KernelSpan> timeline;           // a window of a few hundred ms
+  std::vector<KernelSpan> timeline;            // a window of a few hundred ms
   std::vector<InstantEvent> events;
-  std::string first_failure;          // the first failed request's error, empty if none failed
-  std::optional<HostLoad> host_load;  // real devices only, where the host reports it
-  std::optional<GpuClockSummary> gpu_clock;  // real devices with NVML only
-  std::vector<DeviceCallStats> device_calls;  // every kind called at least once
+  std::string first_failure;                    // the first failed request's error, empty if none failed
+  std::optional<HostLoad> host_load;            // real devices only, where the host reports it
+  std::optional<GpuClockSummary> gpu_clock;     // real devices with NVML only
+  std::vector<DeviceCallStats> device_calls;    // every kind called at least once
   std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first
-  bool rt_armed = false;              // what the run did (sched::WorkloadRun), not what was asked
-  int64_t sentinel_rt_tasks = 0;      // RT tasks the arrival sentinel started (SchedulerStats)
+  bool rt_armed = false;                        // what the run did (sched::WorkloadRun), not what was asked
+  int64_t sentinel_rt_tasks = 0;                // RT tasks the arrival sentinel started (SchedulerStats)
   int staged_clients = 0;
 };
 
@@ -138,17 +138,18 @@ struct BenchResults {
   std::string device;
   std::string commit;
   uint64_t seed = 0;
-  double grace_s = 0;       // answers awaited after the arrivals stop; later ones are dropped
-  double standalone_s = 0;  // each RT client's run alone
-  double warmup_s = 0;      // every client together before the measured runs (0: none)
-  int inflight_cap = 0;     // kernels a BE task may have on the device at once
-  bool armed_rt = false;    // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
+  double grace_s = 0;             // answers awaited after the arrivals stop; later ones are dropped
+  double standalone_s = 0;        // each RT client's run alone
+  double warmup_s = 0;            // every client together before the measured runs (0: none)
+  int inflight_cap = 0;           // kernels a BE task may have on the device at once
+  double be_queue_us = 0;         // SchedulerOptions::be_queue_ns, us (0: off)
+  bool armed_rt = false;          // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
   bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
-  bool staged_inputs = false;  // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
-  bool rt_sm_copies = false;   // sched::Workload::rt_sm_copies
+  bool staged_inputs = false;     // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
+  bool rt_sm_copies = false;      // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
-  bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
-  std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
+  bool rt_single_launch = true;                           // sched::SchedulerOptions::rt_single_launch
+  std::string rt_order;                                   // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;
 };

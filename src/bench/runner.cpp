@@ -49,8 +49,8 @@ void check_models(const Workload& w, const std::string& source) {
     try {
       check_model_exists(c.model);
     } catch (const Error& e) {
-      throw Error(e.code(), fmt::format("workload '{}': client '{}' (clients[{}].model): {}", source, c.name, i,
-                                        e.message()),
+      throw Error(e.code(),
+                  fmt::format("workload '{}': client '{}' (clients[{}].model): {}", source, c.name, i, e.message()),
                   e.file(), e.line());
     }
   }
@@ -88,6 +88,7 @@ class Runner {
     r.grace_s = o_.grace_s;
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
+    r.be_queue_us = static_cast<double>(o_.be_queue_ns) / 1e3;
     r.armed_rt = o_.armed_rt;
     r.arrival_sentinel = o_.arrival_sentinel;
     r.staged_inputs = o_.staged_inputs;
@@ -176,6 +177,7 @@ class Runner {
     sw.real_time = !sched::is_simulated(*device);
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
+    sw.scheduler.be_queue_ns = o_.be_queue_ns;
     sw.scheduler.armed_rt = o_.armed_rt;
     sw.scheduler.arrival_sentinel = o_.arrival_sentinel;
     sw.scheduler.rt_single_launch = o_.rt_single_launch;

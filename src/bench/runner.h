@@ -31,16 +31,17 @@ struct DisbOptions {
   // loads a kernel's code at its first launch (lazy loading), which can synchronize the whole
   // device; without this the first mode running each model would pay for it.
   double warmup_s = 0.3;
-  double grace_s = 0.5;      // answers awaited after the arrivals stop
-  double timeline_ms = 200;  // trace.json window, centred in the traced mode's run
-  uint64_t seed = 0;         // Poisson arrivals, inputs, weights
-  int inflight_cap = 4;      // SchedulerOptions::inflight_cap
-  bool armed_rt = true;      // SchedulerOptions::armed_rt
-  bool arrival_sentinel = true;  // SchedulerOptions::arrival_sentinel
-  bool staged_inputs = true;  // sched::Workload::staged_inputs
-  bool rt_sm_copies = false;  // sched::Workload::rt_sm_copies
+  double grace_s = 0.5;                                   // answers awaited after the arrivals stop
+  double timeline_ms = 200;                               // trace.json window, centred in the traced mode's run
+  uint64_t seed = 0;                                      // Poisson arrivals, inputs, weights
+  int inflight_cap = 4;                                   // SchedulerOptions::inflight_cap
+  sched::DeviceTime be_queue_ns = 0;                      // SchedulerOptions::be_queue_ns
+  bool armed_rt = true;                                   // SchedulerOptions::armed_rt
+  bool arrival_sentinel = true;                           // SchedulerOptions::arrival_sentinel
+  bool staged_inputs = true;                              // sched::Workload::staged_inputs
+  bool rt_sm_copies = false;                              // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
-  bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
+  bool rt_single_launch = true;                           // SchedulerOptions::rt_single_launch
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device

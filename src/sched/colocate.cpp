@@ -19,9 +19,12 @@ namespace atl::sched {
 
 const char* be_uploads_name(BeUploads u) {
   switch (u) {
-    case BeUploads::kCopyEngine: return "copy-engine";
-    case BeUploads::kSms: return "sms";
-    case BeUploads::kAuto: return "auto";
+    case BeUploads::kCopyEngine:
+      return "copy-engine";
+    case BeUploads::kSms:
+      return "sms";
+    case BeUploads::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -288,10 +291,10 @@ class Driver {
 
   ExecDevice& device_;
   const Workload& w_;
-  std::vector<Arrival> feed_;  // every open-loop arrival, in time order
+  std::vector<Arrival> feed_;                // every open-loop arrival, in time order
   std::vector<std::vector<Tensor>> inputs_;  // per client: what its requests carry (request_inputs)
   int staged_clients_ = 0;                   // of which carry staging memory
-  size_t next_ = 0;            // first arrival not handed over
+  size_t next_ = 0;                          // first arrival not handed over
   DeviceTime start_ = 0, end_ = 0;
 
   // The scheduler's thread answers while this one submits (real devices).
@@ -420,6 +423,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
   w.scheduler.arrival_sentinel = o.arrival_sentinel;
+  w.scheduler.be_queue_ns = o.be_queue_ns;
   w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;

@@ -20,6 +20,8 @@ std::exception_ptr make_scheduler_error(ErrorCode code, std::string message) {
 Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), options(o), traits(mode_traits(o.mode)) {
   ATOLL_CHECK(options.inflight_cap >= 1, kInvalidArgument, "in-flight cap must be at least 1 (got {})",
               options.inflight_cap);
+  ATOLL_CHECK(options.be_queue_ns >= 0, kInvalidArgument, "BE queue time must not be negative (got {} ns)",
+              options.be_queue_ns);
   ATOLL_CHECK(options.idle_poll_ns >= 1, kInvalidArgument, "idle poll must be at least 1 ns (got {})",
               options.idle_poll_ns);
   ATOLL_CHECK(options.armed_kernels >= 1, kInvalidArgument, "armed kernels must be at least 1 (got {})",
@@ -249,7 +251,7 @@ void Scheduler::Impl::top_up(Lane& l) {
     t.next_launch = c.kernels;
     return;
   }
-  const uint64_t cap = is_rt(c) ? UINT64_MAX : static_cast<uint64_t>(options.inflight_cap);
+  const uint64_t cap = is_rt(c) ? UINT64_MAX : be_cap(l);
   while (t.next_launch < c.kernels && l.launched - l.completed < cap) {
     if (yield_to_rt(c)) return;
     const bool first = t.next_launch == 0 && t.first_seq == 0;
@@ -269,6 +271,30 @@ void Scheduler::Impl::top_up(Lane& l) {
     if (first) t.first_seq = seq;
     ++t.next_launch;
   }
+}
+
+// Launches that end back to back, each started when the one before it ended, are spaced by their
+// kernel time. Preemptions (kernels exiting early) and idle gaps give no sample.
+void Scheduler::Impl::time_be_kernels(Lane& l, uint64_t completed) {
+  const DeviceTime now = device.now();
+  if (rt_mode || l.cut_at != kNoCut) {
+    l.ended_at = -1;
+    return;
+  }
+  const uint64_t ended = completed - l.completed;
+  if (l.ended_at >= 0 && l.backlog >= ended) {
+    const DeviceTime sample = (now - l.ended_at) / static_cast<DeviceTime>(ended);
+    l.kernel_ns = l.kernel_ns == 0 ? sample : (3 * l.kernel_ns + sample) / 4;
+  }
+  l.ended_at = now;
+  l.backlog = l.launched - completed;
+}
+
+uint64_t Scheduler::Impl::be_cap(const Lane& l) const {
+  const auto cap = static_cast<uint64_t>(options.inflight_cap);
+  if (options.be_queue_ns <= 0 || l.kernel_ns <= 0 || cap <= 2) return cap;
+  const auto queued = static_cast<uint64_t>((options.be_queue_ns + l.kernel_ns - 1) / l.kernel_ns);
+  return std::clamp<uint64_t>(1 + queued, 2, cap);
 }
 
 // Hands the device one kernel on the lane's stream and counts it.
@@ -328,6 +354,7 @@ void Scheduler::Impl::observe(Lane& l) {
   ATOLL_CHECK(c > l.completed && c <= l.launched, kInternal,
               "stream {} reports {} launches ended; {} were seen ended and {} issued", l.stream, c, l.completed,
               l.launched);
+  if (options.be_queue_ns > 0 && !is_rt(client_of(l))) time_be_kernels(l, c);
   l.completed = c;
   note_progress();
   Task& t = *l.task;

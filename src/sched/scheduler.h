@@ -33,6 +33,12 @@ enum class RtOrder : uint8_t { kArrival, kDeadline };
 struct SchedulerOptions {
   Mode mode = Mode::kReset;
   int inflight_cap = 4;  // kernels a BE task may have on the device at once (every mode)
+  // Above 0: a BE lane keeps fewer kernels queued behind its running one where they are long,
+  // only as many as cover this much time by the lane's measured kernel time (at least one, at
+  // most inflight_cap - 1). A preemption drains every queued kernel (its blocks exit at entry),
+  // and a batch-32 kernel's grid is thousands of blocks; short kernels still queue enough to
+  // hide the launch gaps.
+  DeviceTime be_queue_ns = 0;
   RtOrder rt_order = RtOrder::kArrival;
   // On its own thread, how long one device wait may last before new submissions are looked at.
   DeviceTime idle_poll_ns = 2000;

@@ -74,6 +74,12 @@ struct Scheduler::Impl {
     // cut) and the SM share it takes while in flight.
     uint64_t padded_through = 0;
     double padded_share = 0;
+    // BE lanes (SchedulerOptions::be_queue_ns): the kernel time measured from the spacing of
+    // completions while work was queued, when the last completion was seen, and the launches
+    // then still in flight.
+    DeviceTime kernel_ns = 0;
+    DeviceTime ended_at = -1;
+    uint64_t backlog = 0;
     // Padding (RT lanes): the running task's kernel as last seen, and since when.
     uint64_t seen_task = 0;
     int seen_kernel = -1;
@@ -113,6 +119,8 @@ struct Scheduler::Impl {
   bool yield_to_rt(const Client& c);
   void feed(Lane& l);
   void observe(Lane& l);
+  void time_be_kernels(Lane& l, uint64_t completed);
+  uint64_t be_cap(const Lane& l) const;
   void settle(Lane& l);
   void finish(Lane& l);
   void deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime end);
@@ -181,11 +189,11 @@ struct Scheduler::Impl {
   DeviceTime last_progress = 0;
   SchedulerStats stats;
   std::vector<SchedulerEvent> events;
-  std::vector<TaskPtr> pending;     // heap by (arrival, id): submitted, not arrived yet
-  DeviceTime admitted_through = -1;  // the clock of the last look at arrivals
-  std::unique_ptr<ArrivalSentinel> sentinel;  // SchedulerOptions::arrival_sentinel, while started
+  std::vector<TaskPtr> pending;                    // heap by (arrival, id): submitted, not arrived yet
+  DeviceTime admitted_through = -1;                // the clock of the last look at arrivals
+  std::unique_ptr<ArrivalSentinel> sentinel;       // SchedulerOptions::arrival_sentinel, while started
   std::optional<ArrivalSentinel::Opening> opened;  // taken over, its task not started yet
-  std::exception_ptr thread_error;  // what ended the scheduler thread, for stop() to rethrow
+  std::exception_ptr thread_error;                 // what ended the scheduler thread, for stop() to rethrow
 
   std::mutex inbox_mutex;
   std::vector<TaskPtr> inbox;  // submitted since the last poll

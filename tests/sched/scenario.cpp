@@ -76,11 +76,13 @@ ScenarioRun run_scenario(const Scenario& s) {
 
   if (mode_traits(s.mode).pads_be) {  // the padding modes plan with the shapes just set
     device.set_profile(run.rt_instance, device.measure_profile(run.rt_instance, {}));
-    for (InstanceId be_instance : run.be_instances) device.set_profile(be_instance, device.measure_profile(be_instance, {}));
+    for (InstanceId be_instance : run.be_instances)
+      device.set_profile(be_instance, device.measure_profile(be_instance, {}));
   }
   SchedulerOptions so;
   so.mode = s.mode;
   so.inflight_cap = s.inflight_cap;
+  so.be_queue_ns = s.be_queue_ns;
   so.record_events = true;
   so.armed_rt = s.armed_rt;
   so.rt_single_launch = s.rt_single_launch;

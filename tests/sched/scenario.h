@@ -20,7 +20,8 @@ std::vector<Tensor> random_inputs(const Program& program, uint64_t seed);
 struct Scenario {
   Mode mode = Mode::kReset;
   int inflight_cap = 4;
-  sim::SimGpuConfig gpu;  // H200-like: 264 block slots
+  DeviceTime be_queue_ns = 0;  // SchedulerOptions::be_queue_ns
+  sim::SimGpuConfig gpu;       // H200-like: 264 block slots
   bool numerics = false;
   int be_clients = 2;
   // Every kernel of the RT / BE model gets this shape; the models keep their kernel counts.
@@ -31,7 +32,7 @@ struct Scenario {
   DeviceTime rt_until = 20'000'000;  // no RT arrival from here on
   DeviceTime be_until = 20'000'000;  // BE clients stop re-submitting
   uint64_t seed = 1;
-  bool armed_rt = true;  // SchedulerOptions::armed_rt
+  bool armed_rt = true;          // SchedulerOptions::armed_rt
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
 };
 

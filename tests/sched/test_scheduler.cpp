@@ -95,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(Modes, ModesWithBe,
                          param_name);
 
 // Largest number of one instance's launches on the device at one instant (issued, not ended).
-int64_t max_in_flight(const std::vector<sim::SimLaunchRecord>& launches) {
+// The most launches issued and not ended at once, from `from` on.
+int64_t max_in_flight(const std::vector<sim::SimLaunchRecord>& launches, DeviceTime from = 0) {
   std::vector<std::pair<DeviceTime, int>> edges;
   for (const auto& r : launches) {
     edges.emplace_back(r.issued, +1);
@@ -105,7 +106,7 @@ int64_t max_in_flight(const std::vector<sim::SimLaunchRecord>& launches) {
   int64_t now = 0, most = 0;
   for (const auto& [t, d] : edges) {
     now += d;
-    most = std::max(most, now);
+    if (t >= from) most = std::max(most, now);
   }
   return most;
 }
@@ -125,6 +126,32 @@ TEST(Scheduler, BeInFlightCapHoldsInEveryMode) {
         const auto launches = run.launches_of(be);
         ASSERT_FALSE(launches.empty());
         EXPECT_EQ(max_in_flight(launches), cap) << mode_name(mode) << " cap " << cap;
+      }
+    }
+  }
+}
+
+// SchedulerOptions::be_queue_ns: once a BE lane has timed its kernels, long ones queue one behind
+// the running one, short ones still fill the cap; off, every lane fills it.
+TEST(Scheduler, BeQueueTimeQueuesFewerLongKernels) {
+  for (const Mode mode : {Mode::kReset, Mode::kStreams}) {
+    for (const DeviceTime queue_ns : {DeviceTime{0}, DeviceTime{100'000}}) {
+      for (const DeviceTime kernel_ns : {DeviceTime{400'000}, DeviceTime{20'000}}) {
+        Scenario s;
+        s.mode = mode;
+        s.inflight_cap = 4;
+        s.be_queue_ns = queue_ns;
+        s.rt_until = 8'000'000;
+        s.be_until = 8'000'000;
+        s.be_shape = {8, kernel_ns};  // a few blocks: each kernel takes its block time
+        const ScenarioRun run = run_scenario(s);
+        const int64_t want = queue_ns > 0 && kernel_ns > queue_ns ? 2 : 4;
+        for (InstanceId be : run.be_instances) {
+          const auto launches = run.launches_of(be);
+          ASSERT_FALSE(launches.empty());
+          EXPECT_EQ(max_in_flight(launches, 3'000'000), want)
+              << mode_name(mode) << ", queue " << queue_ns << " ns, kernels " << kernel_ns << " ns";
+        }
       }
     }
   }

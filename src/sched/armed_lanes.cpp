@@ -190,8 +190,10 @@ void Scheduler::Impl::start_opened() {
   Client& c = clients[static_cast<size_t>(o.client)];
   const auto it = std::find_if(c.queue.begin(), c.queue.end(), [&](const TaskPtr& t) { return t->id == o.task; });
   if (it == c.queue.end()) {
-    // Answered meanwhile (a failed run): the opened work runs out unread.
+    // Answered meanwhile (a failed run): the opened work runs out unread, and the flag it
+    // raised comes down when RT mode ends.
     Lane& l = lane_of(o.client);
+    flag_raised = flag_raised || traits.raises_flag;
     while (l.holds > 0) release_hold(l);
     device.synchronize(l.stream);
     l.completed = l.launched;

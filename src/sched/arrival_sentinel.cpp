@@ -50,9 +50,12 @@ void ArrivalSentinel::publish(std::vector<std::optional<GateOpener>> openers, De
 }
 
 std::optional<ArrivalSentinel::Opening> ArrivalSentinel::close() {
-  uint32_t s = kReady;
-  if (state_.compare_exchange_strong(s, kClosed, std::memory_order_seq_cst) || s == kClosed) return std::nullopt;
-  while (state_.load(std::memory_order_acquire) == kClaimed) cpu_relax();
+  for (;;) {
+    uint32_t s = kReady;
+    if (state_.compare_exchange_strong(s, kClosed, std::memory_order_seq_cst) || s == kClosed) return std::nullopt;
+    if (s == kOpened) break;
+    cpu_relax();  // claimed: opening, or handing the claim back (ready again)
+  }
   Opening o = std::move(opening_);
   opening_ = Opening{};
   state_.store(kClosed, std::memory_order_seq_cst);
@@ -93,16 +96,17 @@ void ArrivalSentinel::run() {
 }
 
 void ArrivalSentinel::try_open(const Expected& e) {
-  // Only the scheduler leaves closed or ready-to-closed; reading ready first keeps the claim
-  // from racing a publish that is rewriting openers_.
-  if (state_.load(std::memory_order_seq_cst) != kReady) {
+  // Claim first: only a claim keeps the scheduler from closing and publishing new openers_
+  // while they are read. One that opens nothing hands the claim back.
+  uint32_t s = kReady;
+  if (!state_.compare_exchange_strong(s, kClaimed, std::memory_order_seq_cst)) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
   const bool openable = e.arrival > seen_through_ && e.client >= 0 && static_cast<size_t>(e.client) < openers_.size() &&
                         openers_[static_cast<size_t>(e.client)];
-  uint32_t s = kReady;
-  if (!openable || !state_.compare_exchange_strong(s, kClaimed, std::memory_order_seq_cst)) {
+  if (!openable) {
+    state_.store(kReady, std::memory_order_seq_cst);
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }

@@ -11,7 +11,8 @@
 //
 // The handshake is one state word. The scheduler publishes openers (one per RT client) only
 // while no RT task is queued or running, moving it from closed to ready; at an expected
-// arrival the sentinel moves ready to claimed, reads the words, opens, and stores opened; the
+// arrival the sentinel moves ready to claimed (back to ready where that client has no opener
+// or the request is the scheduler's), reads the words, opens, and stores opened; the
 // scheduler moves ready back to closed before it starts an RT task or arms a lane itself, or
 // takes an opening (claimed or opened) over. Exactly one of them therefore starts each task.
 // Only requests whose inputs already lie in staging memory are expected (opening stages

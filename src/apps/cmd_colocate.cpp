@@ -136,8 +136,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   fmt::print("  of which staging (arrival -> dispatch) p50 {:.1f} us ({:.0f}%)  p99 {:.1f} us ({:.0f}%)\n",
              r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
              100 * r.staging_share_p99);
-  if (sched::mode_traits(r.mode).pads_be)
-    fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
+  if (sched::mode_traits(r.mode).pads_be) fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
 }
 
 void run_colocate_command(const ColocateFlags& f) {

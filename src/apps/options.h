@@ -83,26 +83,24 @@ struct ModelFlags {
 };
 
 inline void add_model_flags(CLI::App* cmd, ModelFlags& f) {
-  cmd->add_option("model", f.model, "Model name (see `atoll models`) or path to an .onnx file")
-      ->default_str(default_model());
+  cmd->add_option("model", f.model, "Model name (see `atoll models`) or path to an .onnx file")->default_str(default_model());
   cmd->add_option("--batch", f.options.batch, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{4096}));
-  cmd->add_option("--seq", f.options.seq_len, "Sequence length for BERT models")
-      ->check(CLI::Range(int64_t{1}, int64_t{512}));
+  cmd->add_option("--seq", f.options.seq_len, "Sequence length for BERT models")->check(CLI::Range(int64_t{1}, int64_t{512}));
   cmd->add_option("--seed", f.options.seed, "Seed for weights and inputs")->check(kNotNegative);
   cmd->add_option_function<std::vector<std::string>>(
-      "--dim",
-      [&f](const std::vector<std::string>& specs) {
-        for (const std::string& spec : specs) {
-          const auto eq = spec.find('=');
-          int64_t value = 0;
-          const char* end = spec.data() + spec.size();
-          const bool ok = eq != std::string::npos && eq > 0 &&
-                          std::from_chars(spec.data() + eq + 1, end, value).ptr == end && value >= 1;
-          ATOLL_CHECK(ok, kInvalidArgument, "--dim '{}': expected NAME=N with N >= 1", spec);
-          f.options.dims[spec.substr(0, eq)] = value;
-        }
-      },
-      "NAME=N: size of a symbolic dimension of an ONNX model besides the batch (repeatable)");
+         "--dim",
+         [&f](const std::vector<std::string>& specs) {
+           for (const std::string& spec : specs) {
+             const auto eq = spec.find('=');
+             int64_t value = 0;
+             const char* end = spec.data() + spec.size();
+             const bool ok = eq != std::string::npos && eq > 0 &&
+                             std::from_chars(spec.data() + eq + 1, end, value).ptr == end && value >= 1;
+             ATOLL_CHECK(ok, kInvalidArgument, "--dim '{}': expected NAME=N with N >= 1", spec);
+             f.options.dims[spec.substr(0, eq)] = value;
+           }
+         },
+         "NAME=N: size of a symbolic dimension of an ONNX model besides the batch (repeatable)");
 }
 
 // The model given, or the default when none was; an empty name is refused, not read as the default.

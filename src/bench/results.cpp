@@ -185,10 +185,8 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["sentinel_rt_tasks"] = run.sentinel_rt_tasks;
   mj["inputs_staged_clients"] = run.staged_clients;
   if (const auto& c = run.gpu_clock) {
-    mj["gpu_clock"] = {{"samples", c->samples},
-                       {"sm_mhz_mean", c->sm_mhz_mean},
-                       {"sm_mhz_min", c->sm_mhz_min},
-                       {"sm_mhz_max", c->sm_mhz_max},
+    mj["gpu_clock"] = {{"samples", c->samples},         {"sm_mhz_mean", c->sm_mhz_mean},
+                       {"sm_mhz_min", c->sm_mhz_min},   {"sm_mhz_max", c->sm_mhz_max},
                        {"power_w_mean", c->power_w_mean}};
   } else {
     mj["gpu_clock"] = nullptr;

@@ -53,18 +53,18 @@ struct ModeRun {
   std::string mode;
   double duration_ms = 0;
   std::vector<RequestRecord> requests;
-  std::vector<double> preemption_latency_us;   // RT arrival (or flag raise) -> first RT kernel start
-  std::vector<double> preemption_staging_us;   // the same requests' arrival -> dispatch (host staging)
+  std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
+  std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
   std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
   std::vector<double> preemption_entry_us;     // ... admitted -> started (sched::TaskResult::started)
   std::vector<double> preemption_release_us;   // ... started -> dispatch
   sched::PollStats polls;                      // the scheduler's slowest steps
-  std::vector<KernelSpan> timeline;            // a window of a few hundred ms
+  std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
-  std::string first_failure;                    // the first failed request's error, empty if none failed
-  std::optional<HostLoad> host_load;            // real devices only, where the host reports it
-  std::optional<GpuClockSummary> gpu_clock;     // real devices with NVML only
-  std::vector<DeviceCallStats> device_calls;    // every kind called at least once
+  std::string first_failure;          // the first failed request's error, empty if none failed
+  std::optional<HostLoad> host_load;  // real devices only, where the host reports it
+  std::optional<GpuClockSummary> gpu_clock;  // real devices with NVML only
+  std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first
   bool rt_armed = false;                        // what the run did (sched::WorkloadRun), not what was asked
   int64_t sentinel_rt_tasks = 0;                // RT tasks the arrival sentinel started (SchedulerStats)
@@ -148,8 +148,8 @@ struct BenchResults {
   bool staged_inputs = false;     // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
   bool rt_sm_copies = false;      // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
-  bool rt_single_launch = true;                           // sched::SchedulerOptions::rt_single_launch
-  std::string rt_order;                                   // "fifo" or "edf": which waiting RT request runs next
+  bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
+  std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;
 };

@@ -49,8 +49,8 @@ void check_models(const Workload& w, const std::string& source) {
     try {
       check_model_exists(c.model);
     } catch (const Error& e) {
-      throw Error(e.code(),
-                  fmt::format("workload '{}': client '{}' (clients[{}].model): {}", source, c.name, i, e.message()),
+      throw Error(e.code(), fmt::format("workload '{}': client '{}' (clients[{}].model): {}", source, c.name, i,
+                                        e.message()),
                   e.file(), e.line());
     }
   }

@@ -123,21 +123,8 @@ class TimelineRecorder final : public sched::ExecDevice {
 
  private:
   enum class Call {
-    kWriteInputs,
-    kReadOutputs,
-    kLaunch,
-    kLaunchRange,
-    kCompleted,
-    kLaunchSpan,
-    kTakeError,
-    kRaiseFlag,
-    kLowerFlag,
-    kHold,
-    kRelease,
-    kEnqueueInputs,
-    kStageInputs,
-    kSynchronize,
-    kCount
+    kWriteInputs, kReadOutputs, kLaunch, kLaunchRange, kCompleted, kLaunchSpan, kTakeError, kRaiseFlag, kLowerFlag,
+    kHold, kRelease, kEnqueueInputs, kStageInputs, kSynchronize, kCount
   };
   struct CallTimer {
     CallTimer(TimelineRecorder& r, Call c, DeviceCallStats* also = nullptr)

@@ -19,12 +19,9 @@ namespace atl::sched {
 
 const char* be_uploads_name(BeUploads u) {
   switch (u) {
-    case BeUploads::kCopyEngine:
-      return "copy-engine";
-    case BeUploads::kSms:
-      return "sms";
-    case BeUploads::kAuto:
-      return "auto";
+    case BeUploads::kCopyEngine: return "copy-engine";
+    case BeUploads::kSms: return "sms";
+    case BeUploads::kAuto: return "auto";
   }
   return "?";
 }
@@ -291,10 +288,10 @@ class Driver {
 
   ExecDevice& device_;
   const Workload& w_;
-  std::vector<Arrival> feed_;                // every open-loop arrival, in time order
+  std::vector<Arrival> feed_;  // every open-loop arrival, in time order
   std::vector<std::vector<Tensor>> inputs_;  // per client: what its requests carry (request_inputs)
   int staged_clients_ = 0;                   // of which carry staging memory
-  size_t next_ = 0;                          // first arrival not handed over
+  size_t next_ = 0;            // first arrival not handed over
   DeviceTime start_ = 0, end_ = 0;
 
   // The scheduler's thread answers while this one submits (real devices).

@@ -32,7 +32,7 @@ inline constexpr int64_t kMaxArrivalsPerClient = 10'000'000;
 // without).
 enum class BeUploads : uint8_t { kCopyEngine, kSms, kAuto };
 inline constexpr int64_t kBeSmUploadBytes = int64_t{4} << 20;
-const char* be_uploads_name(BeUploads u);                 // "copy-engine" / "sms" / "auto"
+const char* be_uploads_name(BeUploads u);  // "copy-engine" / "sms" / "auto"
 BeUploads be_uploads_from_name(const std::string& name);  // kInvalidArgument for others
 // Whether a BE client whose requests upload `bytes` gets the SM copy, on a device that can make
 // one or not (kSms where it cannot is the device's kUnsupported error, raised when applied).
@@ -101,7 +101,7 @@ struct WorkloadRun {
   DeviceTime end = 0;                    // start + duration
   std::vector<RequestOutcome> requests;  // every request submitted, in submission order (none with on_outcome)
   SchedulerStats stats;
-  bool armed_rt = false;   // RT tasks were enqueued before arriving (Scheduler::arms_rt)
+  bool armed_rt = false;               // RT tasks were enqueued before arriving (Scheduler::arms_rt)
   int staged_clients = 0;  // clients whose requests carried their instance's staging memory (Workload::staged_inputs)
   std::vector<SchedulerEvent> events;  // with scheduler.record_events
 };
@@ -188,7 +188,7 @@ struct ColocateOptions {
   bool staged_inputs = true;                // Workload::staged_inputs
   bool rt_sm_copies = false;                // Workload::rt_sm_copies
   BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads
-  bool rt_single_launch = true;             // SchedulerOptions::rt_single_launch
+  bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

@@ -369,8 +369,7 @@ class CudaExecDevice final : public ExecDevice {
       failed = true;
       if (!st.error) st.error = std::current_exception();
     }
-    if (options.report || failed)
-      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
+    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
     return last;
   }
   // Waits for `stream` to drain, failing after kStuckWait instead of hanging.

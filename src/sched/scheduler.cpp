@@ -435,14 +435,10 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
 
 const char* poll_phase_name(PollPhase phase) {
   switch (phase) {
-    case PollPhase::kAdmit:
-      return "admit";
-    case PollPhase::kComplete:
-      return "complete";
-    case PollPhase::kLaunch:
-      return "launch";
-    case PollPhase::kArm:
-      return "arm";
+    case PollPhase::kAdmit: return "admit";
+    case PollPhase::kComplete: return "complete";
+    case PollPhase::kLaunch: return "launch";
+    case PollPhase::kArm: return "arm";
   }
   return "?";
 }

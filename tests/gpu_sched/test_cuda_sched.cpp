@@ -122,8 +122,8 @@ void check_random_preemption_points(const std::string& model, bool uploads_with_
     preempted_mid_model += launched - snapshot > 0;
     rolled_back_to_start += first_unfinished == 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
-    ASSERT_TRUE(same_bytes(got, want[current]))
-        << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
+    ASSERT_TRUE(same_bytes(got, want[current])) << "trial " << trial << ": resumed at kernel " << first_unfinished
+                                                << " of " << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
   if (uploads_with_first_kernel) {

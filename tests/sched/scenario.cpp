@@ -76,8 +76,7 @@ ScenarioRun run_scenario(const Scenario& s) {
 
   if (mode_traits(s.mode).pads_be) {  // the padding modes plan with the shapes just set
     device.set_profile(run.rt_instance, device.measure_profile(run.rt_instance, {}));
-    for (InstanceId be_instance : run.be_instances)
-      device.set_profile(be_instance, device.measure_profile(be_instance, {}));
+    for (InstanceId be_instance : run.be_instances) device.set_profile(be_instance, device.measure_profile(be_instance, {}));
   }
   SchedulerOptions so;
   so.mode = s.mode;

@@ -32,7 +32,7 @@ struct Scenario {
   DeviceTime rt_until = 20'000'000;  // no RT arrival from here on
   DeviceTime be_until = 20'000'000;  // BE clients stop re-submitting
   uint64_t seed = 1;
-  bool armed_rt = true;          // SchedulerOptions::armed_rt
+  bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
 };
 

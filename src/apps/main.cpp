@@ -7,10 +7,12 @@
 #include <cstring>
 
 #include "apps/commands.h"
+#include "apps/crash_report.h"
 #include "core/error.h"
 #include "core/text.h"
 
 int main(int argc, char** argv) {
+  atl::apps::install_crash_report();
   CLI::App app{"atoll: real-time and best-effort DNN inference sharing one GPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "atoll 0.1.0");

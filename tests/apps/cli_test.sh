@@ -240,4 +240,18 @@ expect_ok "top-5 ranks NaN first, as torch.topk" "top-5 +7:nan " \
   "$atoll" run tiny_cnn --device cpu --iters 1 --weights "$work/nan_bias.safetensors" --allow-partial-weights
 expect_ok "NaN counted in JSON" '"nan_count": 10' "$atoll" run tiny_cnn --device cpu --iters 1 --json --input "input=$work/nan.npy"
 
+# A fatal signal leaves a report naming it and the call stack, and still ends the process by it.
+"$atoll" run vgg19 --device cpu --iters 1000 --warmup 0 >/dev/null 2>"$work/crash" &
+crash_pid=$!
+sleep 2
+kill -SEGV "$crash_pid"
+wait "$crash_pid"
+crash_status=$?
+if [ "$crash_status" -eq 139 ] && grep -q "^atoll: fatal signal SEGV; call stack" "$work/crash" &&
+  grep -q "atoll(" "$work/crash"; then
+  pass "fatal signal report"
+else
+  fail "fatal signal report: status $crash_status, $(head -c 400 "$work/crash")"
+fi
+
 [ "$failures" -eq 0 ]

@@ -342,7 +342,8 @@ void Scheduler::Impl::feed(Lane& l) {
 void Scheduler::Impl::observe(Lane& l) {
   if (!l.task) return;
   const uint64_t c = device.completed(l.stream);
-  if (sentinel && !is_rt(client_of(l))) {
+  const bool be_task = !is_rt(task_client(l));
+  if (sentinel && be_task) {
     // Read after the count: a sentinel that had not claimed by now had not raised the flag
     // when the count was read (ArrivalSentinel).
     std::atomic_thread_fence(std::memory_order_seq_cst);
@@ -352,7 +353,7 @@ void Scheduler::Impl::observe(Lane& l) {
   ATOLL_CHECK(c > l.completed && c <= l.launched, kInternal,
               "stream {} reports {} launches ended; {} were seen ended and {} issued", l.stream, c, l.completed,
               l.launched);
-  if (options.be_queue_ns > 0 && !is_rt(client_of(l))) time_be_kernels(l, c);
+  if (options.be_queue_ns > 0 && be_task) time_be_kernels(l, c);
   l.completed = c;
   note_progress();
   Task& t = *l.task;

@@ -103,6 +103,8 @@ struct Scheduler::Impl {
   TaskPtr pop_be_round_robin();
   TaskPtr next_task_for(const Lane& l);
   Client& client_of(const Lane& l) { return clients[static_cast<size_t>(l.client)]; }
+  // The client of the lane's bound task: also right for the lane every client shares (seq).
+  Client& task_client(const Lane& l) { return clients[static_cast<size_t>(l.task->client)]; }
   Lane& lane_of(ClientId c) { return lanes[static_cast<size_t>(clients[static_cast<size_t>(c)].lane)]; }
   bool is_rt(const Client& c) const { return c.task_class == TaskClass::kRealTime; }
 

@@ -134,7 +134,8 @@ TEST(Scheduler, BeInFlightCapHoldsInEveryMode) {
 // SchedulerOptions::be_queue_ns: once a BE lane has timed its kernels, long ones queue one behind
 // the running one, short ones still fill the cap; off, every lane fills it.
 TEST(Scheduler, BeQueueTimeQueuesFewerLongKernels) {
-  for (const Mode mode : {Mode::kReset, Mode::kStreams}) {
+  // seq: one lane every client shares, the DISB warm-up's mode (it once read a client -1 there).
+  for (const Mode mode : {Mode::kReset, Mode::kStreams, Mode::kSeq}) {
     for (const DeviceTime queue_ns : {DeviceTime{0}, DeviceTime{100'000}}) {
       for (const DeviceTime kernel_ns : {DeviceTime{400'000}, DeviceTime{20'000}}) {
         Scenario s;

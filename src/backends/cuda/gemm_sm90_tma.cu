@@ -15,6 +15,7 @@
 // epilogue checks too, every kEpiCheckChunks of its chunks (wgmma_epilogue.cuh).
 #include <algorithm>
 #include <array>
+#include <cuda/atomic>
 #include <functional>
 
 #include "backends/cuda/cuda_check.h"
@@ -76,9 +77,18 @@ template <int STAGES>
 struct Ring {
   uint32_t stages, bars;
   float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
-  volatile int* stop;
+  int* stop;
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
+  // The stop word crosses warps with no barrier between them: atomic, so the producer's spin
+  // sees the consumers' store (a volatile pair is a data race under the memory model, and
+  // compute-sanitizer's racecheck reports it). Relaxed: the word carries no other data.
+  __device__ void raise_stop() const {
+    ::cuda::atomic_ref<int, ::cuda::thread_scope_block>(*stop).store(1, ::cuda::memory_order_relaxed);
+  }
+  __device__ bool stop_raised() const {
+    return ::cuda::atomic_ref<int, ::cuda::thread_scope_block>(*stop).load(::cuda::memory_order_relaxed) != 0;
+  }
 };
 
 template <int BN, int STAGES>
@@ -95,9 +105,9 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
       const int s = it % STAGES;
       // The consumers release stage s after its previous use; a stopped consumer never will.
       const uint32_t parity = ((it / STAGES) & 1) ^ 1;
-      while (!mbar_done(ring.empty(s), parity) && *ring.stop == 0) {
+      while (!mbar_done(ring.empty(s), parity) && !ring.stop_raised()) {
       }
-      if (*ring.stop != 0) {
+      if (ring.stop_raised()) {
         stopped = true;
         break;
       }
@@ -130,7 +140,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
       if (flag != nullptr && kt % kTmaCheckTiles == 0) {
         if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
           wgmma_wait<0>();
-          if (ctid == 0) *ring.stop = 1;
+          if (ctid == 0) ring.raise_stop();
           return;
         }
         if (ctid == 0) pending = load_flag(flag);
@@ -157,7 +167,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     // ResNet-50 b32's one-wave 1x1 GEMMs exited in up to 23 us on the H200).
     if (flag != nullptr) {
       if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
-        if (ctid == 0) *ring.stop = 1;
+        if (ctid == 0) ring.raise_stop();
         return;
       }
       if (ctid == 0) pending = load_flag(flag);
@@ -171,7 +181,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     };
     if (staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
                             ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, stop_check)) {
-      if (ctid == 0) *ring.stop = 1;
+      if (ctid == 0) ring.raise_stop();
       return;
     }
   }
@@ -191,7 +201,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   ring.stages = (raw + 1023u) & ~1023u;
   ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + STAGES * S::kStageBytes - raw));
   ring.bars = ring.stages + STAGES * S::kStageBytes + 2 * kEpiBufBytes;
-  ring.stop = reinterpret_cast<volatile int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
+  ring.stop = reinterpret_cast<int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first
   // stage loads.
@@ -283,8 +293,8 @@ template <int BN, int STAGES>
 struct TmaVariant {
   using S = TmaShape<BN, STAGES>;
   static void prepare() {
-    ATL_CUDA_CHECK(cudaFuncSetAttribute(tma_gemm_kernel<BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        S::kSmemBytes));
+    ATL_CUDA_CHECK(
+        cudaFuncSetAttribute(tma_gemm_kernel<BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
   }
   static void launch(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
     ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': TMA tile given to a GEMM whose operands it cannot read",
@@ -302,9 +312,12 @@ struct TmaVariant {
 template <typename Fn>
 void dispatch_tma(GemmTile tile, Fn&& fn) {
   switch (tile) {
-    case GemmTile::kT128x128: return fn(TmaVariant<128, 6>{});
-    case GemmTile::kT128x256: return fn(TmaVariant<256, 4>{});
-    default: ATOLL_THROW(kInternal, "not a TMA tile");
+    case GemmTile::kT128x128:
+      return fn(TmaVariant<128, 6>{});
+    case GemmTile::kT128x256:
+      return fn(TmaVariant<256, 4>{});
+    default:
+      ATOLL_THROW(kInternal, "not a TMA tile");
   }
 }
 
@@ -312,8 +325,8 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
 
 bool tma_gemm_applies(const GemmParams& p) {
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 &&
-                       p.pad_l == 0 && p.in_h == p.out_h && p.in_w == p.out_w;
+  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
+                       p.in_h == p.out_h && p.in_w == p.out_w;
   return p.batch == 1 && plain_a && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 && p.ldb % 8 == 0 &&
          aligned(p.a) && aligned(p.b);
 }

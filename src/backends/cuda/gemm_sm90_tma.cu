@@ -15,7 +15,6 @@
 // epilogue checks too, every kEpiCheckChunks of its chunks (wgmma_epilogue.cuh).
 #include <algorithm>
 #include <array>
-#include <cuda/atomic>
 #include <functional>
 
 #include "backends/cuda/cuda_check.h"
@@ -80,15 +79,11 @@ struct Ring {
   int* stop;
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
-  // The stop word crosses warps with no barrier between them: atomic, so the producer's spin
-  // sees the consumers' store (a volatile pair is a data race under the memory model, and
-  // compute-sanitizer's racecheck reports it). Relaxed: the word carries no other data.
-  __device__ void raise_stop() const {
-    ::cuda::atomic_ref<int, ::cuda::thread_scope_block>(*stop).store(1, ::cuda::memory_order_relaxed);
-  }
-  __device__ bool stop_raised() const {
-    return ::cuda::atomic_ref<int, ::cuda::thread_scope_block>(*stop).load(::cuda::memory_order_relaxed) != 0;
-  }
+  // The stop word crosses warps with no barrier between them, so both sides use atomic
+  // read-modify-writes: a volatile (or relaxed ld/st) pair is a data race that compute-sanitizer's
+  // racecheck reports. Shared-memory atomics cost the producer's one spinning thread little.
+  __device__ void raise_stop() const { atomicExch(stop, 1); }
+  __device__ bool stop_raised() const { return atomicOr(stop, 0) != 0; }
 };
 
 template <int BN, int STAGES>

@@ -92,7 +92,7 @@ __global__ void pad_channels_kernel(const PadChannelsParams p, const int* flag) 
     const __half* xp = p.x + i * p.c;
 #pragma unroll
     for (int c = 0; c < kStemChannels; ++c) v[c] = c < p.c ? xp[c] : __float2half(0.0f);
-    if (stop) return;
+    if (seen_after(stop, v[0])) return;
     *reinterpret_cast<uint4*>(p.y + i * kStemChannels) = *reinterpret_cast<const uint4*>(v);
   }
 }

@@ -22,7 +22,7 @@ __global__ void strided_copy_kernel(const StridedCopyArgs p, const int* flag) {
       rem /= p.out_dims[d];
     }
     const T v = x[src];
-    if (stop) return;
+    if (seen_after(stop, v)) return;
     y[i] = v;
   }
 }
@@ -38,7 +38,7 @@ __global__ void concat_kernel(const ConcatArgs p, const int* flag) {
     const int stop = checks.next();
     const int r = i / part.row;
     const T v = x[i];
-    if (stop) return;
+    if (seen_after(stop, v)) return;
     y[r * p.out_row + part.offset + (i - r * part.row)] = v;
   }
 }

@@ -45,6 +45,19 @@ class ItemFlag {
   int pending_;
 };
 
+// The test of an item's flag value, tied to a value computed from the item's own loads: ptxas
+// sinks loads that only the path past an exit needs below that exit, which put the flag's L2
+// round trip (at a thread's first item, the entry read's) before the data's instead of beside it.
+// A branch that depends on the data keeps the loads ahead of it. Exact: true iff `seen` is
+// nonzero, whatever `data` holds.
+template <typename T>
+__device__ __forceinline__ bool seen_after(int seen, const T& data) {
+  uint32_t word = 0;
+  memcpy(&word, &data, sizeof(T) < sizeof(word) ? sizeof(T) : sizeof(word));
+  const auto s = static_cast<uint32_t>(seen);
+  return (s | (word & (0u - s))) != 0;
+}
+
 // The GPU's global nanosecond timer (coarse ticks; the same on every SM).
 __device__ __forceinline__ uint64_t global_ns() {
   uint64_t t;
@@ -67,26 +80,29 @@ __device__ __forceinline__ float apply_act(float v, int act) {
   }
 }
 
-// Eight halves moved as one 16-byte access.
-struct alignas(16) Half8 {
-  __half2 h[4];
-};
-
+// Eight halves moved as one 16-byte access. Through uint4, a native vector type: a struct of
+// __half2 (even aligned to 16) is copied member by member, four 4-byte accesses in the PTX.
 __device__ __forceinline__ void load8(const __half* p, float (&v)[8]) {
-  const Half8 x = *reinterpret_cast<const Half8*>(p);
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(x.h[i]);
+    __half2 h;
+    memcpy(&h, &words[i], sizeof(h));
+    const float2 f = __half22float2(h);
     v[2 * i] = f.x;
     v[2 * i + 1] = f.y;
   }
 }
 
 __device__ __forceinline__ void store8(__half* p, const float (&v)[8]) {
-  Half8 x;
+  uint32_t words[4];
 #pragma unroll
-  for (int i = 0; i < 4; ++i) x.h[i] = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
-  *reinterpret_cast<Half8*>(p) = x;
+  for (int i = 0; i < 4; ++i) {
+    const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+    memcpy(&words[i], &h, sizeof(h));
+  }
+  *reinterpret_cast<uint4*>(p) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
 // The current device's SM count, read once (atoll drives one device per process).

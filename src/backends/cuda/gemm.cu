@@ -182,6 +182,9 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
       if (tid == 0) flag_seen = load_flag(flag);
     } else {
       __syncthreads();
+      // The last K tile's read, tested before the epilogue: issued ahead of the tile's MMAs, its
+      // L2 round trip hides behind them (issued after them, it stalled every tile's epilogue).
+      if (flag != nullptr && tid == 0 && t == n_tiles - 1) flag_seen = load_flag(flag);
     }
     const int next = t + kStages - 1;
     if (next < n_tiles) {
@@ -228,8 +231,6 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
     if constexpr (!VEC) {
       if (next < n_tiles) commit(next % kStages);
     }
-    // A read in flight behind the last K tile's MMAs, tested before the epilogue.
-    if (flag != nullptr && tid == 0 && t == n_tiles - 1 && t % kPreemptCheckTiles != 0) flag_seen = load_flag(flag);
   }
   cp_async_wait<0>();
   // The check before the epilogue (an empty K range had no other): with one check per four K
@@ -281,7 +282,7 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
     const int n = rem - row * p.N;
     float v = 0.0f;
     for (int s = 0; s < p.splits; ++s) v += p.partial[static_cast<int64_t>(s) * total + i];
-    if (stop) return;
+    if (seen_after(stop, v)) return;
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
     const int64_t off = bidx * p.c_batch_stride + static_cast<int64_t>(row) * p.ldc + n;

@@ -48,7 +48,7 @@ __global__ void sm_copy_kernel(const uint4* __restrict__ src, uint4* __restrict_
   for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const int stop = checks.next();
     const uint4 v = src[i];
-    if (stop) return;
+    if (seen_after(stop, v.x)) return;
     dst[i] = v;
   }
   if (first < static_cast<size_t>(tail)) tail_dst[first] = tail_src[first];

@@ -83,7 +83,7 @@ __global__ void reduce_mean_cols_kernel(const ReduceMeanArgs p, const int* flag)
 #pragma unroll
       for (int j = 0; j < V; ++j) acc[j] += v[j];
     }
-    if (stop) return;
+    if (seen_after(stop, acc[0])) return;
 #pragma unroll
     for (int j = 0; j < V; ++j) acc[j] *= inv;
     if constexpr (V == 8) {
@@ -96,11 +96,34 @@ __global__ void reduce_mean_cols_kernel(const ReduceMeanArgs p, const int* flag)
 
 // ---- Cast ------------------------------------------------------------------------------------
 
-// Eight elements moved as 16-byte accesses (one for halves, two for i32, four for i64).
+// Eight elements moved as 16-byte accesses (one for halves, two for i32, four for i64), copied
+// through uint4: a struct copy compiles to one access per member.
 template <typename T>
 struct alignas(16) Vec8 {
   T v[8];
 };
+
+template <typename T>
+__device__ __forceinline__ Vec8<T> load_vec8(const T* base, int i) {
+  constexpr int kWords = sizeof(Vec8<T>) / sizeof(uint4);
+  const uint4* src = reinterpret_cast<const uint4*>(base) + static_cast<int64_t>(i) * kWords;
+  uint4 raw[kWords];
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) raw[k] = src[k];
+  Vec8<T> out;
+  memcpy(&out, raw, sizeof(out));
+  return out;
+}
+
+template <typename T>
+__device__ __forceinline__ void store_vec8(T* base, int i, const Vec8<T>& v) {
+  constexpr int kWords = sizeof(Vec8<T>) / sizeof(uint4);
+  uint4 raw[kWords];
+  memcpy(raw, &v, sizeof(raw));
+  uint4* dst = reinterpret_cast<uint4*>(base) + static_cast<int64_t>(i) * kWords;
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) dst[k] = raw[k];
+}
 
 __device__ __forceinline__ float cast_in(__half v) { return __half2float(v); }
 __device__ __forceinline__ float cast_in(int32_t v) { return static_cast<float>(v); }
@@ -122,15 +145,15 @@ __global__ void cast_vec_kernel(const From* x, To* y, int n8, const int* flag) {
   ItemFlag checks(flag);
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n8; i += gridDim.x * blockDim.x) {
     const int stop = checks.next();
-    const Vec8<From> in = reinterpret_cast<const Vec8<From>*>(x)[i];
+    const Vec8<From> in = load_vec8(x, i);
     float f[8];
 #pragma unroll
     for (int j = 0; j < 8; ++j) f[j] = cast_in(in.v[j]);
-    if (stop) return;
+    if (seen_after(stop, f[0])) return;
     Vec8<To> out;
 #pragma unroll
     for (int j = 0; j < 8; ++j) out.v[j] = cast_out<To>(f[j]);
-    reinterpret_cast<Vec8<To>*>(y)[i] = out;
+    store_vec8(y, i, out);
   }
 }
 

@@ -56,7 +56,7 @@ __global__ void pool_kernel(const PoolArgs p, const int* flag) {
         for (int v = 0; v < V; ++v) acc[v] = p.is_max ? fmaxf(acc[v], xv[v]) : acc[v] + xv[v];
       }
     }
-    if (stop) return;
+    if (seen_after(stop, acc[0])) return;
     if (!p.is_max) {
       const int count = p.count_include_pad ? (h_end_pad - h0) * (w_end_pad - w0) : (he - hs) * (we - ws);
       const float inv = count > 0 ? 1.0f / static_cast<float>(count) : 0.0f;
@@ -92,7 +92,7 @@ __global__ void global_avg_pool_kernel(const __half* x, __half* y, int n, int hw
 #pragma unroll
       for (int v = 0; v < V; ++v) acc[v] += xv[v];
     }
-    if (stop) return;
+    if (seen_after(stop, acc[0])) return;
     if constexpr (V == 2) {
       *reinterpret_cast<__half2*>(y + img * c + ch) = __floats2half2_rn(acc[0] * inv, acc[1] * inv);
     } else {

@@ -1,6 +1,7 @@
 // atoll_bench_kernel_exit: how fast every kernel of the zoo models leaves once its preemption
-// flag rises mid-run, on the device clock (see exit_probe.h), and what the flag checks
-// cost a whole model run. Prints a table per op family and per model; writes one JSON document.
+// flag rises mid-run, on the device clock (see exit_probe.h), how long one launched with the flag
+// already up takes to pass through (a kernel queued on the device when a preemption begins), and
+// what the flag checks cost a whole model run. Prints a table per op family and per model; writes one JSON document.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -36,6 +37,7 @@ struct KernelResult {
   std::string name, family;
   std::string choice;  // GEMM-backed kernels: the tile and split tuning chose ("" otherwise)
   double duration_us = 0;
+  double entry_us = 0;  // launched with the flag already raised
   std::vector<double> exits_us;
   int ran_to_end = 0;
 };
@@ -75,9 +77,15 @@ nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
                  {"max_us", kmax(order[i])},
                  {"duration_us", order[i]->duration_us}});
   }
-  return {{"kernels", ks.size()},           {"samples", all.size()},
-          {"p50_us", percentile(all, 0.5)}, {"p99_us", percentile(all, 0.99)},
-          {"max_us", percentile(all, 1.0)}, {"worst", w}};
+  std::vector<double> entry;
+  for (const KernelResult* k : ks) entry.push_back(k->entry_us);
+  return {{"kernels", ks.size()},
+          {"samples", all.size()},
+          {"p50_us", percentile(all, 0.5)},
+          {"p99_us", percentile(all, 0.99)},
+          {"max_us", percentile(all, 1.0)},
+          {"entry_us", {{"p50", percentile(entry, 0.5)}, {"p99", percentile(entry, 0.99)}, {"max", percentile(entry, 1.0)}}},
+          {"worst", w}};
 }
 
 // Median of `iters` CUDA-graph replays (ms), timed by events.
@@ -136,6 +144,7 @@ std::vector<KernelResult> probe_kernels(CudaInstance& gpu, const Program& p, ben
         r.exits_us.push_back(e.exit_us);
       }
     }
+    r.entry_us = probe.entry_us(victim, flag, 3);
     probe.duration_us(victim, flag, 1);  // the output whole again for the kernels behind
     out.push_back(std::move(r));
   }
@@ -166,6 +175,7 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
                           {"family", k.family},
                           {"choice", k.choice},
                           {"duration_us", k.duration_us},
+                          {"entry_us", k.entry_us},
                           {"exits_us", k.exits_us},
                           {"ran_to_end", k.ran_to_end}});
     k.name = fmt::format("{} b{} {}", model, batch, k.name);
@@ -182,8 +192,10 @@ void print_row(const std::string& label, const nlohmann::json& s, const std::str
     const std::string choice = w["choice"].get<std::string>();
     worst = w["name"].get<std::string>() + (choice.empty() ? "" : " (" + choice + ")");
   }
-  fmt::print("{:<26} {:>5} {:>8.1f} {:>8.1f} {:>8.1f}  {}{}\n", label, s["kernels"].get<size_t>(),
-             s["p50_us"].get<double>(), s["p99_us"].get<double>(), s["max_us"].get<double>(), extra, worst);
+  const nlohmann::json& e = s["entry_us"];
+  fmt::print("{:<26} {:>5} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.1f}/{:<6.1f} {}{}\n", label, s["kernels"].get<size_t>(),
+             s["p50_us"].get<double>(), s["p99_us"].get<double>(), s["max_us"].get<double>(), e["p50"].get<double>(),
+             e["max"].get<double>(), extra, worst);
 }
 
 std::string today() {
@@ -202,8 +214,8 @@ int run(const Options& o) {
   doc["trials_per_kernel"] = o.trials;
   doc["launch_gap_us"] = probe.calibrate_gap_us(50);
   fmt::print("launch gap (stamp to stamp) {:.2f} us\n", doc["launch_gap_us"].get<double>());
-  fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8}  flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",
-             "max us");
+  fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",
+             "max us", "entry p50/max");
   doc["models"] = nlohmann::json::array();
   std::vector<KernelResult> all;
   for (const std::string& model : o.models) {
@@ -221,7 +233,8 @@ int run(const Options& o) {
   }
   std::map<std::string, std::vector<const KernelResult*>> by_family;
   for (const KernelResult& k : all) by_family[k.family].push_back(&k);
-  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8}  worst kernel\n", "op family", "kern", "p50 us", "p99 us", "max us");
+  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} worst kernel\n", "op family", "kern", "p50 us", "p99 us",
+             "max us", "entry p50/max");
   doc["families"] = nlohmann::json::object();
   for (const auto& [family, ks] : by_family) {
     const nlohmann::json s = summary(ks, o.worst);

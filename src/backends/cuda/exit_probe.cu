@@ -49,10 +49,10 @@ ExitProbe::ExitProbe()
       raiser_(cuda::make_priority_stream(true)),
       slots_(3 * sizeof(uint64_t)) {}
 
-void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3]) {
+void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3], int flag_value) {
   auto* slots = static_cast<uint64_t*>(slots_.get());
   ATL_CUDA_CHECK(cudaMemsetAsync(slots, 0, slots_.size(), victim_.get()));
-  if (flag != nullptr) ATL_CUDA_CHECK(cudaMemsetAsync(flag, 0, sizeof(int), victim_.get()));
+  if (flag != nullptr) ATL_CUDA_CHECK(cudaMemsetAsync(flag, flag_value, sizeof(int), victim_.get()));
   // The raiser must find the start slot zeroed and the flag low.
   ATL_CUDA_CHECK(cudaStreamSynchronize(victim_.get()));
   if (raise_after_us >= 0) {
@@ -87,6 +87,16 @@ double ExitProbe::duration_us(const Victim& victim, int* flag, int reps) {
   for (int i = 0; i < reps; ++i) {
     uint64_t t[3];
     run_once(victim, flag, -1, t);
+    d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
+  }
+  return std::max(0.0, median(d));
+}
+
+double ExitProbe::entry_us(const Victim& victim, int* flag, int reps) {
+  std::vector<double> d;
+  for (int i = 0; i < reps; ++i) {
+    uint64_t t[3];
+    run_once(victim, flag, -1, t, /*flag_value=*/1);
     d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
   }
   return std::max(0.0, median(d));

@@ -36,11 +36,16 @@ class ExitProbe {
   // One run with the flag lowered before the start stamp and raised `raise_after_us` later; the
   // flag is left raised (the caller's next run lowers it).
   ExitTrial trial(const Victim& victim, int* flag, double raise_after_us);
+  // Median of `reps` runs launched with the flag already raised (us, gap removed): what a kernel
+  // queued on the device when a preemption begins costs to pass through the SMs, its blocks
+  // exiting at entry. The flag is left raised.
+  double entry_us(const Victim& victim, int* flag, int reps);
 
  private:
-  // Start stamp, victim, end stamp; with `raise_after_us` >= 0 also the raiser. Returns the
-  // three device times (start, raise, end) in ns; raise is 0 without a raiser.
-  void run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3]);
+  // Start stamp, victim, end stamp, with the flag set to `flag_value` first; with
+  // `raise_after_us` >= 0 also the raiser. Returns the three device times (start, raise, end) in
+  // ns; raise is 0 without a raiser.
+  void run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3], int flag_value = 0);
 
   cuda::Stream victim_, raiser_;
   cuda::DeviceBuffer slots_;  // start, raise, end (uint64 ns)

@@ -29,9 +29,12 @@ def split(trace):
     rt = sorted((k for k in kernels if k.get("cat") == "rt"), key=lambda k: k["ts"])
     preempts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("ph") == "i" and e["name"].startswith("preempt"))
     out = {k: [] for k in ("running_end", "queued_count", "queued_dur", "last_be_end", "rt_start", "rt_after_be")}
-    for t in preempts:
+    for n, t in enumerate(preempts):
+        # The preemption's own RT task starts before the next one begins; an RT task launched
+        # outside the trace window would otherwise pair this event with a later task.
+        until = preempts[n + 1] if n + 1 < len(preempts) else float("inf")
         first_rt = next((k["ts"] for k in rt if k["ts"] >= t), None)
-        if first_rt is None:
+        if first_rt is None or first_rt >= until:
             continue
         running = [k for k in be if k["ts"] <= t < k["ts"] + k["dur"]]
         queued = [k for k in be if t < k["ts"] < first_rt]

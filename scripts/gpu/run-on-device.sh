@@ -73,6 +73,8 @@ if has_step disb; then
     echo "disb $w: $((SECONDS - started)) s of wall time"
   done
   python3 scripts/gpu/disb_table.py "$out"
+  # Where each preemption's device time went (the traced mode's trace.json).
+  python3 scripts/gpu/preempt_split.py "$out" | grep -v "^  [a-z-]*: latency_us"
 fi
 if has_step preempt; then
   # shellcheck disable=SC2086

@@ -1,7 +1,8 @@
 // atoll_bench_kernel_exit: how fast every kernel of the zoo models leaves once its preemption
 // flag rises mid-run, on the device clock (see exit_probe.h), how long one launched with the flag
 // already up takes to pass through (a kernel queued on the device when a preemption begins), and
-// what the flag checks cost a whole model run. Prints a table per op family and per model; writes one JSON document.
+// what the flag checks cost a whole model run. Prints a table per op family and per model;
+// writes one JSON document.
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>

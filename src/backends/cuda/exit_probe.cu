@@ -82,24 +82,22 @@ double ExitProbe::calibrate_gap_us(int reps) {
   return gap_us_;
 }
 
-double ExitProbe::duration_us(const Victim& victim, int* flag, int reps) {
+double ExitProbe::median_span_us(const Victim& victim, int* flag, int reps, int flag_value) {
   std::vector<double> d;
   for (int i = 0; i < reps; ++i) {
     uint64_t t[3];
-    run_once(victim, flag, -1, t);
+    run_once(victim, flag, -1, t, flag_value);
     d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
   }
   return std::max(0.0, median(d));
 }
 
+double ExitProbe::duration_us(const Victim& victim, int* flag, int reps) {
+  return median_span_us(victim, flag, reps, 0);
+}
+
 double ExitProbe::entry_us(const Victim& victim, int* flag, int reps) {
-  std::vector<double> d;
-  for (int i = 0; i < reps; ++i) {
-    uint64_t t[3];
-    run_once(victim, flag, -1, t, /*flag_value=*/1);
-    d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
-  }
-  return std::max(0.0, median(d));
+  return median_span_us(victim, flag, reps, 1);
 }
 
 ExitTrial ExitProbe::trial(const Victim& victim, int* flag, double raise_after_us) {

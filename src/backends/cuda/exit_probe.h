@@ -46,6 +46,9 @@ class ExitProbe {
   // `raise_after_us` >= 0 also the raiser. Returns the three device times (start, raise, end) in
   // ns; raise is 0 without a raiser.
   void run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3], int flag_value = 0);
+  // Median of `reps` runs without a raiser, the flag set to `flag_value`, start to end stamp
+  // minus the gap (us).
+  double median_span_us(const Victim& victim, int* flag, int reps, int flag_value);
 
   cuda::Stream victim_, raiser_;
   cuda::DeviceBuffer slots_;  // start, raise, end (uint64 ns)

@@ -252,7 +252,9 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream, const i
   } else {
     ATL_CUDA_CHECK(cudaMemcpyAsync(raw, input_staging_[i].get(), bytes, cudaMemcpyHostToDevice, stream));
   }
-  if (spec.dtype == DType::kF16) launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream);
+  if (spec.dtype == DType::kF16) {
+    launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream, flag);
+  }
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
 }
 

@@ -21,8 +21,10 @@ struct HalfStorage {
 };
 
 HalfStorage half_storage(const TensorSpec& spec);
-// f32 logical -> f16 storage; not preemptible (a few microseconds, ahead of the first kernel).
-void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& s, cudaStream_t stream);
+// f32 logical -> f16 storage. With a flag it is preemptible like launch_sm_copy (leaving `dst_half`
+// partial; `src` is untouched, so a rerun converts all of it again).
+void launch_f32_to_storage(const float* src, void* dst_half, const HalfStorage& s, cudaStream_t stream,
+                           const int* flag = nullptr);
 // f16 storage -> f32 logical.
 void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& s, cudaStream_t stream);
 // `bytes` from `src` to `dst` by the SMs, where one side is mapped pinned host memory: a copy

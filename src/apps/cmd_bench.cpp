@@ -118,6 +118,13 @@ void print_table(const bench::BenchResults& r, double duration_s) {
     fmt::print("staging in {}, p50/p99: reaction {:.1f}/{:.1f} us, entry {:.1f}/{:.1f} us, release {:.1f}/{:.1f} us\n",
                m.mode, m.preemption_reaction_us.p50, m.preemption_reaction_us.p99, m.preemption_entry_us.p50,
                m.preemption_entry_us.p99, m.preemption_release_us.p50, m.preemption_release_us.p99);
+    if (m.preemption_reaction_sentinel_us.count > 0) {
+      fmt::print("reaction in {}, p50/p99: by the arrival sentinel {:.1f}/{:.1f} us ({} requests), by the scheduler "
+                 "{:.1f}/{:.1f} us ({})\n",
+                 m.mode, m.preemption_reaction_sentinel_us.p50, m.preemption_reaction_sentinel_us.p99,
+                 m.preemption_reaction_sentinel_us.count, m.preemption_reaction_scheduler_us.p50,
+                 m.preemption_reaction_scheduler_us.p99, m.preemption_reaction_scheduler_us.count);
+    }
   }
   for (const bench::ModeRun& run : r.runs) {
     // Host time per step, where the device clock shows it.

@@ -123,6 +123,13 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.preemption_latency_us = distribution(run.preemption_latency_us);
   m.preemption_staging_us = distribution(run.preemption_staging_us);
   m.preemption_reaction_us = distribution(run.preemption_reaction_us);
+  std::vector<double> by_sentinel, by_scheduler;
+  for (size_t k = 0; k < run.preemption_reaction_us.size(); ++k) {
+    const bool sentinel = k < run.preemption_by_sentinel.size() && run.preemption_by_sentinel[k] != 0;
+    (sentinel ? by_sentinel : by_scheduler).push_back(run.preemption_reaction_us[k]);
+  }
+  m.preemption_reaction_sentinel_us = distribution(std::move(by_sentinel));
+  m.preemption_reaction_scheduler_us = distribution(std::move(by_scheduler));
   m.preemption_entry_us = distribution(run.preemption_entry_us);
   m.preemption_release_us = distribution(run.preemption_release_us);
   const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
@@ -170,6 +177,8 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
   mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
   mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
+  mj["preemption_reaction_by"] = {{"sentinel", dist_json(m.preemption_reaction_sentinel_us)},
+                                  {"scheduler", dist_json(m.preemption_reaction_scheduler_us)}};
   mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
   mj["preemption_release_us"] = dist_json(m.preemption_release_us);
   const sched::PollStats& polls = run.polls;

@@ -58,6 +58,7 @@ struct ModeRun {
   std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
   std::vector<double> preemption_entry_us;     // ... admitted -> started (sched::TaskResult::started)
   std::vector<double> preemption_release_us;   // ... started -> dispatch
+  std::vector<uint8_t> preemption_by_sentinel;  // ... 1 where the arrival sentinel admitted it
   sched::PollStats polls;                      // the scheduler's slowest steps
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
@@ -118,6 +119,9 @@ struct ModeStats {
   // Staging's first part: arrival -> the scheduler thread admitting the request (the rest is the
   // input copy and the holds' release).
   Distribution preemption_reaction_us;
+  // The reaction split by who admitted the request: the arrival sentinel (it opens the lane at
+  // the arrival instant) or the scheduler's thread (between two of its steps).
+  Distribution preemption_reaction_sentinel_us, preemption_reaction_scheduler_us;
   // Staging's other two parts: admission -> the scheduler starting the task (the RT queue and RT
   // mode entry), and start -> dispatch (the holds opened, the inputs staged).
   Distribution preemption_entry_us, preemption_release_us;

@@ -260,6 +260,7 @@ class Runner {
         run.preemption_reaction_us.push_back(static_cast<double>(t.admitted - t.arrival) / 1e3);
         run.preemption_entry_us.push_back(static_cast<double>(t.started - t.admitted) / 1e3);
         run.preemption_release_us.push_back(static_cast<double>(t.dispatch - t.started) / 1e3);
+        run.preemption_by_sentinel.push_back(t.by_sentinel ? 1 : 0);
       }
     }
     run.requests.push_back(q);

@@ -203,6 +203,7 @@ void Scheduler::Impl::start_opened() {
   TaskPtr t = std::move(*it);
   c.queue.erase(it);
   t->admitted = o.at;  // the sentinel admitted it
+  t->by_sentinel = true;
   ++stats.sentinel_rt_tasks;
   start_rt(std::move(t), o.at);
 }

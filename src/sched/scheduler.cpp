@@ -414,6 +414,7 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
   r.dispatch = t->dispatch >= 0 ? t->dispatch : r.start;
   r.admitted = t->admitted >= 0 ? t->admitted : r.dispatch;
   r.started = t->started >= 0 ? t->started : r.dispatch;
+  r.by_sentinel = t->by_sentinel;
   r.preemptions = t->preemptions;
   r.preempted_tasks = t->preempted_tasks;
   if (t->error) {

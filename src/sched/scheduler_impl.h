@@ -30,6 +30,7 @@ struct Scheduler::Impl {
     int next_launch = 0;     // next kernel to hand to the device
     uint64_t first_seq = 0;  // launch of kernel 0 on the first attempt; 0 before it
     DeviceTime admitted = -1;
+    bool by_sentinel = false;  // the arrival sentinel admitted it (opened its lane)
     DeviceTime started = -1;  // RT: start_rt began (TaskResult::started)
     DeviceTime dispatch = -1;
     DeviceTime start = -1;

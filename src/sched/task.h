@@ -42,6 +42,7 @@ struct TaskResult {
   DeviceTime finish = 0;        // last kernel ended on the device (CUDA: and its outputs downloaded)
   int preemptions = 0;          // BE: times this task was preempted with kernels in flight
   int preempted_tasks = 0;      // RT: BE tasks preempted to start this task
+  bool by_sentinel = false;     // RT: admitted by the arrival sentinel, not the scheduler's thread
   DeviceTime latency() const { return finish - arrival; }
 };
 

@@ -165,6 +165,7 @@ BenchResults synthetic_results() {
         run.preemption_latency_us.push_back(10 + i * 0.1);
         run.preemption_staging_us.push_back(4 + i * 0.01);
         run.preemption_reaction_us.push_back(1 + i * 0.001);
+        run.preemption_by_sentinel.push_back(i % 3 == 0 ? 1 : 0);
       }
       run.polls.add({3'000, 1'000, 70'000, 2'000});
       run.timeline.push_back({"rt", "conv1", 0.1, 0.2, true, false});
@@ -196,6 +197,12 @@ TEST(Results, StatisticsFromScheduledArrival) {
   EXPECT_NEAR(reset.staging_share_p99, (4 + 98 * 0.01) / (10 + 98 * 0.1), 1e-9);
   EXPECT_EQ(r.stats[0].staging_share_p50, 0.0) << "no preemption: no share";
   EXPECT_NEAR(reset.preemption_reaction_us.p99, 1 + 98 * 0.001, 1e-9);
+  // The split: samples 0, 3, ..., 99 (34) by the sentinel, the other 66 by the scheduler.
+  EXPECT_EQ(reset.preemption_reaction_sentinel_us.count, 34);
+  EXPECT_EQ(reset.preemption_reaction_scheduler_us.count, 66);
+  EXPECT_NEAR(reset.preemption_reaction_sentinel_us.max, 1 + 99 * 0.001, 1e-9);
+  EXPECT_NEAR(reset.preemption_reaction_scheduler_us.max, 1 + 98 * 0.001, 1e-9);
+  EXPECT_NEAR(reset.preemption_reaction_scheduler_us.p50, 1 + 49 * 0.001, 1e-9) << "the 33rd of 1, 2, 4, 5, ...";
 }
 
 // 1..1000: the p99 is 990 and its 95% interval the samples at ranks floor(990 - 6.17) and
@@ -242,6 +249,8 @@ TEST(Results, JsonCsvTraceAndReport) {
   EXPECT_DOUBLE_EQ(j["modes"][1]["staging_share"]["p50"].get<double>(), r.stats[1].staging_share_p50);
   EXPECT_EQ(j["modes"][1]["preemption_staging_us"]["count"], 100);
   EXPECT_EQ(j["modes"][1]["preemption_reaction_us"]["count"], 100);
+  EXPECT_EQ(j["modes"][1]["preemption_reaction_by"]["sentinel"]["count"], 34);
+  EXPECT_EQ(j["modes"][1]["preemption_reaction_by"]["scheduler"]["count"], 66);
   EXPECT_EQ(j["modes"][1]["scheduler_polls"]["over_50us"], 1);
   EXPECT_DOUBLE_EQ(j["modes"][1]["scheduler_polls"]["longest_us"].get<double>(), 76.0);
   EXPECT_EQ(j["modes"][1]["scheduler_polls"]["longest_phase"], "launch");

@@ -398,9 +398,12 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
       }
       if (burst) at += 3 * gap(rng);
     }
+    int64_t by_sentinel = 0;
     for (auto& [client, f] : rt_results) {
       ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "an RT request hung";
-      EXPECT_TRUE(same_bytes(f.get().outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
+      const TaskResult r = f.get();
+      EXPECT_TRUE(same_bytes(r.outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
+      by_sentinel += r.by_sentinel ? 1 : 0;
     }
     for (auto& f : be_results) {
       ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a BE request hung";
@@ -413,6 +416,7 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
     // Bursts: one of three by the sentinel, and the spaced arrivals by the sentinel unless the
     // previous RT task still runs.
     EXPECT_GE(st.sentinel_rt_tasks, kRt * kPerRt / 3) << "the sentinel started too few RT tasks";
+    EXPECT_EQ(by_sentinel, st.sentinel_rt_tasks) << "results marked by_sentinel disagree with the count";
     if (mode == Mode::kReset) {
       EXPECT_GT(st.preemptions, 0) << "no RT request preempted BE work";
     }

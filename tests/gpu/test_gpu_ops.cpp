@@ -146,6 +146,12 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(conv("3x3_s2_c32_o64_odd_map", Shape{2, 32, 17, 15}, 64, 3, 2, 1, 1, true, false, "none"));
   c.push_back(conv("3x3_group4_c64", Shape{1, 64, 9, 9}, 64, 3, 1, 1, 4, false, false, "relu"));
   c.push_back(conv("3x3_c256_7x7_split_k", Shape{1, 256, 7, 7}, 256, 3, 1, 1, 1, true, false, "relu"));
+  // The TMA tiles' im2col walk (channels a multiple of 64): 128-pixel tiles that straddle rows and
+  // images (M = 3 x 11 x 13), stride 2 over an odd map, a strided 1x1 and a 5x5 with pad 2.
+  c.push_back(conv("3x3_c64_o128_batch3_im2col", Shape{3, 64, 11, 13}, 128, 3, 1, 1, 1, true, true, "relu"));
+  c.push_back(conv("3x3_s2_c128_o64_odd_im2col", Shape{2, 128, 15, 13}, 64, 3, 2, 1, 1, true, false, "none"));
+  c.push_back(conv("1x1_s2_c64_o128_im2col", Shape{2, 64, 14, 15}, 128, 1, 2, 0, 1, false, false, "relu"));
+  c.push_back(conv("5x5_c64_o64_pad2_im2col", Shape{1, 64, 12, 10}, 64, 5, 1, 2, 1, true, false, "none"));
   // K = 360: a multiple of 8 but not of the wgmma kernel's 64-wide K tile; N = 72 leaves a tail.
   c.push_back(conv("3x3_c40_o72_k_tail", Shape{2, 40, 30, 30}, 72, 3, 1, 1, 1, true, true, "relu"));
   c.push_back(conv("stem_7x7_c3_o64", Shape{1, 3, 57, 57}, 64, 7, 2, 3, 1, true, false, "relu"));
@@ -295,10 +301,10 @@ TEST(GpuOps, RefusesReduceMeanOverNhwc) {
   }
 }
 
-// The TMA tiles read A as one plain row-major [M, K] through a tensor map: offered for Gemm-like
-// operands only, never for an implicit im2col, a strided or batched one, or unaligned rows.
-// Needs no GPU.
-TEST(GpuGemmPlan, TmaTilesOnlyForPlainAlignedOperands) {
+// The TMA tiles read A through a tensor map: a plain row-major [M, K], or a convolution's im2col
+// in K tiles of 64 channels of one tap. Never for fewer or odd channel counts, groups, unaligned
+// rows, or windows a rank-4 im2col map cannot encode. Needs no GPU.
+TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   const auto* aligned = reinterpret_cast<const __half*>(uintptr_t{0x10000});
   cuda::GemmParams g;
   g.a = g.b = aligned;
@@ -309,14 +315,33 @@ TEST(GpuGemmPlan, TmaTilesOnlyForPlainAlignedOperands) {
   g.in_c = g.cg = g.K;
   g.ldb = g.K;
   EXPECT_TRUE(cuda::tma_gemm_applies(g));
+  // VGG-19's conv3_1 at batch 2: 56 x 56, 128 -> 256 channels, 3x3, pad 1.
   cuda::GemmParams conv3x3 = g;
-  conv3x3.cg = 64;
-  conv3x3.K = 576;
+  conv3x3.in_h = conv3x3.in_w = conv3x3.out_h = conv3x3.out_w = 56;
+  conv3x3.M = 2 * 56 * 56;
+  conv3x3.in_c = conv3x3.cg = 128;
+  conv3x3.K = 9 * 128;
   conv3x3.kw = 3;
-  EXPECT_FALSE(cuda::tma_gemm_applies(conv3x3));
-  cuda::GemmParams strided = g;
+  conv3x3.pad_t = conv3x3.pad_l = 1;
+  conv3x3.N = 256;
+  conv3x3.ldb = conv3x3.K;
+  EXPECT_TRUE(cuda::tma_gemm_applies(conv3x3));
+  cuda::GemmParams strided = conv3x3;  // a stride-2 3x3 of ResNet's downsampling blocks
   strided.stride_h = strided.stride_w = 2;
-  EXPECT_FALSE(cuda::tma_gemm_applies(strided));
+  strided.out_h = strided.out_w = 28;
+  strided.M = 2 * 28 * 28;
+  EXPECT_TRUE(cuda::tma_gemm_applies(strided));
+  cuda::GemmParams narrow = conv3x3;  // K tiles of 64 would straddle taps
+  narrow.in_c = narrow.cg = 96;
+  narrow.K = 9 * 96;
+  narrow.ldb = narrow.K;
+  EXPECT_FALSE(cuda::tma_gemm_applies(narrow));
+  cuda::GemmParams wide_pad = conv3x3;  // a window corner below the map's -128
+  wide_pad.pad_t = wide_pad.pad_l = 130;
+  EXPECT_FALSE(cuda::tma_gemm_applies(wide_pad));
+  cuda::GemmParams ragged = conv3x3;  // M not a whole number of images
+  ragged.M += 5;
+  EXPECT_FALSE(cuda::tma_gemm_applies(ragged));
   cuda::GemmParams batched = g;
   batched.batch = 2;
   EXPECT_FALSE(cuda::tma_gemm_applies(batched));
@@ -391,6 +416,49 @@ TEST_P(GpuOpTest, MatchesReferenceAndCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOpTest, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
+
+// With CudaBackendOptions::tma_im2col, the TMA tiles are offered to convolutions of 64k
+// channels and read A through the TMA's im2col walk: every such tile and split matches the
+// reference (tile rows that straddle image rows and images, strides, 5x5 taps, split-K), and
+// stops at entry while the flag is raised.
+TEST(GpuOps, Im2colConvolutionsOnTheTmaTilesMatchTheReference) {
+  ATL_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (!cuda::wgmma_gemm_built() || prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "no sm_90 device or sm_90a build";
+  CudaBackendOptions options;
+  options.autotune = false;
+  options.tma_im2col = true;
+  int cases = 0;
+  for (const OpCase& c : gpu_op_cases()) {
+    if (c.name.find("im2col") == std::string::npos && c.name != "conv_3x3_c256_7x7_split_k") continue;
+    const uint64_t seed = gputest::fresh_seed();
+    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+    const OpCaseData data = c.build(DType::kF16, seed);
+    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
+    CudaInstance& gpu = gputest::as_cuda(*inst);
+    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
+    const Tensor want = c.reference(data)[0];
+    int tma_choices = 0;
+    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
+      gpu.select_gemm_choice(0, i);
+      if (gpu.gemm_choice(0).front() != 't') continue;
+      ++tma_choices;
+      gpu.poison(0xFF);
+      inst->run();
+      EXPECT_LE(opcases::max_rel_error(inst->get_output(0), want), tolerance(c.op)) << "choice " << gpu.gemm_choice(0);
+      gpu.poison(0xFF);
+      gputest::set_flag(gpu.preempt_flag(), 1);
+      gpu.launch(0, gpu.stream(), gpu.preempt_flag());
+      EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
+          << "choice " << gpu.gemm_choice(0) << " wrote while preempted";
+      gputest::set_flag(gpu.preempt_flag(), 0);
+    }
+    EXPECT_GT(tma_choices, 0) << "no TMA tile offered";
+    ++cases;
+  }
+  EXPECT_EQ(cases, 5);
+}
 
 TEST(GpuOps, PoisonedOutputIsCaught) {
   ATL_REQUIRE_GPU();

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
+    info_.tma_im2col = info_.wgmma && options.tma_im2col;
     tuning_.autotune = options.autotune;
     tuning_.cache_path = options.tune_cache;
     int driver = 0, runtime = 0;
@@ -63,7 +64,9 @@ class CudaBackend final : public Backend {
     // Everything that changes which choices exist or which is fastest.
     tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
-                                     info_.wgmma ? "mma.sync+wgmma+tma v2" : "mma.sync v1");
+                                     !info_.wgmma      ? "mma.sync v1"
+                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v3"
+                                                        : "mma.sync+wgmma+tma v2");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -110,6 +113,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.autotune = env == nullptr || std::string_view(env) != "0";
   const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
   options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
+  const char* im2col = std::getenv("ATOLL_CUDA_TMA_IM2COL");
+  options.tma_im2col = im2col != nullptr && std::string_view(im2col) == "1";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -34,6 +34,9 @@ struct CudaBackendOptions {
   // On by default since the GPU suite passed with them on the H200 (session 8); autotuning keeps
   // them only for the geometries where they time faster than the mma.sync tiles.
   bool wgmma = true;
+  // Also offer the TMA tiles to convolutions whose A operand the TMA's im2col mode reads (64k
+  // channels; ATOLL_CUDA_TMA_IM2COL=1). Off until the GPU suite has passed with it on.
+  bool tma_im2col = false;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.

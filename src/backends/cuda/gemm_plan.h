@@ -12,7 +12,7 @@ struct GemmShape {
   int M = 0, N = 0, K = 0, batch = 1;
   bool vec = true, b_kn = false;
   bool wgmma = false;  // the device and the build run the Hopper wgmma kernels
-  bool tma = false;    // and A is a plain [M, K] matrix the TMA tiles read (tma_gemm_applies)
+  bool tma = false;    // and the TMA tiles read A (tma_gemm_applies)
 };
 
 // Every (tile, splits) the kernel variants support for this shape.

@@ -1,12 +1,15 @@
 // Hopper GEMM fed by the Tensor Memory Accelerator, for operands that are plain row-major
-// matrices: Gemm, MatMul with trans_b and 1x1 stride-1 convolutions (tma_gemm_applies). One
+// matrices (Gemm, MatMul with trans_b, 1x1 stride-1 convolutions) or an implicit im2col the TMA
+// unit walks itself (convolutions of 64k channels per group of one: tma_gemm_applies). One
 // producer thread issues TMA copies of 64-wide K tiles into a ring of shared-memory stages, each
 // guarded by a "full" and an "empty" mbarrier; two consumer warpgroups (64 rows each) run wgmma on
 // them, with the fused epilogue (staged through shared memory, wgmma_epilogue.cuh) and split-K
 // of the other GEMM kernels. Blocks
 // are persistent (one per SM) and walk the output tiles in the order an uncapped grid would
-// launch them. The cp.async kernel (gemm_sm90.cu) keeps the implicit-im2col convolutions: TMA
-// needs a plain strided tensor.
+// launch them. A convolution's K tile is 64 channels of one filter tap (so cg must be a multiple
+// of 64), loaded in the TMA's im2col mode: the map's bounding box is the range of window corners
+// the output pixels start at, and the tap is the copy's offset. The cp.async kernel
+// (gemm_sm90.cu) keeps the other convolutions.
 //
 // Preemption: the consumers read the flag every kTmaCheckTiles K tiles (one thread's read,
 // issued a check ahead and OR-ed over a named barrier of the 256 consumer threads). On a raise
@@ -16,6 +19,8 @@
 #include <algorithm>
 #include <array>
 #include <functional>
+#include <initializer_list>
+#include <tuple>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_common.cuh"
@@ -86,7 +91,36 @@ struct Ring {
   __device__ bool stop_raised() const { return atomicOr(stop, 0) != 0; }
 };
 
-template <int BN, int STAGES>
+// Where an im2col walk starts for a tile's first output row: the window corner of pixel m0.
+struct WindowCorner {
+  int w, h, n;
+};
+
+__device__ __forceinline__ WindowCorner window_corner(const GemmParams& p, int m0) {
+  const int per_img = p.out_h * p.out_w;
+  const int n = m0 / per_img;
+  const int rem = m0 - n * per_img;
+  const int oh = rem / p.out_w;
+  const int ow = rem - oh * p.out_w;
+  return {ow * p.stride_w - p.pad_l, oh * p.stride_h - p.pad_t, n};
+}
+
+// K tile `k0` of A: the plain matrix's columns, or 64 channels of one filter tap.
+template <bool IM2COL>
+__device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMap* map_a, uint32_t dst, int k0,
+                                           int m0, const WindowCorner& corner, uint32_t bar) {
+  if constexpr (IM2COL) {
+    const int tap = k0 / p.cg;
+    const int r = tap / p.kw;
+    const auto off_h = static_cast<uint16_t>(r * p.dil_h);
+    const auto off_w = static_cast<uint16_t>((tap - r * p.kw) * p.dil_w);
+    tma_load_im2col_4d(dst, map_a, k0 - tap * p.cg, corner.w, corner.h, corner.n, off_w, off_h, bar);
+  } else {
+    tma_load_2d(dst, map_a, k0, m0, bar);
+  }
+}
+
+template <int BN, int STAGES, bool IM2COL>
 __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
                             const Ring<STAGES>& ring, int tiles) {
   using S = TmaShape<BN, STAGES>;
@@ -96,6 +130,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
   bool stopped = false;
   for (int t = blockIdx.x; t < tiles && !stopped; t += gridDim.x) {
     const TileCoords c = tile_coords(p, BN, t);
+    const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       // The consumers release stage s after its previous use; a stopped consumer never will.
@@ -109,7 +144,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
       const uint32_t dst = ring.stages + s * S::kStageBytes;
       const int k0 = (c.kt_begin + kt) * kTmaBK;
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
-      tma_load_2d(dst, map_a, k0, c.m0, ring.full(s));
+      tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
       tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
     }
   }
@@ -184,7 +219,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
 
 #endif  // ATL_WGMMA_DEVICE
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, bool IM2COL>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     tma_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b, const int* flag) {
@@ -213,7 +248,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int tiles = ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits;
   if (tid < 128) {
     warpgroup_reg_dealloc<40>();
-    if (tid == 0) tma_produce<BN, STAGES>(p, &map_a, &map_b, ring, tiles);
+    if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles);
     return;
   }
   warpgroup_reg_alloc<232>();
@@ -227,78 +262,167 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+// A cache slot's hash: the base and the shape fields (not the bytes: keys have padding).
+size_t map_hash(const void* base, std::initializer_list<int> fields) {
+  size_t h = std::hash<const void*>{}(base);
+  for (const int f : fields) h = h * 0x9E3779B97F4A7C15ull + static_cast<size_t>(static_cast<unsigned>(f));
+  return h;
+}
 
-// The driver's encoder, found through the runtime (linking libcuda would tie every binary to a
+using EncodeIm2colFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                    const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
+                                    const cuuint32_t*, CUtensorMapInterleave, CUtensorMapSwizzle,
+                                    CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+// The driver's encoders, found through the runtime (linking libcuda would tie every binary to a
 // driver being installed, GPU-less CI machines included).
-EncodeTiledFn encode_tiled() {
-  static const EncodeTiledFn fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &found));
-    ATOLL_CHECK(found == cudaDriverEntryPointSuccess && f != nullptr, kCuda,
-                "the driver has no cuTensorMapEncodeTiled (TMA GEMM tiles need CUDA 12 drivers)");
-    return reinterpret_cast<EncodeTiledFn>(f);
-  }();
-  return fn;
+template <typename Fn>
+Fn driver_entry(const char* symbol) {
+  void* f = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &f, 12000, cudaEnableDefault, &found));
+  ATOLL_CHECK(found == cudaDriverEntryPointSuccess && f != nullptr, kCuda,
+              "the driver has no {} (TMA GEMM tiles need CUDA 12 drivers)", symbol);
+  return reinterpret_cast<Fn>(f);
 }
 
 // A row-major [rows, cols] fp16 matrix with `row_elems` between rows, read in boxes of 64
 // columns by `box_rows` rows in the 128-byte swizzle wgmma's descriptors describe.
-CUtensorMap encode_matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
+struct MatrixMapKey {
+  const __half* base;
+  int rows, cols, row_elems, box_rows;
+  auto tie() const { return std::tie(base, rows, cols, row_elems, box_rows); }
+  size_t hash() const { return map_hash(base, {rows, cols, row_elems, box_rows}); }
+};
+
+CUtensorMap encode_map(const MatrixMapKey& k, const char* name) {
+  static const auto encode = driver_entry<EncodeTiledFn>("cuTensorMapEncodeTiled");
   CUtensorMap map{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_elems) * sizeof(__half)};
-  const cuuint32_t box[2] = {kTmaBK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(k.cols), static_cast<cuuint64_t>(k.rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(k.row_elems) * sizeof(__half)};
+  const cuuint32_t box[2] = {kTmaBK, static_cast<cuuint32_t>(k.box_rows)};
   const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_tiled()(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<__half*>(base), dims, strides,
-                                    box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                    CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, const_cast<__half*>(k.base), dims, strides, box,
+                            elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                            CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   ATOLL_CHECK(r == CUDA_SUCCESS, kCuda, "cuTensorMapEncodeTiled failed ({}) for kernel '{}' ({} x {}, row stride {})",
-              static_cast<int>(r), name, rows, cols, row_elems);
+              static_cast<int>(r), name, k.rows, k.cols, k.row_elems);
+  return map;
+}
+
+// An NHWC image (pixels `in_c` elements apart, `cg` channels read) walked as a convolution's
+// im2col: kTmaBM output pixels per copy, 64 channels each, window corners from -pad to the last
+// output pixel's (WindowCorner), stepping by the stride.
+struct Im2colMapKey {
+  const __half* base;
+  int cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h;
+  auto tie() const {
+    return std::tie(base, cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h);
+  }
+  size_t hash() const {
+    return map_hash(base, {cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h});
+  }
+};
+
+Im2colMapKey im2col_key(const GemmParams& p) {
+  Im2colMapKey k{};
+  k.base = p.a;
+  k.cg = p.cg;
+  k.in_c = p.in_c;
+  k.in_w = p.in_w;
+  k.in_h = p.in_h;
+  k.images = p.M / (p.out_h * p.out_w);
+  k.stride_w = p.stride_w;
+  k.stride_h = p.stride_h;
+  k.lower_w = -p.pad_l;
+  k.lower_h = -p.pad_t;
+  // The box's far corner, relative to the image's last pixel: the last output pixel's window corner.
+  k.upper_w = (p.out_w - 1) * p.stride_w - p.pad_l - (p.in_w - 1);
+  k.upper_h = (p.out_h - 1) * p.stride_h - p.pad_t - (p.in_h - 1);
+  return k;
+}
+
+CUtensorMap encode_map(const Im2colMapKey& k, const char* name) {
+  static const auto encode = driver_entry<EncodeIm2colFn>("cuTensorMapEncodeIm2col");
+  CUtensorMap map{};
+  const auto pixel = static_cast<cuuint64_t>(k.in_c) * sizeof(__half);
+  const cuuint64_t dims[4] = {static_cast<cuuint64_t>(k.cg), static_cast<cuuint64_t>(k.in_w),
+                              static_cast<cuuint64_t>(k.in_h), static_cast<cuuint64_t>(k.images)};
+  const cuuint64_t strides[3] = {pixel, pixel * k.in_w, pixel * k.in_w * k.in_h};
+  const int lower[2] = {k.lower_w, k.lower_h};  // innermost (W) first, as the coordinates
+  const int upper[2] = {k.upper_w, k.upper_h};
+  const cuuint32_t elem_strides[4] = {1, static_cast<cuuint32_t>(k.stride_w), static_cast<cuuint32_t>(k.stride_h), 1};
+  const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<__half*>(k.base), dims, strides, lower,
+                            upper, kTmaBK, kTmaBM, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  ATOLL_CHECK(r == CUDA_SUCCESS, kCuda,
+              "cuTensorMapEncodeIm2col failed ({}) for kernel '{}' ({} images of {} x {} x {}, {} channels read)",
+              static_cast<int>(r), name, k.images, k.in_h, k.in_w, k.in_c, k.cg);
   return map;
 }
 
 // A map is a pure function of its operands, so a launch whose operands were seen before reuses
 // it: the scheduler launches a BE task's TMA GEMMs one by one, and encoding two maps on each
-// launch was host time on its thread. Direct-mapped, per thread (no lock on the launch path).
-CUtensorMap matrix_map(const __half* base, int rows, int cols, int row_elems, int box_rows, const char* name) {
+// launch was host time on its thread. Direct-mapped, per thread and key type (no lock on the
+// launch path).
+template <typename Key>
+CUtensorMap cached_map(const Key& key, const char* name) {
   struct Entry {
-    const __half* base = nullptr;
-    int rows = 0, cols = 0, row_elems = 0, box_rows = 0;
+    Key key{};
+    bool filled = false;
     CUtensorMap map{};
   };
   constexpr size_t kEntries = 256;
   thread_local std::array<Entry, kEntries> cache{};
-  const size_t h = std::hash<const void*>{}(base) ^ (static_cast<size_t>(rows) * 0x9E3779B97F4A7C15ull) ^
-                   (static_cast<size_t>(cols) << 20) ^ (static_cast<size_t>(row_elems) << 40) ^
-                   static_cast<size_t>(box_rows);
-  Entry& e = cache[h % kEntries];
-  if (e.base != base || e.rows != rows || e.cols != cols || e.row_elems != row_elems || e.box_rows != box_rows) {
-    e.map = encode_matrix_map(base, rows, cols, row_elems, box_rows, name);  // throws before the entry changes
-    e.base = base;
-    e.rows = rows;
-    e.cols = cols;
-    e.row_elems = row_elems;
-    e.box_rows = box_rows;
+  Entry& e = cache[key.hash() % kEntries];
+  if (!e.filled || e.key.tie() != key.tie()) {
+    e.map = encode_map(key, name);  // throws before the entry changes
+    e.key = key;
+    e.filled = true;
   }
   return e.map;
+}
+
+bool plain_a(const GemmParams& p) {
+  return p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
+         p.in_h == p.out_h && p.in_w == p.out_w;
+}
+
+// Whether the TMA unit's im2col walk reads this convolution's A: K tiles of 64 channels of one
+// tap, window corners (8-bit signed) and strides within what a rank-4 map encodes, tap offsets
+// within its 8-bit unsigned range (PTX ISA, im2col mode).
+bool im2col_a(const GemmParams& p) {
+  if (p.cg <= 0 || p.cg % kTmaBK != 0 || p.cg > p.in_c || p.K % p.cg != 0 || p.kw <= 0) return false;
+  if (p.out_h <= 0 || p.out_w <= 0 || p.M % (p.out_h * p.out_w) != 0) return false;
+  const int taps = p.K / p.cg, kh = taps / p.kw;
+  if (kh * p.kw != taps || p.stride_h < 1 || p.stride_h > 8 || p.stride_w < 1 || p.stride_w > 8) return false;
+  if ((kh - 1) * p.dil_h > 0xFF || (p.kw - 1) * p.dil_w > 0xFF || p.dil_h < 1 || p.dil_w < 1) return false;
+  const Im2colMapKey k = im2col_key(p);
+  const auto corner = [](int v) { return v >= -128 && v <= 127; };
+  return corner(k.lower_w) && corner(k.lower_h) && corner(k.upper_w) && corner(k.upper_h) &&
+         k.lower_w <= k.in_w - 1 + k.upper_w && k.lower_h <= k.in_h - 1 + k.upper_h;
 }
 
 template <int BN, int STAGES>
 struct TmaVariant {
   using S = TmaShape<BN, STAGES>;
   static void prepare() {
-    ATL_CUDA_CHECK(
-        cudaFuncSetAttribute(tma_gemm_kernel<BN, STAGES>, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    for (const auto kernel : {tma_gemm_kernel<BN, STAGES, false>, tma_gemm_kernel<BN, STAGES, true>}) {
+      ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    }
   }
   static void launch(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
     ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': TMA tile given to a GEMM whose operands it cannot read",
                 name);
-    const CUtensorMap map_a = matrix_map(p.a, p.M, p.K, p.in_c, kTmaBM, name);
-    const CUtensorMap map_b = matrix_map(p.b, p.N, p.K, p.ldb, BN, name);
+    const bool plain = plain_a(p);
+    const CUtensorMap map_a = plain ? cached_map(MatrixMapKey{p.a, p.M, p.K, p.in_c, kTmaBM}, name)
+                                    : cached_map(im2col_key(p), name);
+    const CUtensorMap map_b = cached_map(MatrixMapKey{p.b, p.N, p.K, p.ldb, BN}, name);
     const int64_t tiles = int64_t{(p.M + kTmaBM - 1) / kTmaBM} * ((p.N + BN - 1) / BN) * p.splits;
     const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, device_sm_count()));
-    tma_gemm_kernel<BN, STAGES><<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);
+    const auto kernel = plain ? tma_gemm_kernel<BN, STAGES, false> : tma_gemm_kernel<BN, STAGES, true>;
+    kernel<<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);
     ATL_CUDA_CHECK_LAUNCH(name);
   }
 };
@@ -320,11 +444,11 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
 
 bool tma_gemm_applies(const GemmParams& p) {
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
-                       p.in_h == p.out_h && p.in_w == p.out_w;
-  return p.batch == 1 && plain_a && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 && p.ldb % 8 == 0 &&
-         aligned(p.a) && aligned(p.b);
+  return p.batch == 1 && (plain_a(p) || im2col_a(p)) && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 &&
+         p.ldb % 8 == 0 && aligned(p.a) && aligned(p.b);
 }
+
+bool tma_reads_plain_a(const GemmParams& p) { return plain_a(p); }
 
 void prepare_tma_gemm(GemmTile tile) {
   dispatch_tma(tile, [](auto v) { decltype(v)::prepare(); });

@@ -43,7 +43,7 @@ struct GemmParams {
 };
 
 // mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).
-// The TMA-fed tiles (kT*) come last: they read only plain [M, K] A operands (tma_gemm_applies).
+// The TMA-fed tiles (kT*) come last: they read only the A operands a tensor map can (tma_gemm_applies).
 enum class GemmTile : uint8_t {
   k128x128,
   k128x64,
@@ -75,8 +75,11 @@ bool wgmma_gemm_built();
 void prepare_wgmma_gemm(GemmTile tile);
 void launch_wgmma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
 // Whether the TMA tiles can read this GEMM: one batch, A a plain row-major [M, K] (Gemm, MatMul,
-// 1x1 stride-1 convolutions), 16-byte aligned operands and row strides.
+// 1x1 stride-1 convolutions) or a convolution's im2col with channels a multiple of 64, 16-byte
+// aligned operands and row strides.
 bool tma_gemm_applies(const GemmParams& p);
+// Whether A is a plain row-major [M, K] (no im2col walk).
+bool tma_reads_plain_a(const GemmParams& p);
 void prepare_tma_gemm(GemmTile tile);
 void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
 // Raises the dynamic shared-memory limit of the kernel `cfg` selects; call at load.

@@ -28,7 +28,8 @@ class GemmLaunch final : public KernelLaunch {
   GemmLaunch(std::string name, const GemmParams& p, bool vec, bool b_kn, const DeviceInfo& dev)
       : KernelLaunch(std::move(name)),
         params_(p),
-        shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma, dev.wgmma && vec && !b_kn && tma_gemm_applies(p)} {
+        shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma,
+               dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p))} {
     config_.vec = vec;
     config_.b_kn = b_kn;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});

@@ -17,6 +17,7 @@ CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, con
     fuse_residual_add(w);
     fuse_activation(w);
   }
+  if (target.matmul_head_views) fold_head_transposes(w);
   drop_unused(w);
   assign_layouts(w);
   make_views(w);

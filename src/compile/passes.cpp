@@ -164,6 +164,43 @@ void fuse_activation(WorkGraph& w) {
   w.erase_dead();
 }
 
+namespace {
+
+// A Transpose swapping dims 1 and 2 of a rank-4 tensor: attention's heads-first reorder.
+bool is_swap12(const WorkGraph& w, int node) {
+  if (node < 0) return false;
+  const WNode& t = w.nodes[static_cast<size_t>(node)];
+  return t.op == OpKind::kTranspose && t.attrs.get_ints("perm", {}) == std::vector<int64_t>{0, 2, 1, 3};
+}
+
+}  // namespace
+
+void fold_head_transposes(WorkGraph& w) {
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    WNode& mm = w.nodes[i];
+    if (mm.dead || mm.op != OpKind::kMatMul || mm.in[0] == mm.in[1]) continue;
+    if (w.values[static_cast<size_t>(mm.in[0])].shape.rank() != 4) continue;
+    for (int side = 0; side < 2; ++side) {
+      const int v = mm.in[static_cast<size_t>(side)];
+      const int p = w.producer(v);
+      const char* attr = side == 0 ? "a_swap12" : "b_swap12";
+      if (!is_swap12(w, p) || sole_consumer(w, v) != static_cast<int>(i) || mm.attrs.get_int(attr, 0) != 0) continue;
+      WNode& t = w.nodes[static_cast<size_t>(p)];
+      mm.in[static_cast<size_t>(side)] = t.in[0];
+      mm.attrs.set(attr, int64_t{1});
+      t.dead = true;
+    }
+    const int c = sole_consumer(w, mm.out);
+    if (is_swap12(w, c) && mm.attrs.get_int("y_swap12", 0) == 0) {
+      WNode& t = w.nodes[static_cast<size_t>(c)];
+      mm.out = t.out;
+      mm.attrs.set("y_swap12", int64_t{1});
+      t.dead = true;
+    }
+  }
+  w.erase_dead();
+}
+
 void drop_unused(WorkGraph& w) {
   bool changed = true;
   while (changed) {

@@ -52,6 +52,8 @@ void drop_dropout(WorkGraph& w);
 void fold_batchnorm(WorkGraph& w, bool fold_into_conv);  // unfoldable BNs become ScaleShift
 void fuse_residual_add(WorkGraph& w);
 void fuse_activation(WorkGraph& w);
+// Heads-first transposes into the MatMuls that read or write them (CompileTarget::matmul_head_views).
+void fold_head_transposes(WorkGraph& w);
 void assign_layouts(WorkGraph& w);  // NHWC for convolution chains, casts where layouts meet
 void make_views(WorkGraph& w);      // Reshape/Flatten become aliases, not kernels
 void drop_unused(WorkGraph& w);     // nodes whose results nobody reads

@@ -54,6 +54,72 @@ int64_t pool_out_size(int64_t in, int64_t k, int64_t s, int64_t pad_lo, int64_t 
   return out;
 }
 
+namespace {
+
+Shape swap12(const Shape& s) {
+  std::vector<int64_t> d = s.dims();
+  std::swap(d[1], d[2]);
+  return Shape(d);
+}
+
+}  // namespace
+
+MatMulShapes matmul_shapes(const Attrs& attrs, const Shape& a_stored, const Shape& b_stored) {
+  MatMulShapes s;
+  s.trans_b = attrs.get_int("trans_b", 0) != 0;
+  s.swap_a = attrs.get_int("a_swap12", 0) != 0;
+  s.swap_b = attrs.get_int("b_swap12", 0) != 0;
+  s.swap_y = attrs.get_int("y_swap12", 0) != 0;
+  const int r = a_stored.rank();
+  if (r < 2 || b_stored.rank() != r) {
+    s.error = fmt::format("ranks must match and be >= 2: {} vs {}", a_stored.str(), b_stored.str());
+    return s;
+  }
+  if ((s.swap_a || s.swap_b || s.swap_y) && r != 4) {
+    s.error = fmt::format("a_swap12 / b_swap12 / y_swap12 need rank-4 operands, got {}", a_stored.str());
+    return s;
+  }
+  s.a = s.swap_a ? swap12(a_stored) : a_stored;
+  s.b = s.swap_b ? swap12(b_stored) : b_stored;
+  for (int d = 0; d < r - 2; ++d) {
+    if (s.a[d] != s.b[d]) {
+      s.error = fmt::format("batch dimensions differ: {} vs {}", s.a.str(), s.b.str());
+      return s;
+    }
+    s.batch *= s.a[d];
+  }
+  s.m = s.a[r - 2];
+  s.k = s.a[r - 1];
+  s.n = s.trans_b ? s.b[r - 2] : s.b[r - 1];
+  if ((s.trans_b ? s.b[r - 1] : s.b[r - 2]) != s.k) {
+    s.error = fmt::format("inner dimensions differ: {} x {}{}", s.a.str(), s.b.str(), s.trans_b ? "^T" : "");
+    return s;
+  }
+  std::vector<int64_t> y = s.a.dims();
+  y.back() = s.n;
+  s.y = Shape(y);
+  s.y_stored = s.swap_y ? swap12(s.y) : s.y;
+  return s;
+}
+
+MatrixStrides matrix_strides(const Shape& logical, bool swapped) {
+  const int r = logical.rank();
+  const int64_t rows = logical[r - 2], cols = logical[r - 1];
+  MatrixStrides m;
+  m.inner = r == 4 ? logical[1] : logical.numel() / (rows * cols);
+  if (!swapped) {
+    m.ld = cols;
+    m.inner_stride = rows * cols;
+    m.outer_stride = m.inner * rows * cols;
+    return m;
+  }
+  // Stored [d0, rows, inner, cols]: matrix (i0, i1) starts at i0 * rows * inner * cols + i1 * cols.
+  m.ld = m.inner * cols;
+  m.inner_stride = cols;
+  m.outer_stride = rows * m.inner * cols;
+  return m;
+}
+
 Conv2dParams conv2d_params(const Attrs& a) {
   Conv2dParams p;
   auto stride = a.get_ints("stride", {1, 1});
@@ -275,23 +341,10 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
     }
     case OpKind::kMatMul: {
       expect_inputs(n, 2, 2);
-      const Value& a = in(g, n, 0);
-      const Value& b = in(g, n, 1);
-      expect_float(n, a);
-      NODE_CHECK(a.shape.rank() >= 2 && a.shape.rank() == b.shape.rank(), "ranks must match and be >= 2: {} vs {}",
-                 a.shape.str(), b.shape.str());
-      const bool tb = n.attrs.get_int("trans_b", 0) != 0;
-      const int r = a.shape.rank();
-      for (int d = 0; d < r - 2; ++d) {
-        NODE_CHECK(a.shape[d] == b.shape[d], "batch dimensions differ: {} vs {}", a.shape.str(), b.shape.str());
-      }
-      const int64_t k_b = tb ? b.shape[r - 1] : b.shape[r - 2];
-      const int64_t n_b = tb ? b.shape[r - 2] : b.shape[r - 1];
-      NODE_CHECK(a.shape[r - 1] == k_b, "inner dimensions differ: {} x {}{}", a.shape.str(), b.shape.str(),
-                 tb ? "^T" : "");
-      std::vector<int64_t> out = a.shape.dims();
-      out.back() = n_b;
-      return {{a.dtype, Shape(out)}};
+      expect_float(n, in(g, n, 0));
+      const MatMulShapes s = matmul_shapes(n.attrs, in(g, n, 0).shape, in(g, n, 1).shape);
+      NODE_CHECK(s.error.empty(), "{}", s.error);
+      return {{in(g, n, 0).dtype, s.y_stored}};
     }
     case OpKind::kSoftmax: {
       expect_inputs(n, 1, 1);

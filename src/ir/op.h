@@ -22,7 +22,8 @@ enum class OpKind {
   kReshape,        // attr shape (-1 allowed once)
   kTranspose,      // attr perm
   kGemm,           // in: x[..., K], w[N, K], [bias[N]], [residual]; attr act. y = x w^T + b
-  kMatMul,         // in: a[..., M, K], b[..., K, N] (or [..., N, K] with trans_b); attrs trans_b, alpha
+  kMatMul,         // in: a[..., M, K], b[..., K, N] (or [..., N, K] with trans_b); attrs trans_b, alpha;
+                   // a_swap12 / b_swap12 / y_swap12: that rank-4 operand is stored with dims 1, 2 swapped
   kSoftmax,        // attr axis
   kLayerNorm,      // in: x, gamma, beta over the last axis; attr epsilon
   kGather,         // in: table[V, D], indices (int) -> [..., D]

@@ -23,6 +23,10 @@ const char* layout_name(Layout l);
 struct CompileTarget {
   DType act_dtype = DType::kF32;  // storage type of float activations
   int64_t alignment = 256;        // arena offset alignment in bytes
+  // MatMul kernels read and write rank-4 operands stored [B, S, H, D] as [B, H, S, D] (attrs
+  // a_swap12, b_swap12, y_swap12), so the compiler folds attention's heads-first transposes
+  // into them instead of running each as a kernel.
+  bool matmul_head_views = false;
 };
 
 struct Binding {

@@ -316,6 +316,16 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                               {act_input("q", Shape{2, 4, 6, 8}), act_input("k", Shape{2, 4, 10, 8})}));
   cases.push_back(
       simple_case("matmul_2d_weight", OpKind::kMatMul, {}, {act_input("a", Shape{6, 12}), param("b", Shape{12, 4})}));
+  // Attention on operands stored [batch, seq, heads, head_dim] (fold_head_transposes): scores
+  // Q K^T, then the context P V written back seq-first; 2 x 3 heads of 8 (16-byte rows).
+  cases.push_back(simple_case("matmul_heads_scores", OpKind::kMatMul,
+                              {{"trans_b", int64_t{1}}, {"alpha", 0.125}, {"a_swap12", int64_t{1}},
+                               {"b_swap12", int64_t{1}}},
+                              {act_input("q", Shape{2, 10, 3, 8}), act_input("k", Shape{2, 12, 3, 8})}));
+  cases.push_back(simple_case("matmul_heads_context", OpKind::kMatMul, {{"b_swap12", int64_t{1}}, {"y_swap12", int64_t{1}}},
+                              {act_input("p", Shape{2, 3, 10, 12}), act_input("v", Shape{2, 12, 3, 16})}));
+  cases.push_back(simple_case("matmul_heads_odd_rows", OpKind::kMatMul, {{"a_swap12", int64_t{1}}, {"y_swap12", int64_t{1}}},
+                              {act_input("a", Shape{1, 5, 2, 7}), act_input("b", Shape{1, 2, 7, 3})}));
   cases.push_back(simple_case("softmax_last_axis", OpKind::kSoftmax, {{"axis", int64_t{-1}}},
                               {act_input("x", Shape{3, 4, 37}, Layout::kRowMajor, 10.0f)}));
   cases.push_back(simple_case("softmax_axis1", OpKind::kSoftmax, {{"axis", int64_t{1}}},

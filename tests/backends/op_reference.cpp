@@ -171,11 +171,21 @@ Tensor gemm(const Attrs& attrs, const std::vector<Tensor>& ops, const Shape& out
   });
 }
 
+// Indices 1 and 2 of a rank-4 index swapped where `swapped` (MatMul's *_swap12 attributes: the
+// tensor is stored with those dims swapped).
+Index stored_index(Index i, bool swapped) {
+  if (swapped) std::swap(i[1], i[2]);
+  return i;
+}
+
 Tensor matmul(const Attrs& attrs, const Tensor& a, const Tensor& b, const Shape& out) {
   const bool trans_b = attrs.get_int("trans_b", 0) != 0;
+  const bool swap_a = attrs.get_int("a_swap12", 0) != 0, swap_b = attrs.get_int("b_swap12", 0) != 0;
+  const bool swap_y = attrs.get_int("y_swap12", 0) != 0;
   const double alpha = attrs.get_float("alpha", 1.0);
   const int64_t k = a.shape().dim(-1);
-  return generate(out, [&](const Index& i) {
+  return generate(out, [&](const Index& stored) {
+    const Index i = stored_index(stored, swap_y);  // the logical output element
     Index ai = i, bi = i;
     const size_t r = i.size();
     double acc = 0.0;
@@ -188,7 +198,7 @@ Tensor matmul(const Attrs& attrs, const Tensor& a, const Tensor& b, const Shape&
         bi[r - 2] = kk;
         bi[r - 1] = i[r - 1];
       }
-      acc += at(a, ai) * at(b, bi);
+      acc += at(a, stored_index(ai, swap_a)) * at(b, stored_index(bi, swap_b));
     }
     return alpha * acc;
   });

@@ -94,6 +94,44 @@ TEST_P(CpuModelTest, FusionChangesOnlyRounding) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CpuModelTest, ::testing::Values("tiny_cnn", "tiny_vgg", "tiny_bert"));
 
+// CompileTarget::matmul_head_views: the attention MatMuls read Q, K, V and write the context in
+// the projections' [batch, seq, heads, head_dim] layout, so no Transpose kernel is left (tiny_bert:
+// four per layer without), and the outputs are those of the program with the transposes.
+TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
+  ModelOptions opts;
+  opts.batch = 3;
+  opts.seq_len = 19;
+  opts.seed = 5;
+  const Graph g = build_model("tiny_bert", opts);
+  CompileTarget views = make_cpu_backend()->target();
+  ASSERT_TRUE(views.matmul_head_views);
+  CompileTarget plain = views;
+  plain.matmul_head_views = false;
+  const CompiledModel folded = compile_graph(g, views);
+  const CompiledModel unfolded = compile_graph(g, plain);
+  const auto count = [](const Program& p, OpKind op) {
+    return std::count_if(p.kernels.begin(), p.kernels.end(), [&](const Kernel& k) { return k.op == op; });
+  };
+  EXPECT_EQ(count(folded.program, OpKind::kTranspose), 0);
+  EXPECT_EQ(count(unfolded.program, OpKind::kTranspose), 8);
+  EXPECT_EQ(folded.program.kernels.size() + 8, unfolded.program.kernels.size());
+  int swapped = 0;
+  for (const Kernel& k : folded.program.kernels) {
+    if (k.op != OpKind::kMatMul) continue;
+    swapped += static_cast<int>(k.attrs.get_int("a_swap12", 0) + k.attrs.get_int("b_swap12", 0) +
+                                k.attrs.get_int("y_swap12", 0));
+  }
+  EXPECT_EQ(swapped, 8) << "Q, K, V and the context of each of the 2 layers";
+  const std::vector<Tensor> inputs = random_inputs(folded.program, 7);
+  const std::vector<Tensor> a = run_model(folded, inputs);
+  const std::vector<Tensor> b = run_model(unfolded, inputs);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), b[i].shape());
+    EXPECT_LE(rel_l2(a[i], b[i]), 1e-6) << "output " << i;
+  }
+}
+
 double median_run_ms(Instance& inst, int iters) {
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {

@@ -11,6 +11,7 @@
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/kernel_registry.h"
+#include "ir/op_attrs.h"
 
 namespace atl::cpu {
 
@@ -235,34 +236,33 @@ struct MatMulPlan {
   int64_t batch = 1, m = 0, n = 0, k = 0;
   bool trans_b = false;
   float alpha = 1.0f;
+  MatrixStrides a, b, y;  // where each operand's matrix i starts (matrix_strides)
 };
+
+int64_t matrix_offset(const MatrixStrides& s, int64_t i) {
+  return (i / s.inner) * s.outer_stride + (i % s.inner) * s.inner_stride;
+}
 
 KernelPlan validate_matmul(const Kernel& k, int threads) {
   expect_arity(k, 2, 1);
   expect_f32(k);
   MatMulPlan p;
-  p.trans_b = k.attrs.get_int("trans_b", 0) != 0;
-  p.alpha = static_cast<float>(k.attrs.get_float("alpha", 1.0));
   const Binding& a = k.inputs[0];
   const Binding& b = k.inputs[1];
   const Binding& y = k.outputs[0];
   for (const auto* t : {&a, &b, &y}) expect_layout(*t, Layout::kRowMajor, "operand");
-  const int r = a.shape.rank();
-  ATOLL_CHECK(r >= 2 && b.shape.rank() == r, kUnsupported, "needs equal ranks >= 2, got {} and {}", a.shape.str(),
-              b.shape.str());
-  for (int d = 0; d < r - 2; ++d) {
-    ATOLL_CHECK(a.shape[d] == b.shape[d], kUnsupported, "batch dimensions differ: {} vs {}", a.shape.str(),
-                b.shape.str());
-    p.batch *= a.shape[d];
-  }
-  p.m = a.shape[r - 2];
-  p.k = a.shape[r - 1];
-  p.n = p.trans_b ? b.shape[r - 2] : b.shape[r - 1];
-  ATOLL_CHECK((p.trans_b ? b.shape[r - 1] : b.shape[r - 2]) == p.k, kUnsupported, "inner dimensions differ: {} x {}{}",
-              a.shape.str(), b.shape.str(), p.trans_b ? "^T" : "");
-  std::vector<int64_t> out = a.shape.dims();
-  out.back() = p.n;
-  expect_shape(y, Shape(out), "output");
+  const MatMulShapes s = matmul_shapes(k.attrs, a.shape, b.shape);
+  ATOLL_CHECK(s.error.empty(), kUnsupported, "{}", s.error);
+  expect_shape(y, s.y_stored, "output");
+  p.trans_b = s.trans_b;
+  p.alpha = static_cast<float>(k.attrs.get_float("alpha", 1.0));
+  p.batch = s.batch;
+  p.m = s.m;
+  p.n = s.n;
+  p.k = s.k;
+  p.a = matrix_strides(s.a, s.swap_a);
+  p.b = matrix_strides(s.b, s.swap_b);
+  p.y = matrix_strides(s.y, s.swap_y);
   // Many small products (attention heads) run one per thread, each with its own packing space;
   // a single product splits across the threads instead.
   const int64_t workspace =
@@ -275,16 +275,15 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   const float* a = args.in_f32(0);
   const float* b = args.in_f32(1);
   float* y = args.out_f32(0);
-  const int64_t ldb = p.trans_b ? p.k : p.n;
   auto* workspace = reinterpret_cast<float*>(args.workspace);
   if (p.batch == 1) {
-    gemm(p.m, p.n, p.k, p.alpha, a, p.k, b, ldb, p.trans_b, y, p.n, {}, args.threads, workspace);
+    gemm(p.m, p.n, p.k, p.alpha, a, p.a.ld, b, p.b.ld, p.trans_b, y, p.y.ld, {}, args.threads, workspace);
     return;
   }
   const int64_t slot = gemm_workspace_bytes(p.m, p.n, p.k, 1) / static_cast<int64_t>(sizeof(float));
   auto product = [&](int64_t i, float* packing) {
-    gemm(p.m, p.n, p.k, p.alpha, a + i * p.m * p.k, p.k, b + i * p.k * p.n, ldb, p.trans_b, y + i * p.m * p.n, p.n, {},
-         1, packing);
+    gemm(p.m, p.n, p.k, p.alpha, a + matrix_offset(p.a, i), p.a.ld, b + matrix_offset(p.b, i), p.b.ld, p.trans_b,
+         y + matrix_offset(p.y, i), p.y.ld, {}, 1, packing);
   };
   // No region for one thread: libgomp allocates a team even for a serialized one.
   if (args.threads == 1 || omp_in_parallel()) {

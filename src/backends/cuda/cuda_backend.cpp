@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
     info_.sm_count = prop.multiProcessorCount;
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
+    head_views_ = options.head_views;
     tuning_.autotune = options.autotune;
     tuning_.cache_path = options.tune_cache;
     int driver = 0, runtime = 0;
@@ -77,6 +78,7 @@ class CudaBackend final : public Backend {
     CompileTarget t;
     t.act_dtype = DType::kF16;
     t.alignment = 256;
+    t.matmul_head_views = head_views_;
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
@@ -87,6 +89,7 @@ class CudaBackend final : public Backend {
   int device_;
   cuda::TuneSettings tuning_;
   cuda::DeviceInfo info_;
+  bool head_views_ = false;  // CudaBackendOptions::head_views
   std::string description_;
 };
 
@@ -115,6 +118,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
   const char* im2col = std::getenv("ATOLL_CUDA_TMA_IM2COL");
   options.tma_im2col = im2col != nullptr && std::string_view(im2col) == "1";
+  const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
+  options.head_views = views != nullptr && std::string_view(views) == "1";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -81,8 +81,8 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   const int kt_end = min(k_tiles, kt_begin + p.k_tiles_per_split);
   const int n_tiles = max(kt_end - kt_begin, 0);
 
-  const __half* A = p.a + bidx * p.a_batch_stride;
-  const __half* B = p.b + bidx * p.b_batch_stride;
+  const __half* A = p.a + batch_offset(p, bidx, p.a_batch_stride, p.a_outer_stride);
+  const __half* B = p.b + batch_offset(p, bidx, p.b_batch_stride, p.b_outer_stride);
 
   // Each thread always loads the same rows and the same column of a tile, so the per-row
   // im2col origins are computed once and the k -> tap division once per tile.
@@ -285,7 +285,7 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
     if (seen_after(stop, v)) return;
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
-    const int64_t off = bidx * p.c_batch_stride + static_cast<int64_t>(row) * p.ldc + n;
+    const int64_t off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride) + static_cast<int64_t>(row) * p.ldc + n;
     if (p.residual) r += __half2float(p.residual[off]);
     p.c[off] = __float2half(apply_act(r, p.act));
   }

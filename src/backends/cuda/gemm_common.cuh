@@ -75,6 +75,13 @@ __device__ __forceinline__ const __half* tap_address(const GemmParams& p, const 
   return valid ? o.base + (static_cast<int64_t>(ih) * p.in_w + iw) * p.in_c + t.c : o.base;
 }
 
+// Where matrix `bidx` of an operand starts (GemmParams::batch_inner).
+__device__ __forceinline__ int64_t batch_offset(const GemmParams& p, int bidx, int64_t stride, int64_t outer) {
+  if (p.batch_inner <= 0) return bidx * stride;
+  const int i0 = bidx / p.batch_inner;
+  return i0 * outer + (bidx - i0 * p.batch_inner) * stride;
+}
+
 // Where one (batch, split) tile's results go, resolved once per tile.
 struct EpilogueTarget {
   float* part;  // split-K partials, or nullptr: finish the epilogue here
@@ -87,10 +94,11 @@ struct EpilogueTarget {
 __device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, int bidx, int split) {
   EpilogueTarget t;
   t.part = p.splits > 1 ? p.partial + (static_cast<int64_t>(split) * p.batch + bidx) * p.M * p.N : nullptr;
-  t.c = p.c + bidx * p.c_batch_stride;
-  t.residual = p.residual ? p.residual + bidx * p.c_batch_stride : nullptr;
+  const int64_t c_off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride);
+  t.c = p.c + c_off;
+  t.residual = p.residual ? p.residual + c_off : nullptr;
   t.bias = p.bias ? p.bias + bidx * p.bias_batch_stride : nullptr;
-  t.pairs_c = (p.ldc % 2 == 0) && ((bidx * p.c_batch_stride) % 2 == 0);
+  t.pairs_c = (p.ldc % 2 == 0) && (c_off % 2 == 0);
   t.pairs_part = p.N % 2 == 0;
   return t;
 }

@@ -70,8 +70,8 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
   const int k_tiles = (p.K + kWgBK - 1) / kWgBK;
   const int kt_begin = split * p.k_tiles_per_split;
   const int n_tiles = max(min(k_tiles, kt_begin + p.k_tiles_per_split) - kt_begin, 0);
-  const __half* A = p.a + bidx * p.a_batch_stride;
-  const __half* B = p.b + bidx * p.b_batch_stride;
+  const __half* A = p.a + batch_offset(p, bidx, p.a_batch_stride, p.a_outer_stride);
+  const __half* B = p.b + batch_offset(p, bidx, p.b_batch_stride, p.b_outer_stride);
 
   // A thread copies chunk `chunk` of rows row0, row0 + kRowStep, ...: all in one swizzle phase.
   const int row0 = tid / kChunksPerRow;

@@ -34,6 +34,10 @@ struct GemmParams {
   int kw = 1, stride_h = 1, stride_w = 1, pad_t = 0, pad_l = 0, dil_h = 1, dil_w = 1;
   int out_h = 1, out_w = 1;
   int64_t a_batch_stride = 0, b_batch_stride = 0, c_batch_stride = 0;
+  // Above 0, matrix i of each operand starts at (i / batch_inner) * X_outer_stride + (i %
+  // batch_inner) * X_batch_stride: attention heads read from and written to [B, S, H, D].
+  int batch_inner = 0;
+  int64_t a_outer_stride = 0, b_outer_stride = 0, c_outer_stride = 0;
   int bias_batch_stride = 0;
   int ldb = 0;  // [N, K] layout: row stride of B over n; [K, N] layout: row stride over k
   int ldc = 0;

@@ -55,10 +55,16 @@ class GemmLaunch final : public KernelLaunch {
   size_t workspace_bytes_for(const GemmChoice& c) const override { return split_workspace_bytes(shape_, c); }
   std::string tune_key() const override {
     const GemmParams& p = params_;
-    return fmt::format("{} {} {} {} {} {} | {} {} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {}", p.batch, p.M, p.N,
-                       p.K, config_.vec, config_.b_kn, p.in_h, p.in_w, p.in_c, p.cg, p.kw, p.stride_h, p.stride_w,
-                       p.pad_t, p.pad_l, p.dil_h, p.dil_w, p.out_h, p.out_w, p.a_batch_stride, p.b_batch_stride,
-                       p.c_batch_stride, p.ldb, p.ldc, p.residual != nullptr);
+    std::string key = fmt::format("{} {} {} {} {} {} | {} {} {} {} {} {} {} {} {} {} {} {} {} | {} {} {} {} {} {}", p.batch,
+                                  p.M, p.N, p.K, config_.vec, config_.b_kn, p.in_h, p.in_w, p.in_c, p.cg, p.kw,
+                                  p.stride_h, p.stride_w, p.pad_t, p.pad_l, p.dil_h, p.dil_w, p.out_h, p.out_w,
+                                  p.a_batch_stride, p.b_batch_stride, p.c_batch_stride, p.ldb, p.ldc,
+                                  p.residual != nullptr);
+    // Two-level batches only (keys of every other geometry stay what tuning caches hold).
+    if (p.batch_inner > 0) {
+      key += fmt::format(" | {} {} {} {}", p.batch_inner, p.a_outer_stride, p.b_outer_stride, p.c_outer_stride);
+    }
+    return key;
   }
 
  private:
@@ -247,29 +253,42 @@ std::unique_ptr<KernelLaunch> prepare_matmul(const Kernel& k, const LoadContext&
   const Binding& ab = k.inputs[0];
   const Binding& bb = k.inputs[1];
   for (const Binding* b : {&ab, &bb, &k.outputs[0]}) expect_layout(*b, Layout::kRowMajor, "operand");
-  const bool trans_b = k.attrs.get_int("trans_b", 0) != 0;
-  const int r = ab.shape.rank();
-  const int64_t M = ab.shape[r - 2], K = ab.shape[r - 1];
-  const int64_t N = trans_b ? bb.shape[r - 2] : bb.shape[r - 1];
+  const MatMulShapes s = matmul_shapes(k.attrs, ab.shape, bb.shape);
+  ATOLL_CHECK(s.error.empty(), kUnsupported, "kernel '{}': {}", k.name, s.error);
+  ATOLL_CHECK(k.outputs[0].shape == s.y_stored, kUnsupported, "kernel '{}': output {} is not {}", k.name,
+              k.outputs[0].shape.str(), s.y_stored.str());
+  const MatrixStrides a = matrix_strides(s.a, s.swap_a), b = matrix_strides(s.b, s.swap_b),
+                      y = matrix_strides(s.y, s.swap_y);
   GemmParams p;
   p.a = half_in(k, ctx, 0, "a");
   p.b = half_in(k, ctx, 1, "b");
   p.c = half_out(k, ctx, 0);
-  p.batch = checked_int(ab.shape.numel() / (M * K), "batch");
-  p.M = checked_int(M, "M");
-  p.N = checked_int(N, "N");
-  p.K = checked_int(K, "K");
+  p.batch = checked_int(s.batch, "batch");
+  p.M = checked_int(s.m, "M");
+  p.N = checked_int(s.n, "N");
+  p.K = checked_int(s.k, "K");
   p.in_w = p.out_w = p.M;
-  p.in_c = p.cg = p.K;
-  p.a_batch_stride = M * K;
-  p.b_batch_stride = K * N;
-  p.c_batch_stride = M * N;
-  p.ldb = trans_b ? p.K : p.N;
-  p.ldc = p.N;
+  p.cg = p.K;
+  p.in_c = checked_int(a.ld, "row stride of a");  // elements between A's rows
+  p.ldb = checked_int(b.ld, "row stride of b");
+  p.ldc = checked_int(y.ld, "row stride of the output");
+  p.a_batch_stride = a.inner_stride;
+  p.b_batch_stride = b.inner_stride;
+  p.c_batch_stride = y.inner_stride;
+  if (s.swap_a || s.swap_b || s.swap_y) {
+    p.batch_inner = checked_int(a.inner, "heads");
+    p.a_outer_stride = a.outer_stride;
+    p.b_outer_stride = b.outer_stride;
+    p.c_outer_stride = y.outer_stride;
+  }
   p.alpha = static_cast<float>(k.attrs.get_float("alpha", 1.0));
-  checked_int(static_cast<int64_t>(p.batch) * M * N, "output elements");
-  const bool vec = K % 8 == 0 && (trans_b || N % 8 == 0) && aligned16(p.a) && aligned16(p.b);
-  return std::make_unique<GemmLaunch>(k.name, p, vec, !trans_b, ctx.device());
+  checked_int(s.batch * s.m * s.n, "output elements");
+  // 16-byte loads need every row and matrix of A and B to start on a 16-byte boundary.
+  const bool strides8 = p.in_c % 8 == 0 && p.ldb % 8 == 0 && a.inner_stride % 8 == 0 && b.inner_stride % 8 == 0 &&
+                        a.outer_stride % 8 == 0 && b.outer_stride % 8 == 0;
+  const bool vec =
+      p.K % 8 == 0 && (s.trans_b || p.N % 8 == 0) && strides8 && aligned16(p.a) && aligned16(p.b);
+  return std::make_unique<GemmLaunch>(k.name, p, vec, !s.trans_b, ctx.device());
 }
 
 }  // namespace atl::cuda

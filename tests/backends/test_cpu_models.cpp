@@ -65,6 +65,19 @@ double rel_l2(const Tensor& got, const Tensor& want) {
   return std::sqrt(diff / norm);
 }
 
+// Both programs on the same inputs: finite outputs within `tol` (relative L2) of each other.
+void expect_same_outputs(const CompiledModel& a_model, const CompiledModel& b_model, uint64_t seed, double tol) {
+  const std::vector<Tensor> inputs = random_inputs(a_model.program, seed);
+  const std::vector<Tensor> a = run_model(a_model, inputs);
+  const std::vector<Tensor> b = run_model(b_model, inputs);
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].shape(), b[i].shape());
+    for (float v : a[i].as<float>()) ASSERT_TRUE(std::isfinite(v)) << "output " << i;
+    EXPECT_LE(rel_l2(a[i], b[i]), tol) << "output " << i;
+  }
+}
+
 class CpuModelTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CpuModelTest, FusionChangesOnlyRounding) {
@@ -80,16 +93,8 @@ TEST_P(CpuModelTest, FusionChangesOnlyRounding) {
   plain.fold_batchnorm = false;
   const CompiledModel unfused = compile_graph(g, target, plain);
   ASSERT_LT(fused.program.kernels.size(), unfused.program.kernels.size()) << "nothing was fused";
-
-  const std::vector<Tensor> inputs = random_inputs(fused.program, 99);
-  const std::vector<Tensor> a = run_model(fused, inputs);
-  const std::vector<Tensor> b = run_model(unfused, inputs);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].shape(), b[i].shape());
-    for (float v : a[i].as<float>()) ASSERT_TRUE(std::isfinite(v)) << GetParam() << " output " << i;
-    EXPECT_LE(rel_l2(a[i], b[i]), 1e-5) << GetParam() << " output " << i;
-  }
+  SCOPED_TRACE(GetParam());
+  expect_same_outputs(fused, unfused, 99, 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CpuModelTest, ::testing::Values("tiny_cnn", "tiny_vgg", "tiny_bert"));
@@ -122,14 +127,7 @@ TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
                                 k.attrs.get_int("y_swap12", 0));
   }
   EXPECT_EQ(swapped, 8) << "Q, K, V and the context of each of the 2 layers";
-  const std::vector<Tensor> inputs = random_inputs(folded.program, 7);
-  const std::vector<Tensor> a = run_model(folded, inputs);
-  const std::vector<Tensor> b = run_model(unfolded, inputs);
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].shape(), b[i].shape());
-    EXPECT_LE(rel_l2(a[i], b[i]), 1e-6) << "output " << i;
-  }
+  expect_same_outputs(folded, unfolded, 7, 1e-6);
 }
 
 double median_run_ms(Instance& inst, int iters) {

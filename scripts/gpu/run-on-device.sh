@@ -2,7 +2,8 @@
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
 #   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve" and "csan"
-#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through; every output comes
+#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
+#   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
@@ -205,8 +206,9 @@ if has_step csan; then
   fi
 fi
 if has_step bench; then
+  # BENCH_TAG suffixes the JSON (a second run with other settings, e.g. ATOLL_CUDA_TMA_IM2COL=1).
   # shellcheck disable=SC2086
-  timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" --json "$out/atoll_cuda.json" ${BENCH_ARGS:-} 2>&1 | tail -30
+  timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" --json "$out/atoll_cuda${BENCH_TAG:-}.json" ${BENCH_ARGS:-} 2>&1 | tail -30
 fi
 if has_step torch; then
   # shellcheck disable=SC2086

@@ -23,6 +23,8 @@ def row(run, d, m):
     wait = m.get("rt_wait_us", {})
     run_ms = m.get("rt_run_ms", {})
     reaction = m.get("preemption_reaction_us", {})
+    by = m.get("preemption_reaction_by", {})
+    split = "/".join(f"{by[w]['p99']:.1f}" if by.get(w, {}).get("count") else "-" for w in ("sentinel", "scheduler"))
     dropped = sum(c["dropped"] for c in m["clients"])
     rt_done = sum(c.get("served", 0) for c in m["clients"] if c.get("priority") == "rt")
     sentinel = m.get("sentinel_rt_tasks", 0)
@@ -30,12 +32,14 @@ def row(run, d, m):
     return [run, d["workload"]["name"], m["mode"], f"{rt['p50']:.3f}", f"{rt['p99']:.3f}", vs,
             f"{100 * m['rt_deadline_miss_rate']:.2f}", f"{m['throughput_per_s']['be']:.1f}",
             f"{pre['p50']:.1f}/{pre['p99']:.1f}", f"{wait.get('p50', 0):.1f}/{wait.get('p99', 0):.1f}",
-            f"{reaction.get('p50', 0):.1f}/{reaction.get('p99', 0):.1f}", f"{run_ms.get('p99', 0):.3f}", share, str(dropped)]
+            f"{reaction.get('p50', 0):.1f}/{reaction.get('p99', 0):.1f}", split, f"{run_ms.get('p99', 0):.3f}", share,
+            str(dropped)]
 
 
 def main(args):
     header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "miss %", "BE/s",
-              "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "on device p99 ms", "sentinel", "dropped"]
+              "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "reaction p99 sentinel/scheduler us",
+              "on device p99 ms", "sentinel", "dropped"]
     rows = []
     for f in results_files(args):
         d = json.loads(f.read_text())

@@ -189,6 +189,45 @@ TEST(Compiler, RejectsGraphWithoutWeights) {
   EXPECT_THROW(compile_graph(g, CompileTarget{}), Error);
 }
 
+// fold_head_transposes takes a heads-first Transpose into a MatMul only where the MatMul is its
+// sole reader, the perm is (0, 2, 1, 3) and the target asks for it; the MatMul's output shape is
+// then the stored one.
+TEST(Compiler, FoldsOnlyHeadTransposesTheMatMulAloneReads) {
+  const Attrs heads{{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
+  Graph g("attention");
+  ValueId q = g.add_input("q", DType::kF32, Shape{2, 6, 3, 8});
+  ValueId k = g.add_input("k", DType::kF32, Shape{2, 7, 3, 8});
+  ValueId v = g.add_input("v", DType::kF32, Shape{2, 7, 8, 3});
+  ValueId qt = g.add(OpKind::kTranspose, "q.heads", {q}, heads);
+  ValueId kt = g.add(OpKind::kTranspose, "k.heads", {k}, heads);
+  ValueId vt = g.add(OpKind::kTranspose, "v.heads", {v}, Attrs{{"perm", std::vector<int64_t>{0, 3, 1, 2}}});
+  ValueId s = g.add(OpKind::kMatMul, "scores", {qt, kt}, Attrs{{"trans_b", int64_t{1}}});  // [2, 3, 6, 7]
+  ValueId ctx = g.add(OpKind::kMatMul, "context", {s, vt});                                // [2, 3, 6, 8]
+  ValueId out = g.add(OpKind::kTranspose, "seq_first", {ctx}, heads);                      // [2, 6, 3, 8]
+  g.mark_output(out);
+  g.mark_output(g.add(OpKind::kRelu, "k.other_reader", {kt}));
+  g.init_weights(1);
+
+  CompileTarget target;
+  target.matmul_head_views = true;
+  const CompiledModel folded = compile_graph(g, target);
+  std::vector<std::string> names;
+  for (const Kernel& kk : folded.program.kernels) names.push_back(kk.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"k.heads", "v.heads", "scores", "context", "k.other_reader"}));
+  const Kernel& scores = folded.program.kernels[2];
+  EXPECT_EQ(scores.attrs.get_int("a_swap12", 0), 1);
+  EXPECT_EQ(scores.attrs.get_int("b_swap12", 0), 0) << "k.heads has another reader";
+  EXPECT_EQ(scores.inputs[0].shape, Shape({2, 6, 3, 8}));
+  const Kernel& context = folded.program.kernels[3];
+  EXPECT_EQ(context.attrs.get_int("b_swap12", 0), 0) << "perm (0, 3, 1, 2) is not a heads swap";
+  EXPECT_EQ(context.attrs.get_int("y_swap12", 0), 1);
+  EXPECT_EQ(context.outputs[0].shape, Shape({2, 6, 3, 8}));
+  EXPECT_EQ(context.outputs[0].kind, Binding::Kind::kOutput);
+
+  target.matmul_head_views = false;
+  EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 7u);
+}
+
 TEST(ProgramJson, RoundTripsExactly) {
   for (uint64_t seed : {3u, 17u, 42u}) {
     const Program p = compile_graph(random_graph(seed), CompileTarget{}).program;

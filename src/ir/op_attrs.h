@@ -50,6 +50,7 @@ MatMulShapes matmul_shapes(const Attrs& attrs, const Shape& a_stored, const Shap
 // ld / d3 apart within a row.
 struct MatrixStrides {
   int64_t inner = 1, outer_stride = 0, inner_stride = 0, ld = 0;
+  int64_t offset(int64_t i) const { return (i / inner) * outer_stride + (i % inner) * inner_stride; }
 };
 MatrixStrides matrix_strides(const Shape& logical, bool swapped);
 

@@ -239,10 +239,6 @@ struct MatMulPlan {
   MatrixStrides a, b, y;  // where each operand's matrix i starts (matrix_strides)
 };
 
-int64_t matrix_offset(const MatrixStrides& s, int64_t i) {
-  return (i / s.inner) * s.outer_stride + (i % s.inner) * s.inner_stride;
-}
-
 KernelPlan validate_matmul(const Kernel& k, int threads) {
   expect_arity(k, 2, 1);
   expect_f32(k);
@@ -282,8 +278,8 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   }
   const int64_t slot = gemm_workspace_bytes(p.m, p.n, p.k, 1) / static_cast<int64_t>(sizeof(float));
   auto product = [&](int64_t i, float* packing) {
-    gemm(p.m, p.n, p.k, p.alpha, a + matrix_offset(p.a, i), p.a.ld, b + matrix_offset(p.b, i), p.b.ld, p.trans_b,
-         y + matrix_offset(p.y, i), p.y.ld, {}, 1, packing);
+    gemm(p.m, p.n, p.k, p.alpha, a + p.a.offset(i), p.a.ld, b + p.b.offset(i), p.b.ld, p.trans_b, y + p.y.offset(i),
+         p.y.ld, {}, 1, packing);
   };
   // No region for one thread: libgomp allocates a team even for a serialized one.
   if (args.threads == 1 || omp_in_parallel()) {

@@ -19,8 +19,8 @@
 #include <algorithm>
 #include <array>
 #include <functional>
-#include <initializer_list>
 #include <tuple>
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_common.cuh"
@@ -262,12 +262,6 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                    const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
                                    CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-// A cache slot's hash: the base and the shape fields (not the bytes: keys have padding).
-size_t map_hash(const void* base, std::initializer_list<int> fields) {
-  size_t h = std::hash<const void*>{}(base);
-  for (const int f : fields) h = h * 0x9E3779B97F4A7C15ull + static_cast<size_t>(static_cast<unsigned>(f));
-  return h;
-}
 
 using EncodeIm2colFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
                                     const cuuint64_t*, const int*, const int*, cuuint32_t, cuuint32_t,
@@ -292,7 +286,6 @@ struct MatrixMapKey {
   const __half* base;
   int rows, cols, row_elems, box_rows;
   auto tie() const { return std::tie(base, rows, cols, row_elems, box_rows); }
-  size_t hash() const { return map_hash(base, {rows, cols, row_elems, box_rows}); }
 };
 
 CUtensorMap encode_map(const MatrixMapKey& k, const char* name) {
@@ -318,9 +311,6 @@ struct Im2colMapKey {
   int cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h;
   auto tie() const {
     return std::tie(base, cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h);
-  }
-  size_t hash() const {
-    return map_hash(base, {cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h});
   }
 };
 
@@ -366,6 +356,16 @@ CUtensorMap encode_map(const Im2colMapKey& k, const char* name) {
 // it: the scheduler launches a BE task's TMA GEMMs one by one, and encoding two maps on each
 // launch was host time on its thread. Direct-mapped, per thread and key type (no lock on the
 // launch path).
+// A cache slot's hash, over the key's fields (not its bytes: keys have padding).
+template <typename Key>
+size_t key_hash(const Key& key) {
+  size_t h = 0;
+  std::apply([&h](const auto&... field) {
+    ((h = h * 0x9E3779B97F4A7C15ull + std::hash<std::decay_t<decltype(field)>>{}(field)), ...);
+  }, key.tie());
+  return h;
+}
+
 template <typename Key>
 CUtensorMap cached_map(const Key& key, const char* name) {
   struct Entry {
@@ -375,7 +375,7 @@ CUtensorMap cached_map(const Key& key, const char* name) {
   };
   constexpr size_t kEntries = 256;
   thread_local std::array<Entry, kEntries> cache{};
-  Entry& e = cache[key.hash() % kEntries];
+  Entry& e = cache[key_hash(key) % kEntries];
   if (!e.filled || e.key.tie() != key.tie()) {
     e.map = encode_map(key, name);  // throws before the entry changes
     e.key = key;
@@ -384,10 +384,14 @@ CUtensorMap cached_map(const Key& key, const char* name) {
   return e.map;
 }
 
-bool plain_a(const GemmParams& p) {
+}  // namespace
+
+bool tma_reads_plain_a(const GemmParams& p) {
   return p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
          p.in_h == p.out_h && p.in_w == p.out_w;
 }
+
+namespace {
 
 // Whether the TMA unit's im2col walk reads this convolution's A: K tiles of 64 channels of one
 // tap, window corners (8-bit signed) and strides within what a rank-4 map encodes, tap offsets
@@ -415,7 +419,7 @@ struct TmaVariant {
   static void launch(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
     ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': TMA tile given to a GEMM whose operands it cannot read",
                 name);
-    const bool plain = plain_a(p);
+    const bool plain = tma_reads_plain_a(p);
     const CUtensorMap map_a = plain ? cached_map(MatrixMapKey{p.a, p.M, p.K, p.in_c, kTmaBM}, name)
                                     : cached_map(im2col_key(p), name);
     const CUtensorMap map_b = cached_map(MatrixMapKey{p.b, p.N, p.K, p.ldb, BN}, name);
@@ -444,11 +448,9 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
 
 bool tma_gemm_applies(const GemmParams& p) {
   const auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
-  return p.batch == 1 && (plain_a(p) || im2col_a(p)) && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 &&
+  return p.batch == 1 && (tma_reads_plain_a(p) || im2col_a(p)) && p.M > 0 && p.N > 0 && p.K > 0 && p.in_c % 8 == 0 &&
          p.ldb % 8 == 0 && aligned(p.a) && aligned(p.b);
 }
-
-bool tma_reads_plain_a(const GemmParams& p) { return plain_a(p); }
 
 void prepare_tma_gemm(GemmTile tile) {
   dispatch_tma(tile, [](auto v) { decltype(v)::prepare(); });

@@ -127,15 +127,20 @@ std::vector<LoadSamples> run_grpc_load(const std::string& target, const Engine& 
                                            : Clock::duration::zero();
         Clock::time_point next = start;
         while (Clock::now() < until) {
+          // A fixed-rate request belongs to the measured window by when it was due, not when a
+          // late answer to the one before let it go: else warm-up requests sent late are counted.
+          Clock::time_point due{};
           if (lc.rate_hz > 0) {
             std::this_thread::sleep_until(next);
+            due = next;
             next += period;
             if (next >= until) next = until;
           }
           const Clock::time_point sent = Clock::now();
           if (sent >= until) break;
+          if (lc.rate_hz <= 0) due = sent;
           const std::string error = call_infer(*stub, messages[c]);
-          if (sent >= from) recorders[c].add(ms_since(sent), error);
+          if (due >= from) recorders[c].add(ms_since(sent), error);
         }
       });
     }

@@ -431,7 +431,7 @@ TEST(GpuOps, Im2colConvolutionsOnTheTmaTilesMatchTheReference) {
   options.tma_im2col = true;
   int cases = 0;
   for (const OpCase& c : gpu_op_cases()) {
-    if (c.name.find("im2col") == std::string::npos && c.name != "conv_3x3_c256_7x7_split_k") continue;
+    if (c.name.find("im2col") == std::string::npos && c.name != "gpu_conv_3x3_c256_7x7_split_k") continue;
     const uint64_t seed = gputest::fresh_seed();
     SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
     const OpCaseData data = c.build(DType::kF16, seed);

@@ -117,9 +117,9 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
   options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
   const char* im2col = std::getenv("ATOLL_CUDA_TMA_IM2COL");
-  options.tma_im2col = im2col != nullptr && std::string_view(im2col) == "1";
+  options.tma_im2col = im2col == nullptr || std::string_view(im2col) != "0";
   const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
-  options.head_views = views != nullptr && std::string_view(views) == "1";
+  options.head_views = views == nullptr || std::string_view(views) != "0";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -35,12 +35,13 @@ struct CudaBackendOptions {
   // them only for the geometries where they time faster than the mma.sync tiles.
   bool wgmma = true;
   // Also offer the TMA tiles to convolutions whose A operand the TMA's im2col mode reads (64k
-  // channels; ATOLL_CUDA_TMA_IM2COL=1). Off until the GPU suite has passed with it on.
-  bool tma_im2col = false;
+  // channels; ATOLL_CUDA_TMA_IM2COL=0 turns it off). On since the GPU suite passed with it on
+  // the H200 (session 18).
+  bool tma_im2col = true;
   // Compile attention's heads-first transposes into the MatMuls around them
-  // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=1). Off until the GPU suite has
-  // passed with it on.
-  bool head_views = false;
+  // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=0 turns it off). On since session 18,
+  // likewise.
+  bool head_views = true;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.

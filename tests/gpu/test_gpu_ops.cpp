@@ -228,6 +228,16 @@ std::vector<OpCase> gpu_op_cases() {
   c.push_back(make_case("layernorm_768", OpKind::kLayerNorm, {{"epsilon", 1e-12}},
                         {act_input("x", Shape{20, 768}, Layout::kRowMajor, 3.0f), param("g", Shape{768}),
                          param("b", Shape{768})}));
+  // Rows held in registers: part of a lane's chunks (520 = 2 x 256 + 8; 1032 rounds up to 6
+  // chunks), and rows too long for them (4104), which take the re-reading kernels.
+  for (int64_t len : {520, 1032, 4104}) {
+    const std::string n = std::to_string(len);
+    c.push_back(make_case("softmax_rows_" + n, OpKind::kSoftmax, {{"axis", int64_t{-1}}},
+                          {act_input("x", Shape{3, 5, len}, Layout::kRowMajor, 8.0f)}));
+    c.push_back(make_case("layernorm_" + n, OpKind::kLayerNorm, {{"epsilon", 1e-5}},
+                          {act_input("x", Shape{9, len}, Layout::kRowMajor, 3.0f), param("g", Shape{len}),
+                           param("b", Shape{len})}));
+  }
   Operand ids = act_input("ids", Shape{3, 5});
   ids.dtype = DType::kI64;
   ids.index_limit = 40;

@@ -105,11 +105,12 @@ struct RowRegs {
   float v[kChunks][8];
 };
 
-// Loads the row's halves (zeros past `len`); true where the lane holds chunk c.
+// Whether the lane holds chunk c of a row of `len` halves (a multiple of 8).
 __device__ __forceinline__ bool chunk_held(int c, int lane, int len) {
   return (c * 32 + lane) * 8 < len;
 }
 
+// The lane's chunks as floats (zeros past `len`); returns chunk 0's bits for seen_after.
 template <int kChunks>
 __device__ __forceinline__ uint4 load_row(const __half* x, int len, int lane, RowRegs<kChunks>& r) {
   uint4 raw[kChunks];

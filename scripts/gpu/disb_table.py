@@ -25,6 +25,8 @@ def row(run, d, m):
     reaction = m.get("preemption_reaction_us", {})
     by = m.get("preemption_reaction_by", {})
     split = "/".join(f"{by[w]['p99']:.1f}" if by.get(w, {}).get("count") else "-" for w in ("sentinel", "scheduler"))
+    steps = m.get("sentinel_steps_us", {})
+    sentinel_steps = "/".join(f"{steps[k]['p99']:.1f}" for k in ("wake", "claim", "open")) if steps.get("wake", {}).get("count") else "-"
     dropped = sum(c["dropped"] for c in m["clients"])
     rt_done = sum(c.get("served", 0) for c in m["clients"] if c.get("priority") == "rt")
     sentinel = m.get("sentinel_rt_tasks", 0)
@@ -32,14 +34,14 @@ def row(run, d, m):
     return [run, d["workload"]["name"], m["mode"], f"{rt['p50']:.3f}", f"{rt['p99']:.3f}", vs,
             f"{100 * m['rt_deadline_miss_rate']:.2f}", f"{m['throughput_per_s']['be']:.1f}",
             f"{pre['p50']:.1f}/{pre['p99']:.1f}", f"{wait.get('p50', 0):.1f}/{wait.get('p99', 0):.1f}",
-            f"{reaction.get('p50', 0):.1f}/{reaction.get('p99', 0):.1f}", split, f"{run_ms.get('p99', 0):.3f}", share,
+            f"{reaction.get('p50', 0):.1f}/{reaction.get('p99', 0):.1f}", split, sentinel_steps, f"{run_ms.get('p99', 0):.3f}", share,
             str(dropped)]
 
 
 def main(args):
     header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "miss %", "BE/s",
               "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "reaction p99 sentinel/scheduler us",
-              "on device p99 ms", "sentinel", "dropped"]
+              "sentinel p99 wake/claim/open us", "on device p99 ms", "sentinel", "dropped"]
     rows = []
     for f in results_files(args):
         d = json.loads(f.read_text())

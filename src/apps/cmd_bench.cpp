@@ -124,6 +124,10 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  m.mode, m.preemption_reaction_sentinel_us.p50, m.preemption_reaction_sentinel_us.p99,
                  m.preemption_reaction_sentinel_us.count, m.preemption_reaction_scheduler_us.p50,
                  m.preemption_reaction_scheduler_us.p99, m.preemption_reaction_scheduler_us.count);
+      fmt::print("  the sentinel's steps, p50/p99: reaching the arrival {:.1f}/{:.1f} us, the claim {:.1f}/{:.1f} us, "
+                 "completion words and gate {:.1f}/{:.1f} us\n",
+                 m.sentinel_wake_us.p50, m.sentinel_wake_us.p99, m.sentinel_claim_us.p50, m.sentinel_claim_us.p99,
+                 m.sentinel_open_us.p50, m.sentinel_open_us.p99);
     }
   }
   for (const bench::ModeRun& run : r.runs) {

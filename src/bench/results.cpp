@@ -130,6 +130,9 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   }
   m.preemption_reaction_sentinel_us = distribution(std::move(by_sentinel));
   m.preemption_reaction_scheduler_us = distribution(std::move(by_scheduler));
+  m.sentinel_wake_us = distribution(run.sentinel_wake_us);
+  m.sentinel_claim_us = distribution(run.sentinel_claim_us);
+  m.sentinel_open_us = distribution(run.sentinel_open_us);
   m.preemption_entry_us = distribution(run.preemption_entry_us);
   m.preemption_release_us = distribution(run.preemption_release_us);
   const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
@@ -179,6 +182,9 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
   mj["preemption_reaction_by"] = {{"sentinel", dist_json(m.preemption_reaction_sentinel_us)},
                                   {"scheduler", dist_json(m.preemption_reaction_scheduler_us)}};
+  mj["sentinel_steps_us"] = {{"wake", dist_json(m.sentinel_wake_us)},
+                             {"claim", dist_json(m.sentinel_claim_us)},
+                             {"open", dist_json(m.sentinel_open_us)}};
   mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
   mj["preemption_release_us"] = dist_json(m.preemption_release_us);
   const sched::PollStats& polls = run.polls;

@@ -59,6 +59,9 @@ struct ModeRun {
   std::vector<double> preemption_entry_us;     // ... admitted -> started (sched::TaskResult::started)
   std::vector<double> preemption_release_us;   // ... started -> dispatch
   std::vector<uint8_t> preemption_by_sentinel;  // ... 1 where the arrival sentinel admitted it
+  // Those the sentinel admitted, their reaction in its three steps (sched::TaskResult): arrival ->
+  // the sentinel reaching it, -> its claim held, -> the gate opened.
+  std::vector<double> sentinel_wake_us, sentinel_claim_us, sentinel_open_us;
   sched::PollStats polls;                      // the scheduler's slowest steps
   std::vector<KernelSpan> timeline;           // a window of a few hundred ms
   std::vector<InstantEvent> events;
@@ -122,6 +125,8 @@ struct ModeStats {
   // The reaction split by who admitted the request: the arrival sentinel (it opens the lane at
   // the arrival instant) or the scheduler's thread (between two of its steps).
   Distribution preemption_reaction_sentinel_us, preemption_reaction_scheduler_us;
+  // The sentinel's reaction in its steps (ModeRun::sentinel_wake_us and the others).
+  Distribution sentinel_wake_us, sentinel_claim_us, sentinel_open_us;
   // Staging's other two parts: admission -> the scheduler starting the task (the RT queue and RT
   // mode entry), and start -> dispatch (the holds opened, the inputs staged).
   Distribution preemption_entry_us, preemption_release_us;

@@ -261,6 +261,11 @@ class Runner {
         run.preemption_entry_us.push_back(static_cast<double>(t.started - t.admitted) / 1e3);
         run.preemption_release_us.push_back(static_cast<double>(t.dispatch - t.started) / 1e3);
         run.preemption_by_sentinel.push_back(t.by_sentinel ? 1 : 0);
+        if (t.by_sentinel) {
+          run.sentinel_wake_us.push_back(static_cast<double>(t.sentinel_reached - t.arrival) / 1e3);
+          run.sentinel_claim_us.push_back(static_cast<double>(t.sentinel_claimed - t.sentinel_reached) / 1e3);
+          run.sentinel_open_us.push_back(static_cast<double>(t.admitted - t.sentinel_claimed) / 1e3);
+        }
       }
     }
     run.requests.push_back(q);

@@ -204,6 +204,8 @@ void Scheduler::Impl::start_opened() {
   c.queue.erase(it);
   t->admitted = o.at;  // the sentinel admitted it
   t->by_sentinel = true;
+  t->sentinel_reached = o.reached;
+  t->sentinel_claimed = o.claimed;
   ++stats.sentinel_rt_tasks;
   start_rt(std::move(t), o.at);
 }

@@ -89,13 +89,17 @@ void ArrivalSentinel::run() {
     std::pop_heap(heap_.begin(), heap_.end(), cmp);
     heap_.pop_back();
     lock.unlock();
-    while (now_() < next.arrival && !stopping_.load(std::memory_order_relaxed)) cpu_relax();
-    try_open(next);
+    DeviceTime reached = now_();
+    while (reached < next.arrival && !stopping_.load(std::memory_order_relaxed)) {
+      cpu_relax();
+      reached = now_();
+    }
+    try_open(next, reached);
     lock.lock();
   }
 }
 
-void ArrivalSentinel::try_open(const Expected& e) {
+void ArrivalSentinel::try_open(const Expected& e, DeviceTime reached) {
   // Claim first: only a claim keeps the scheduler from closing and publishing new openers_
   // while they are read. One that opens nothing hands the claim back.
   uint32_t s = kReady;
@@ -110,6 +114,8 @@ void ArrivalSentinel::try_open(const Expected& e) {
     skipped_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
+  opening_.claimed = now_();
+  opening_.reached = reached;
   opening_.task = e.task;
   opening_.client = e.client;
   opening_.words.resize(watched_.size());

@@ -36,6 +36,11 @@ class ArrivalSentinel {
   struct Opening {
     uint64_t task = 0;
     int client = -1;
+    // Where its reaction (arrival -> at) went: reached - arrival is how late the thread got to the
+    // arrival (woken late, or busy with an earlier one), claimed - reached the handshake, and
+    // at - claimed the completion-word reads and the gate store.
+    DeviceTime reached = 0;       // the sentinel's first clock reading at or past the arrival
+    DeviceTime claimed = 0;       // the claim held
     DeviceTime at = 0;            // when the lane was opened
     std::vector<uint32_t> words;  // each watched stream's completion word, read before opening
   };
@@ -78,7 +83,7 @@ class ArrivalSentinel {
   };
   bool later(const Expected& a, const Expected& b) const;
   void run();
-  void try_open(const Expected& e);
+  void try_open(const Expected& e, DeviceTime reached);
 
   Clock now_;
   ReadWord read_word_;

@@ -415,6 +415,8 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
   r.admitted = t->admitted >= 0 ? t->admitted : r.dispatch;
   r.started = t->started >= 0 ? t->started : r.dispatch;
   r.by_sentinel = t->by_sentinel;
+  r.sentinel_reached = t->sentinel_reached;
+  r.sentinel_claimed = t->sentinel_claimed;
   r.preemptions = t->preemptions;
   r.preempted_tasks = t->preempted_tasks;
   if (t->error) {

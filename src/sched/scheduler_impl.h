@@ -31,6 +31,7 @@ struct Scheduler::Impl {
     uint64_t first_seq = 0;  // launch of kernel 0 on the first attempt; 0 before it
     DeviceTime admitted = -1;
     bool by_sentinel = false;  // the arrival sentinel admitted it (opened its lane)
+    DeviceTime sentinel_reached = 0, sentinel_claimed = 0;  // TaskResult's
     DeviceTime started = -1;  // RT: start_rt began (TaskResult::started)
     DeviceTime dispatch = -1;
     DeviceTime start = -1;

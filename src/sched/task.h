@@ -43,6 +43,8 @@ struct TaskResult {
   int preemptions = 0;          // BE: times this task was preempted with kernels in flight
   int preempted_tasks = 0;      // RT: BE tasks preempted to start this task
   bool by_sentinel = false;     // RT: admitted by the arrival sentinel, not the scheduler's thread
+  // By the sentinel: when it reached the arrival and held its claim (ArrivalSentinel::Opening).
+  DeviceTime sentinel_reached = 0, sentinel_claimed = 0;
   DeviceTime latency() const { return finish - arrival; }
 };
 

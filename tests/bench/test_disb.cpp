@@ -166,6 +166,11 @@ BenchResults synthetic_results() {
         run.preemption_staging_us.push_back(4 + i * 0.01);
         run.preemption_reaction_us.push_back(1 + i * 0.001);
         run.preemption_by_sentinel.push_back(i % 3 == 0 ? 1 : 0);
+        if (i % 3 == 0) {
+          run.sentinel_wake_us.push_back(0.5 + i * 0.01);
+          run.sentinel_claim_us.push_back(0.1);
+          run.sentinel_open_us.push_back(0.4 + i * 0.001);
+        }
       }
       run.polls.add({3'000, 1'000, 70'000, 2'000});
       run.timeline.push_back({"rt", "conv1", 0.1, 0.2, true, false});
@@ -203,6 +208,12 @@ TEST(Results, StatisticsFromScheduledArrival) {
   EXPECT_NEAR(reset.preemption_reaction_sentinel_us.max, 1 + 99 * 0.001, 1e-9);
   EXPECT_NEAR(reset.preemption_reaction_scheduler_us.max, 1 + 98 * 0.001, 1e-9);
   EXPECT_NEAR(reset.preemption_reaction_scheduler_us.p50, 1 + 49 * 0.001, 1e-9) << "the 33rd of 1, 2, 4, 5, ...";
+  // The sentinel's three steps, over its 34 samples only.
+  EXPECT_EQ(reset.sentinel_wake_us.count, 34);
+  EXPECT_NEAR(reset.sentinel_wake_us.max, 0.5 + 99 * 0.01, 1e-9);
+  EXPECT_NEAR(reset.sentinel_claim_us.p99, 0.1, 1e-12);
+  EXPECT_NEAR(reset.sentinel_open_us.max, 0.4 + 99 * 0.001, 1e-9);
+  EXPECT_EQ(r.stats[0].sentinel_wake_us.count, 0) << "no preemption: no sentinel steps";
 }
 
 // 1..1000: the p99 is 990 and its 95% interval the samples at ranks floor(990 - 6.17) and
@@ -251,6 +262,8 @@ TEST(Results, JsonCsvTraceAndReport) {
   EXPECT_EQ(j["modes"][1]["preemption_reaction_us"]["count"], 100);
   EXPECT_EQ(j["modes"][1]["preemption_reaction_by"]["sentinel"]["count"], 34);
   EXPECT_EQ(j["modes"][1]["preemption_reaction_by"]["scheduler"]["count"], 66);
+  EXPECT_EQ(j["modes"][1]["sentinel_steps_us"]["wake"]["count"], 34);
+  EXPECT_EQ(j["modes"][1]["sentinel_steps_us"]["open"]["count"], 34);
   EXPECT_EQ(j["modes"][1]["scheduler_polls"]["over_50us"], 1);
   EXPECT_DOUBLE_EQ(j["modes"][1]["scheduler_polls"]["longest_us"].get<double>(), 76.0);
   EXPECT_EQ(j["modes"][1]["scheduler_polls"]["longest_phase"], "launch");

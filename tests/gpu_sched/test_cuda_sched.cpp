@@ -404,6 +404,12 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
       const TaskResult r = f.get();
       EXPECT_TRUE(same_bytes(r.outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
       by_sentinel += r.by_sentinel ? 1 : 0;
+      if (r.by_sentinel) {
+        // Its reaction's steps, in order: reaching the arrival, the claim, the opening.
+        EXPECT_GE(r.sentinel_reached, r.arrival);
+        EXPECT_LE(r.sentinel_reached, r.sentinel_claimed);
+        EXPECT_LE(r.sentinel_claimed, r.admitted);
+      }
     }
     for (auto& f : be_results) {
       ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a BE request hung";

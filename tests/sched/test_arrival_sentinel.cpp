@@ -62,11 +62,29 @@ TEST(ArrivalSentinel, OpensAPublishedLaneAtItsArrivalAndRecordsTheWordsFirst) {
   ASSERT_TRUE(o.has_value());
   EXPECT_EQ(o->task, 42u);
   EXPECT_EQ(o->client, 1);
-  EXPECT_GE(o->at, arrival);
+  EXPECT_GE(o->reached, arrival);
+  EXPECT_LE(o->reached, o->claimed);
+  EXPECT_LE(o->claimed, o->at);
   EXPECT_EQ(o->words, (std::vector<uint32_t>{7, 11}));  // in the order the streams were watched
   EXPECT_EQ(gate_word(r.word), 2u);
   EXPECT_TRUE(r.sentinel.closed());
   EXPECT_FALSE(r.sentinel.close().has_value());
+}
+
+// An arrival already past when it is expected (a thread that woke late reads the same): the
+// opening says how late the sentinel reached it, apart from the claim and the opening.
+TEST(ArrivalSentinel, RecordsHowLateItReachedAnArrival) {
+  Rig r;
+  r.publish(1, 0);
+  const DeviceTime arrival = host_now() - 3'000'000;
+  r.sentinel.expect(arrival, kNever, 5, 1);
+  ASSERT_TRUE(r.wait_claimed(std::chrono::milliseconds(500))) << "the sentinel never opened the lane";
+  const std::optional<ArrivalSentinel::Opening> o = r.sentinel.close();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_GE(o->reached - arrival, 3'000'000) << "it reached the arrival no earlier than it was told of it";
+  EXPECT_LE(o->reached, o->claimed);
+  EXPECT_LE(o->claimed, o->at);
+  EXPECT_LT(o->at - o->reached, 3'000'000) << "the lateness is the wake-up's, not the opening's";
 }
 
 TEST(ArrivalSentinel, LeavesAloneWhatTheSchedulerOwns) {

@@ -2,6 +2,7 @@
 // 16-byte aligned chunks are held in registers, read once in 16-byte loads (all of a lane's loads
 // in flight together: BERT's LayerNorm is latency-bound, 14 us per kernel when it walked the row
 // three times in 2-byte loads); other rows are re-read from cache, so any length works.
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <type_traits>
@@ -27,28 +28,37 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// One warp per row, grid-stride: body(row, lane, seen) with `seen` the row's flag value (ItemFlag),
+// false when the warp stops for it.
+template <typename Body>
+__device__ __forceinline__ void for_each_row(int rows, const int* flag, Body&& body) {
+  const int lane = threadIdx.x & 31;
+  const int warps = gridDim.x * kWarpsPerBlock;
+  ItemFlag checks(flag);
+  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < rows; row += warps) {
+    if (!body(row, lane, checks.next())) return;
+  }
+}
+
 __device__ __forceinline__ float to_f32(__half v) { return __half2float(v); }
 __device__ __forceinline__ float to_f32(float v) { return v; }
 
 // Rows along the last axis (inner == 1). T: __half, or float for a graph input's f32 copy.
 template <typename T>
 __global__ void softmax_rows_kernel(const T* __restrict__ xs, const SoftmaxArgs p, const int* flag) {
-  const int lane = threadIdx.x & 31;
-  const int warps = gridDim.x * kWarpsPerBlock;
-  ItemFlag checks(flag);
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer; row += warps) {
-    const int seen = checks.next();
+  for_each_row(p.outer, flag, [&](int row, int lane, int seen) {
     const T* x = xs + row * p.len;
     __half* y = p.y + row * p.len;
     float m = -FLT_MAX;
     for (int j = lane; j < p.len; j += 32) m = fmaxf(m, to_f32(x[j]));
     m = warp_max(m);
-    if (__shfl_sync(0xffffffffu, seen, 0)) return;
+    if (__shfl_sync(0xffffffffu, seen, 0)) return false;
     float sum = 0.0f;
     for (int j = lane; j < p.len; j += 32) sum += __expf(to_f32(x[j]) - m);
     const float inv = 1.0f / warp_sum(sum);
     for (int j = lane; j < p.len; j += 32) y[j] = __float2half(__expf(to_f32(x[j]) - m) * inv);
-  }
+    return true;
+  });
 }
 
 // Any other axis: one thread per (outer, inner) column.
@@ -71,19 +81,15 @@ __global__ void softmax_strided_kernel(const T* __restrict__ xs, const SoftmaxAr
 }
 
 __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
-  const int lane = threadIdx.x & 31;
-  const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
-  ItemFlag checks(flag);
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows; row += warps) {
-    const int seen = checks.next();
+  for_each_row(p.rows, flag, [&](int row, int lane, int seen) {
     const __half* x = p.x + row * p.d;
     __half* y = p.y + row * p.d;
     float sum = 0.0f;
     for (int j = lane; j < p.d; j += 32) sum += __half2float(x[j]);
     const float mean = warp_sum(sum) * inv_d;
     // The row is read by now, with the flag; lane 0's copy makes the exit warp-uniform.
-    if (__shfl_sync(0xffffffffu, seen, 0)) return;
+    if (__shfl_sync(0xffffffffu, seen, 0)) return false;
     float sq = 0.0f;
     for (int j = lane; j < p.d; j += 32) {
       const float t = __half2float(x[j]) - mean;
@@ -93,7 +99,8 @@ __global__ void layer_norm_kernel(const LayerNormArgs p, const int* flag) {
     for (int j = lane; j < p.d; j += 32) {
       y[j] = __float2half((__half2float(x[j]) - mean) * rstd * p.gamma[j] + p.beta[j]);
     }
-  }
+    return true;
+  });
 }
 
 // ---- rows held in registers: lane l holds halves [8 (32 c + l), +8) for chunk c < kChunks ----
@@ -141,11 +148,7 @@ __device__ __forceinline__ void store_chunk(__half* y, const float (&f)[8]) {
 
 template <int kChunks>
 __global__ void softmax_rows_vec_kernel(const SoftmaxArgs p, const int* flag) {
-  const int lane = threadIdx.x & 31;
-  const int warps = gridDim.x * kWarpsPerBlock;
-  ItemFlag checks(flag);
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.outer; row += warps) {
-    const int seen = checks.next();
+  for_each_row(p.outer, flag, [&](int row, int lane, int seen) {
     RowRegs<kChunks> r;
     const uint4 first = load_row(p.x + static_cast<int64_t>(row) * p.len, p.len, lane, r);
     float m = -FLT_MAX;
@@ -156,7 +159,7 @@ __global__ void softmax_rows_vec_kernel(const SoftmaxArgs p, const int* flag) {
       for (int k = 0; k < 8; ++k) m = fmaxf(m, r.v[c][k]);
     }
     m = warp_max(m);
-    if (__shfl_sync(0xffffffffu, static_cast<int>(seen_after(seen, first)), 0)) return;
+    if (__shfl_sync(0xffffffffu, static_cast<int>(seen_after(seen, first)), 0)) return false;
     float sum = 0.0f;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -175,17 +178,14 @@ __global__ void softmax_rows_vec_kernel(const SoftmaxArgs p, const int* flag) {
       for (int k = 0; k < 8; ++k) r.v[c][k] *= inv;
       store_chunk(y + (c * 32 + lane) * 8, r.v[c]);
     }
-  }
+    return true;
+  });
 }
 
 template <int kChunks>
 __global__ void layer_norm_vec_kernel(const LayerNormArgs p, const int* flag) {
-  const int lane = threadIdx.x & 31;
-  const int warps = gridDim.x * kWarpsPerBlock;
   const float inv_d = 1.0f / static_cast<float>(p.d);
-  ItemFlag checks(flag);
-  for (int row = blockIdx.x * kWarpsPerBlock + (threadIdx.x >> 5); row < p.rows; row += warps) {
-    const int seen = checks.next();
+  for_each_row(p.rows, flag, [&](int row, int lane, int seen) {
     RowRegs<kChunks> r;
     const uint4 first = load_row(p.x + static_cast<int64_t>(row) * p.d, p.d, lane, r);
     float sum = 0.0f;
@@ -195,7 +195,7 @@ __global__ void layer_norm_vec_kernel(const LayerNormArgs p, const int* flag) {
       for (int k = 0; k < 8; ++k) sum += r.v[c][k];  // zeros past d
     }
     const float mean = warp_sum(sum) * inv_d;
-    if (__shfl_sync(0xffffffffu, static_cast<int>(seen_after(seen, first)), 0)) return;
+    if (__shfl_sync(0xffffffffu, static_cast<int>(seen_after(seen, first)), 0)) return false;
     float sq = 0.0f;
 #pragma unroll
     for (int c = 0; c < kChunks; ++c) {
@@ -220,7 +220,8 @@ __global__ void layer_norm_vec_kernel(const LayerNormArgs p, const int* flag) {
       for (int k = 0; k < 8; ++k) r.v[c][k] = (r.v[c][k] - mean) * rstd * g[k] + b[k];
       store_chunk(y + j, r.v[c]);
     }
-  }
+    return true;
+  });
 }
 
 bool aligned16(const void* ptr) {
@@ -234,19 +235,6 @@ int row_chunks(int len) {
   return chunks <= 4 ? chunks : chunks <= 6 ? 6 : 8;
 }
 
-// One instantiation per chunk count; `launch(kernel)` enqueues it.
-template <template <int> class Kernel, typename Launch>
-void with_chunks(int chunks, Launch&& launch) {
-  switch (chunks) {
-    case 1: return launch(Kernel<1>::fn);
-    case 2: return launch(Kernel<2>::fn);
-    case 3: return launch(Kernel<3>::fn);
-    case 4: return launch(Kernel<4>::fn);
-    case 6: return launch(Kernel<6>::fn);
-    default: return launch(Kernel<8>::fn);
-  }
-}
-
 template <int kChunks>
 struct SoftmaxVec {
   static constexpr auto fn = softmax_rows_vec_kernel<kChunks>;
@@ -256,6 +244,33 @@ struct LayerNormVec {
   static constexpr auto fn = layer_norm_vec_kernel<kChunks>;
 };
 
+// The grid of a register-held row kernel, capped at the blocks its registers let the device hold
+// (up to 127 per thread: fewer than blocks_for's thread count assumes), so that a preempted
+// launch has no blocks still to start.
+template <template <int> class Kernel, int kChunks>
+unsigned resident_row_blocks(int64_t rows) {
+  static const int per_sm = [] {
+    int n = 0;
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel<kChunks>::fn, kWarpsPerBlock * 32, 0));
+    return std::max(n, 1);
+  }();
+  const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{device_sm_count()} * per_sm));
+}
+
+// One instantiation per chunk count; `launch(kernel, blocks)` enqueues it.
+template <template <int> class Kernel, typename Launch>
+void with_chunks(int chunks, int64_t rows, Launch&& launch) {
+  switch (chunks) {
+    case 1: return launch(Kernel<1>::fn, resident_row_blocks<Kernel, 1>(rows));
+    case 2: return launch(Kernel<2>::fn, resident_row_blocks<Kernel, 2>(rows));
+    case 3: return launch(Kernel<3>::fn, resident_row_blocks<Kernel, 3>(rows));
+    case 4: return launch(Kernel<4>::fn, resident_row_blocks<Kernel, 4>(rows));
+    case 6: return launch(Kernel<6>::fn, resident_row_blocks<Kernel, 6>(rows));
+    default: return launch(Kernel<8>::fn, resident_row_blocks<Kernel, 8>(rows));
+  }
+}
+
 unsigned row_blocks(int64_t rows) {
   return blocks_for(rows, kWarpsPerBlock, kWarpsPerBlock * 32);
 }
@@ -264,7 +279,8 @@ template <typename T>
 void enqueue_softmax(const T* x, const SoftmaxArgs& p, cudaStream_t s, const int* flag) {
   const int chunks = std::is_same_v<T, __half> && p.inner == 1 && aligned16(x) && aligned16(p.y) ? row_chunks(p.len) : 0;
   if (chunks > 0) {
-    with_chunks<SoftmaxVec>(chunks, [&](auto kernel) { kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(p, flag); });
+    with_chunks<SoftmaxVec>(chunks, p.outer,
+                            [&](auto kernel, unsigned blocks) { kernel<<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, flag); });
   } else if (p.inner == 1) {
     softmax_rows_kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(x, p, flag);
   } else {
@@ -287,7 +303,8 @@ void launch_layer_norm(const LayerNormArgs& p, cudaStream_t s, const int* flag, 
   const bool aligned = aligned16(p.x) && aligned16(p.y) && aligned16(p.gamma) && aligned16(p.beta);
   const int chunks = aligned ? row_chunks(p.d) : 0;
   if (chunks > 0) {
-    with_chunks<LayerNormVec>(chunks, [&](auto kernel) { kernel<<<row_blocks(p.rows), kWarpsPerBlock * 32, 0, s>>>(p, flag); });
+    with_chunks<LayerNormVec>(chunks, p.rows,
+                              [&](auto kernel, unsigned blocks) { kernel<<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, flag); });
   } else {
     layer_norm_kernel<<<row_blocks(p.rows), kWarpsPerBlock * 32, 0, s>>>(p, flag);
   }

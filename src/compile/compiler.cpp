@@ -21,6 +21,7 @@ CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, con
   drop_unused(w);
   assign_layouts(w);
   make_views(w);
+  if (target.gemm_groups) group_shared_input_gemms(w, target);
 
   int64_t batch = 1;
   if (!graph.inputs().empty() && graph.value(graph.inputs()[0]).shape.rank() > 0) {

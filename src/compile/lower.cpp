@@ -105,6 +105,7 @@ Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const
     b.shape = v.shape;
     b.layout = v.layout;
     b.bytes = v.shape.numel() * static_cast<int64_t>(dtype_size(b.dtype));
+    b.offset = w.view_offset(value) * static_cast<int64_t>(dtype_size(b.dtype));
     if (root.kind == ValueKind::kWeight) {
       b.kind = Binding::Kind::kWeight;
       auto it = weight_index.find(r);
@@ -123,7 +124,7 @@ Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const
     } else {
       b.kind = Binding::Kind::kArena;
       b.buffer = buffer_of.at(r);
-      b.offset = plan.offsets[static_cast<size_t>(b.buffer)];
+      b.offset += plan.offsets[static_cast<size_t>(b.buffer)];
     }
     return b;
   };

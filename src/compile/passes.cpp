@@ -1,5 +1,8 @@
 // Graph rewrites that change no result beyond fp32 rounding.
 #include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "compile/work_graph.h"
@@ -223,6 +226,99 @@ void make_views(WorkGraph& w) {
     ATOLL_CHECK(same_order, kInternal, "view '{}' of an NHWC tensor whose bytes are not in logical order", n.name);
     out.alias = n.in[0];
     n.dead = true;
+  }
+  w.erase_dead();
+}
+
+namespace {
+
+// A Gemm the grouping may take: ungrouped, no residual, f32 weights, its result not a graph output.
+bool groupable_gemm(const WorkGraph& w, const WNode& n) {
+  if (n.dead || n.op != OpKind::kGemm || n.attrs.get_int("groups", 1) != 1 || n.attrs.get_int("residual", 0) != 0) {
+    return false;
+  }
+  for (size_t i = 1; i < n.in.size(); ++i) {
+    const WValue& v = w.values[static_cast<size_t>(n.in[i])];
+    if (v.kind != ValueKind::kWeight || v.alias >= 0 || v.dtype != DType::kF32) return false;
+  }
+  return !w.is_output(n.out);
+}
+
+bool same_gemm(const WorkGraph& w, const WNode& a, const WNode& b) {
+  if (a.in.size() != b.in.size() || a.in[0] != b.in[0] || !(a.attrs == b.attrs)) return false;
+  for (size_t i = 1; i < a.in.size(); ++i) {
+    if (!(w.values[static_cast<size_t>(a.in[i])].shape == w.values[static_cast<size_t>(b.in[i])].shape)) return false;
+  }
+  return true;
+}
+
+// The parameters of `members` stacked along their first axis, under one new weight.
+int stack_weights(WorkGraph& w, const std::vector<int>& members, const std::string& name) {
+  const Shape one = w.values[static_cast<size_t>(members[0])].shape;
+  std::vector<int64_t> dims = one.dims();
+  dims[0] *= static_cast<int64_t>(members.size());
+  Tensor stacked(DType::kF32, Shape(dims));
+  const size_t bytes = static_cast<size_t>(one.numel()) * sizeof(float);
+  for (size_t g = 0; g < members.size() && w.compute_values; ++g) {
+    std::memcpy(stacked.raw() + g * bytes, weight_of(w, members[g]).raw(), bytes);
+  }
+  return w.add_weight(name, std::move(stacked));
+}
+
+// "a.b.query+key+value" from "a.b.query", "a.b.key", "a.b.value".
+std::string group_name(const std::vector<std::string>& names) {
+  const size_t dot = names[0].rfind('.');
+  const std::string prefix = dot == std::string::npos ? "" : names[0].substr(0, dot + 1);
+  std::string out = names[0];
+  for (size_t i = 1; i < names.size(); ++i) {
+    const bool shared = !prefix.empty() && names[i].rfind(prefix, 0) == 0;
+    out += "+" + (shared ? names[i].substr(prefix.size()) : names[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void group_shared_input_gemms(WorkGraph& w, const CompileTarget& target) {
+  for (size_t i = 0; i < w.nodes.size(); ++i) {
+    if (!groupable_gemm(w, w.nodes[i])) continue;
+    std::vector<size_t> group{i};
+    for (size_t j = i + 1; j < w.nodes.size(); ++j) {
+      if (groupable_gemm(w, w.nodes[j]) && same_gemm(w, w.nodes[i], w.nodes[j])) group.push_back(j);
+    }
+    const int64_t slice_bytes = w.values[static_cast<size_t>(w.nodes[i].out)].shape.numel() *
+                                static_cast<int64_t>(dtype_size(target.act_dtype));
+    if (group.size() < 2 || slice_bytes % target.alignment != 0) continue;
+    std::vector<std::string> names;
+    std::vector<int> outs;
+    for (size_t g : group) {
+      names.push_back(w.nodes[g].name);
+      outs.push_back(w.nodes[g].out);
+    }
+    const std::string name = group_name(names);
+    std::vector<int> in{w.nodes[i].in[0]};
+    for (size_t param = 1; param < w.nodes[i].in.size(); ++param) {
+      std::vector<int> members;
+      for (size_t g : group) members.push_back(w.nodes[g].in[param]);
+      in.push_back(stack_weights(w, members, name + (param == 1 ? ".weight" : ".bias")));
+    }
+    WValue stacked = w.values[static_cast<size_t>(outs[0])];
+    stacked.name = name;
+    std::vector<int64_t> dims = stacked.shape.dims();
+    dims.insert(dims.begin(), static_cast<int64_t>(group.size()));
+    stacked.shape = Shape(dims);
+    const int stacked_value = w.add_value(std::move(stacked));
+    for (size_t g = 0; g < outs.size(); ++g) {
+      WValue& view = w.values[static_cast<size_t>(outs[g])];
+      view.alias = stacked_value;
+      view.alias_offset = static_cast<int64_t>(g) * view.shape.numel();
+    }
+    WNode& first = w.nodes[i];
+    first.name = name;
+    first.in = std::move(in);
+    first.out = stacked_value;
+    first.attrs.set("groups", static_cast<int64_t>(group.size()));
+    for (size_t k = 1; k < group.size(); ++k) w.nodes[group[k]].dead = true;
   }
   w.erase_dead();
 }

@@ -74,6 +74,14 @@ void WorkGraph::replace_uses(int from, int to) {
   std::replace(outputs.begin(), outputs.end(), from, to);
 }
 
+int64_t WorkGraph::view_offset(int value) const {
+  int64_t elems = 0;
+  for (; values[static_cast<size_t>(value)].alias >= 0; value = values[static_cast<size_t>(value)].alias) {
+    elems += values[static_cast<size_t>(value)].alias_offset;
+  }
+  return elems;
+}
+
 int WorkGraph::root(int value) const {
   while (values[static_cast<size_t>(value)].alias >= 0) value = values[static_cast<size_t>(value)].alias;
   return value;

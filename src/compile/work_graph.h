@@ -16,6 +16,7 @@ struct WValue {
   ValueKind kind = ValueKind::kActivation;
   Layout layout = Layout::kRowMajor;
   int alias = -1;  // this value is a view of `alias` (same bytes, another shape)
+  int64_t alias_offset = 0;  // elements into `alias` where the view starts
 };
 
 struct WNode {
@@ -44,6 +45,7 @@ struct WorkGraph {
   bool is_output(int value) const;
   void replace_uses(int from, int to);  // in live nodes and graph outputs
   int root(int value) const;            // follows view aliases
+  int64_t view_offset(int value) const;  // elements from root(value) to where the view starts
   void erase_dead();
 };
 
@@ -56,6 +58,10 @@ void fuse_activation(WorkGraph& w);
 void fold_head_transposes(WorkGraph& w);
 void assign_layouts(WorkGraph& w);  // NHWC for convolution chains, casts where layouts meet
 void make_views(WorkGraph& w);      // Reshape/Flatten become aliases, not kernels
+// Gemms reading one input with equal attributes and weight shapes become one grouped Gemm whose
+// output slices are views (CompileTarget::gemm_groups), where each slice keeps the target's
+// alignment.
+void group_shared_input_gemms(WorkGraph& w, const CompileTarget& target);
 void drop_unused(WorkGraph& w);     // nodes whose results nobody reads
 
 Program lower(const WorkGraph& w, const std::string& model, int64_t batch, const CompileTarget& target,

@@ -325,8 +325,14 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
       NODE_CHECK(w.shape.rank() == 2, "weight must be [N, K], is {}", w.shape.str());
       NODE_CHECK(x.shape.dim(-1) == w.shape[1], "input {} has K={}, weight {} expects {}", x.shape.str(),
                  x.shape.dim(-1), w.shape.str(), w.shape[1]);
+      // groups G: G Gemms of one input, weights stacked [G * N, K], outputs stacked [G, ..., N].
+      const int64_t groups = n.attrs.get_int("groups", 1);
+      NODE_CHECK(groups >= 1 && w.shape[0] % groups == 0, "groups {} do not divide the weight's {} rows", groups,
+                 w.shape[0]);
+      NODE_CHECK(groups == 1 || !residual, "grouped Gemms take no residual");
       std::vector<int64_t> out = x.shape.dims();
-      out.back() = w.shape[0];
+      out.back() = w.shape[0] / groups;
+      if (groups > 1) out.insert(out.begin(), groups);
       size_t next = 2;
       if (bias) {
         NODE_CHECK(in(g, n, next).shape == Shape({w.shape[0]}), "bias must be [{}], is {}", w.shape[0],

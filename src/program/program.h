@@ -27,6 +27,10 @@ struct CompileTarget {
   // a_swap12, b_swap12, y_swap12), so the compiler folds attention's heads-first transposes
   // into them instead of running each as a kernel.
   bool matmul_head_views = false;
+  // Gemm kernels take attr `groups` (G Gemms of one input in one launch: weights stacked [G * N,
+  // K], outputs [G, ..., N]), so the compiler merges Gemms that share their input (attention's
+  // Q, K and V projections) and their outputs become views of the stacked one.
+  bool gemm_groups = false;
 };
 
 struct Binding {

@@ -158,14 +158,17 @@ Tensor gemm(const Attrs& attrs, const std::vector<Tensor>& ops, const Shape& out
   const bool bias = attrs.get_int("bias", 0) != 0, residual = attrs.get_int("residual", 0) != 0;
   const std::string act = attrs.get_string("act", "none");
   const int64_t k = w.shape()[1];
+  // groups: output [G, ..., n], group g's weight rows [g n, (g + 1) n).
+  const bool grouped = attrs.get_int("groups", 1) > 1;
   return generate(out, [&](const Index& i) {
-    Index xi = i;
+    const int64_t row = grouped ? i[0] * out.dim(-1) + i.back() : i.back();
+    Index xi = grouped ? Index(i.begin() + 1, i.end()) : i;
     double acc = 0.0;
     for (int64_t kk = 0; kk < k; ++kk) {
       xi.back() = kk;
-      acc += at(x, xi) * at(w, {i.back(), kk});
+      acc += at(x, xi) * at(w, {row, kk});
     }
-    if (bias) acc += at(ops[2], {i.back()});
+    if (bias) acc += at(ops[2], {row});
     if (residual) acc += at(ops[bias ? 3 : 2], i);
     return activation(act, acc);
   });

@@ -130,6 +130,38 @@ TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
   expect_same_outputs(folded, unfolded, 7, 1e-6);
 }
 
+// Q, K and V read one input with equal attributes: one grouped Gemm per layer computes all three,
+// its output's slices are their views, and the outputs match the program with three Gemms.
+TEST(CpuModelHeads, SharedInputGemmsBecomeOneGroupedGemm) {
+  ModelOptions opts;
+  opts.batch = 3;
+  opts.seq_len = 11;  // 33 x 64 f32: slices 64-byte aligned like the arena's buffers
+  opts.seed = 9;
+  const Graph g = build_model("tiny_bert", opts);
+  CompileTarget grouped = make_cpu_backend()->target();
+  ASSERT_TRUE(grouped.gemm_groups);
+  CompileTarget plain = grouped;
+  plain.gemm_groups = false;
+  const CompiledModel merged = compile_graph(g, grouped);
+  const CompiledModel separate = compile_graph(g, plain);
+  int groups = 0;
+  for (const Kernel& k : merged.program.kernels) {
+    if (k.op != OpKind::kGemm || k.attrs.get_int("groups", 1) == 1) continue;
+    ++groups;
+    EXPECT_EQ(k.attrs.get_int("groups", 1), 3) << k.name;
+    EXPECT_NE(k.name.find("query+key+value"), std::string::npos) << k.name;
+    EXPECT_EQ(k.outputs[0].shape.dim(0), 3) << k.name;
+  }
+  EXPECT_EQ(groups, 2) << "one per layer";
+  EXPECT_EQ(merged.program.kernels.size() + 4, separate.program.kernels.size());
+  // The views of a grouped output start where its slices do.
+  for (const Kernel& k : merged.program.kernels) {
+    if (k.op != OpKind::kMatMul || k.inputs[0].kind != Binding::Kind::kArena) continue;
+    EXPECT_EQ(k.inputs[0].offset % 64, 0) << k.name << ": a slice starts where the arena's buffers may";
+  }
+  expect_same_outputs(merged, separate, 7, 1e-6);
+}
+
 double median_run_ms(Instance& inst, int iters) {
   std::vector<double> ms;
   for (int i = 0; i < iters; ++i) {

@@ -228,6 +228,56 @@ TEST(Compiler, FoldsOnlyHeadTransposesTheMatMulAloneReads) {
   EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 7u);
 }
 
+// Gemms of one input with equal attributes and weight shapes become one grouped Gemm (their
+// readers multiply, so no residual fusion takes them first); one of
+// another activation, one of another input and one whose result is a graph output stay apart.
+TEST(Compiler, GroupsOnlyGemmsThatShareInputAttributesAndShapes) {
+  const WeightInit init{WeightInit::Kind::kUniform, -0.5f, 0.5f};
+  const Attrs plain{{"bias", int64_t{1}}, {"act", std::string("none")}};
+  Graph g("projections");
+  ValueId x = g.add_input("x", DType::kF32, Shape{4, 16});
+  ValueId y = g.add_input("y", DType::kF32, Shape{4, 16});
+  auto gemm = [&](const std::string& name, ValueId in, const Attrs& a) {
+    return g.add(OpKind::kGemm, name, {in, g.add_weight(name + ".w", Shape{16, 16}, init),
+                                       g.add_weight(name + ".b", Shape{16}, init)}, a);
+  };
+  ValueId q = gemm("attn.query", x, plain);
+  ValueId k = gemm("attn.key", x, plain);
+  ValueId r = gemm("attn.relu", x, Attrs{{"bias", int64_t{1}}, {"act", std::string("relu")}});
+  ValueId o = gemm("other.input", y, plain);
+  ValueId v = gemm("attn.value", x, plain);
+  ValueId out = gemm("attn.out", x, plain);
+  g.mark_output(g.add(OpKind::kAdd, "sum", {g.add(OpKind::kMul, "qk", {q, k}), g.add(OpKind::kMul, "vr", {v, r})}));
+  g.mark_output(o);
+  g.mark_output(out);
+  g.init_weights(3);
+
+  CompileTarget target;
+  target.alignment = 64;  // 4 x 16 f32 slices: 256 bytes
+  target.gemm_groups = true;
+  const CompiledModel grouped = compile_graph(g, target);
+  std::vector<std::string> names;
+  for (const Kernel& kk : grouped.program.kernels) names.push_back(kk.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"attn.query+key+value", "attn.relu", "other.input", "attn.out", "qk",
+                                             "vr", "sum"}));
+  const Kernel& qkv = grouped.program.kernels[0];
+  EXPECT_EQ(qkv.attrs.get_int("groups", 1), 3);
+  EXPECT_EQ(qkv.inputs[1].shape, Shape({48, 16}));
+  EXPECT_EQ(qkv.outputs[0].shape, Shape({3, 4, 16}));
+  // The readers of Q, K and V read the slices 0, 1 and 2 of it.
+  const Kernel& qk = grouped.program.kernels[4];
+  EXPECT_EQ(qk.inputs[0].offset, qkv.outputs[0].offset);
+  EXPECT_EQ(qk.inputs[1].offset, qkv.outputs[0].offset + 256);
+  EXPECT_EQ(grouped.program.kernels[5].inputs[0].offset, qkv.outputs[0].offset + 512);
+  EXPECT_EQ(qk.inputs[0].bytes, 256);
+
+  target.alignment = 512;  // slices would break the arena's alignment: nothing grouped
+  EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 9u);
+  target.alignment = 64;
+  target.gemm_groups = false;
+  EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 9u);
+}
+
 TEST(ProgramJson, RoundTripsExactly) {
   for (uint64_t seed : {3u, 17u, 42u}) {
     const Program p = compile_graph(random_graph(seed), CompileTarget{}).program;

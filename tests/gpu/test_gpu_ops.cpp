@@ -185,6 +185,11 @@ std::vector<OpCase> gpu_op_cases() {
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("relu")}},
                         {act_input("x", Shape{69000, 64}), param("w", Shape{128, 64}, Layout::kRowMajor, fan_in(64)),
                          param("b", Shape{128})}));
+  // Q, K and V as one grouped Gemm (segments of 192 columns): every tile and split writes each
+  // segment where its slice starts.
+  Attrs groups3{{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("none")}, {"groups", int64_t{3}}};
+  c.push_back(make_case("gemm_groups3_256x192x128", OpKind::kGemm, groups3,
+                        {act_input("x", Shape{2, 128, 128}), param("w", Shape{576, 128}, Layout::kRowMajor, fan_in(128)), param("b", Shape{576})}));
   // BERT-base's FFN at batch 8 (every TMA tile, full tiles), then K and N tails of the 64-wide K
   // tile and of the 256-wide N tile, with a residual.
   c.push_back(make_case("gemm_1024x3072x768_gelu", OpKind::kGemm, gemm_bias_gelu,

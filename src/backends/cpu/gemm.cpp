@@ -186,6 +186,7 @@ namespace {
 
 struct GemmPlan {
   int64_t m = 0, n = 0, k = 0;
+  int64_t groups = 1;  // attr groups: weights [groups * n, k], outputs [groups, m, n]
   bool has_bias = false, has_residual = false;
   Act act = Act::kNone;
 };
@@ -203,15 +204,19 @@ KernelPlan validate_gemm(const Kernel& k, int threads) {
   ATOLL_CHECK(x.shape.rank() >= 2 && w.shape.rank() == 2, kUnsupported, "needs x [..., K] and w [N, K], got {} and {}",
               x.shape.str(), w.shape.str());
   for (const auto* b : {&x, &w, &y}) expect_layout(*b, Layout::kRowMajor, "operand");
+  p.groups = k.attrs.get_int("groups", 1);
+  ATOLL_CHECK(p.groups >= 1 && w.shape[0] % p.groups == 0 && (p.groups == 1 || !p.has_residual), kUnsupported,
+              "groups {} do not divide w {}, or come with a residual", p.groups, w.shape.str());
   p.k = w.shape[1];
-  p.n = w.shape[0];
+  p.n = w.shape[0] / p.groups;
   ATOLL_CHECK(x.shape.dim(-1) == p.k, kUnsupported, "x {} does not match w {}", x.shape.str(), w.shape.str());
   p.m = x.shape.numel() / p.k;
   std::vector<int64_t> out = x.shape.dims();
   out.back() = p.n;
+  if (p.groups > 1) out.insert(out.begin(), p.groups);
   expect_shape(y, Shape(out), "output");
   size_t next = 2;
-  if (p.has_bias) expect_shape(k.inputs[next++], Shape{p.n}, "bias");
+  if (p.has_bias) expect_shape(k.inputs[next++], Shape{p.groups * p.n}, "bias");
   if (p.has_residual) {
     expect_shape(k.inputs[next], Shape(out), "residual");
     expect_layout(k.inputs[next], Layout::kRowMajor, "residual");
@@ -226,8 +231,12 @@ void run_gemm(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
   if (p.has_bias) ep.bias = args.in_f32(next++);
   if (p.has_residual) ep.residual = args.in_f32(next);
   ep.act = p.act;
-  gemm(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1), p.k, true, args.out_f32(0), p.n, ep, args.threads,
-       reinterpret_cast<float*>(args.workspace));
+  const float* bias = ep.bias;
+  for (int64_t g = 0; g < p.groups; ++g) {
+    if (bias != nullptr) ep.bias = bias + g * p.n;
+    gemm(p.m, p.n, p.k, 1.0f, args.in_f32(0), p.k, args.in_f32(1) + g * p.n * p.k, p.k, true,
+         args.out_f32(0) + g * p.m * p.n, p.n, ep, args.threads, reinterpret_cast<float*>(args.workspace));
+  }
 }
 
 // --- MatMul: y = alpha * a b (or a b^T), batched over equal leading dimensions ----------------

@@ -57,6 +57,7 @@ class CudaBackend final : public Backend {
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     head_views_ = options.head_views;
+    gemm_groups_ = options.gemm_groups;
     tuning_.autotune = options.autotune;
     tuning_.cache_path = options.tune_cache;
     int driver = 0, runtime = 0;
@@ -79,6 +80,7 @@ class CudaBackend final : public Backend {
     t.act_dtype = DType::kF16;
     t.alignment = 256;
     t.matmul_head_views = head_views_;
+    t.gemm_groups = gemm_groups_;
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
@@ -89,7 +91,8 @@ class CudaBackend final : public Backend {
   int device_;
   cuda::TuneSettings tuning_;
   cuda::DeviceInfo info_;
-  bool head_views_ = false;  // CudaBackendOptions::head_views
+  bool head_views_ = false;   // CudaBackendOptions::head_views
+  bool gemm_groups_ = false;  // CudaBackendOptions::gemm_groups
   std::string description_;
 };
 
@@ -120,6 +123,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.tma_im2col = im2col == nullptr || std::string_view(im2col) != "0";
   const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
   options.head_views = views == nullptr || std::string_view(views) != "0";
+  const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
+  options.gemm_groups = groups != nullptr && std::string_view(groups) == "1";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -42,6 +42,9 @@ struct CudaBackendOptions {
   // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=0 turns it off). On since session 18,
   // likewise.
   bool head_views = true;
+  // Merge Gemms that share their input into one grouped Gemm (CompileTarget::gemm_groups;
+  // ATOLL_CUDA_GEMM_GROUPS=1). Off until the GPU suite has passed with it on.
+  bool gemm_groups = false;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.

@@ -285,7 +285,7 @@ __global__ void split_reduce_kernel(const GemmParams p, const int* flag) {
     if (seen_after(stop, v)) return;
     float r = p.alpha * v;
     if (p.bias) r += p.bias[bidx * p.bias_batch_stride + n];
-    const int64_t off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride) + static_cast<int64_t>(row) * p.ldc + n;
+    const int64_t off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride) + c_index(p, row, n);
     if (p.residual) r += __half2float(p.residual[off]);
     p.c[off] = __float2half(apply_act(r, p.act));
   }

@@ -103,6 +103,16 @@ __device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, i
   return t;
 }
 
+// Where output (row, col) lies from the tile's output base (GemmParams::n_segment). A pair or quad
+// of columns stays in one segment: segments are multiples of 8 columns.
+__device__ __forceinline__ int64_t c_index(const GemmParams& p, int row, int col) {
+  if (p.n_segment > 0) {
+    const int s = col / p.n_segment;
+    return s * p.c_segment_stride + static_cast<int64_t>(row) * p.ldc + (col - s * p.n_segment);
+  }
+  return static_cast<int64_t>(row) * p.ldc + col;
+}
+
 // Split-K partials of accumulators (row, col) and (row, col + 1); either may fall outside.
 __device__ __forceinline__ void store_partial_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col,
                                                    float v0, float v1) {
@@ -123,7 +133,7 @@ __device__ __forceinline__ void store_final_pair(const GemmParams& p, const Epil
   if (row >= p.M || col >= p.N) return;
   const bool both = col + 1 < p.N;
   const bool vec = both && t.pairs_c;
-  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+  const int64_t off = c_index(p, row, col);
   float r0 = p.alpha * v0, r1 = p.alpha * v1;
   if (t.bias) {
     r0 += t.bias[col];
@@ -203,7 +213,7 @@ __device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueT
     }
     return;
   }
-  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+  const int64_t off = c_index(p, row, col);
   const bool vec = valid == 4 && reinterpret_cast<uintptr_t>(t.c + off) % 8 == 0 &&
                    (t.residual == nullptr || reinterpret_cast<uintptr_t>(t.residual + off) % 8 == 0);
 #pragma unroll

@@ -39,6 +39,10 @@ struct GemmParams {
   int batch_inner = 0;
   int64_t a_outer_stride = 0, b_outer_stride = 0, c_outer_stride = 0;
   int bias_batch_stride = 0;
+  // Above 0 (grouped Gemms): output column n goes to segment n / n_segment, which starts
+  // c_segment_stride elements after the previous one, as its column n % n_segment.
+  int n_segment = 0;
+  int64_t c_segment_stride = 0;
   int ldb = 0;  // [N, K] layout: row stride of B over n; [K, N] layout: row stride over k
   int ldc = 0;
   float alpha = 1.0f;

@@ -64,6 +64,7 @@ class GemmLaunch final : public KernelLaunch {
     if (p.batch_inner > 0) {
       key += fmt::format(" | {} {} {} {}", p.batch_inner, p.a_outer_stride, p.b_outer_stride, p.c_outer_stride);
     }
+    if (p.n_segment > 0) key += fmt::format(" | segments {} {}", p.n_segment, p.c_segment_stride);
     return key;
   }
 
@@ -226,6 +227,12 @@ std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& c
   expect_layout(k.outputs[0], Layout::kRowMajor, "output");
   ATOLL_CHECK(wb.shape.rank() == 2, kUnsupported, "weight must be [N, K], is {}", wb.shape.str());
   const int64_t K = wb.shape[1], N = wb.shape[0];
+  // Grouped: one GEMM over the stacked weights [groups * n, K], each n columns written as a
+  // segment of the output [groups, M, n].
+  const int64_t groups = k.attrs.get_int("groups", 1);
+  ATOLL_CHECK(groups >= 1 && N % groups == 0 && (groups == 1 || (!has_residual && (N / groups) % 8 == 0)),
+              kUnsupported, "kernel '{}': {} groups of weight {} (groups need 8k columns each and no residual)",
+              k.name, groups, wb.shape.str());
   GemmParams p;
   p.a = half_in(k, ctx, 0, "input");
   p.b = half_in(k, ctx, 1, "weight");
@@ -243,6 +250,11 @@ std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& c
   p.in_c = p.cg = p.K;
   p.ldb = p.K;
   p.ldc = p.N;
+  if (groups > 1) {
+    p.n_segment = checked_int(N / groups, "columns per group");
+    p.ldc = p.n_segment;
+    p.c_segment_stride = int64_t{p.M} * p.n_segment;
+  }
   p.act = act_code(k);
   const bool vec = K % 8 == 0 && aligned16(p.a) && aligned16(p.b);
   return std::make_unique<GemmLaunch>(k.name, p, vec, false, ctx.device());

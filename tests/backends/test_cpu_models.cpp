@@ -99,21 +99,28 @@ TEST_P(CpuModelTest, FusionChangesOnlyRounding) {
 
 INSTANTIATE_TEST_SUITE_P(TinyModels, CpuModelTest, ::testing::Values("tiny_cnn", "tiny_vgg", "tiny_bert"));
 
+// tiny_bert compiled for the CPU backend (whose target turns `feature` on) and with it off.
+struct WithAndWithout {
+  CompiledModel with, without;
+};
+WithAndWithout compile_tiny_bert(int64_t batch, int64_t seq_len, bool CompileTarget::*feature) {
+  ModelOptions opts;
+  opts.batch = batch;
+  opts.seq_len = seq_len;
+  opts.seed = 5;
+  const Graph g = build_model("tiny_bert", opts);
+  CompileTarget on = make_cpu_backend()->target();
+  EXPECT_TRUE(on.*feature);
+  CompileTarget off = on;
+  off.*feature = false;
+  return {compile_graph(g, on), compile_graph(g, off)};
+}
+
 // CompileTarget::matmul_head_views: the attention MatMuls read Q, K, V and write the context in
 // the projections' [batch, seq, heads, head_dim] layout, so no Transpose kernel is left (tiny_bert:
 // four per layer without), and the outputs are those of the program with the transposes.
 TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
-  ModelOptions opts;
-  opts.batch = 3;
-  opts.seq_len = 19;
-  opts.seed = 5;
-  const Graph g = build_model("tiny_bert", opts);
-  CompileTarget views = make_cpu_backend()->target();
-  ASSERT_TRUE(views.matmul_head_views);
-  CompileTarget plain = views;
-  plain.matmul_head_views = false;
-  const CompiledModel folded = compile_graph(g, views);
-  const CompiledModel unfolded = compile_graph(g, plain);
+  const auto [folded, unfolded] = compile_tiny_bert(3, 19, &CompileTarget::matmul_head_views);
   const auto count = [](const Program& p, OpKind op) {
     return std::count_if(p.kernels.begin(), p.kernels.end(), [&](const Kernel& k) { return k.op == op; });
   };
@@ -133,17 +140,8 @@ TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
 // Q, K and V read one input with equal attributes: one grouped Gemm per layer computes all three,
 // its output's slices are their views, and the outputs match the program with three Gemms.
 TEST(CpuModelHeads, SharedInputGemmsBecomeOneGroupedGemm) {
-  ModelOptions opts;
-  opts.batch = 3;
-  opts.seq_len = 11;  // 33 x 64 f32: slices 64-byte aligned like the arena's buffers
-  opts.seed = 9;
-  const Graph g = build_model("tiny_bert", opts);
-  CompileTarget grouped = make_cpu_backend()->target();
-  ASSERT_TRUE(grouped.gemm_groups);
-  CompileTarget plain = grouped;
-  plain.gemm_groups = false;
-  const CompiledModel merged = compile_graph(g, grouped);
-  const CompiledModel separate = compile_graph(g, plain);
+  // 33 x 64 f32 per slice: 64-byte aligned like the arena's buffers.
+  const auto [merged, separate] = compile_tiny_bert(3, 11, &CompileTarget::gemm_groups);
   int groups = 0;
   for (const Kernel& k : merged.program.kernels) {
     if (k.op != OpKind::kGemm || k.attrs.get_int("groups", 1) == 1) continue;

@@ -235,39 +235,30 @@ int row_chunks(int len) {
   return chunks <= 4 ? chunks : chunks <= 6 ? 6 : 8;
 }
 
-template <int kChunks>
-struct SoftmaxVec {
-  static constexpr auto fn = softmax_rows_vec_kernel<kChunks>;
-};
-template <int kChunks>
-struct LayerNormVec {
-  static constexpr auto fn = layer_norm_vec_kernel<kChunks>;
-};
-
 // The grid of a register-held row kernel, capped at the blocks its registers let the device hold
 // (up to 127 per thread: fewer than blocks_for's thread count assumes), so that a preempted
 // launch has no blocks still to start.
-template <template <int> class Kernel, int kChunks>
+template <auto Kernel>
 unsigned resident_row_blocks(int64_t rows) {
   static const int per_sm = [] {
     int n = 0;
-    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel<kChunks>::fn, kWarpsPerBlock * 32, 0));
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, Kernel, kWarpsPerBlock * 32, 0));
     return std::max(n, 1);
   }();
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{device_sm_count()} * per_sm));
 }
 
-// One instantiation per chunk count; `launch(kernel, blocks)` enqueues it.
-template <template <int> class Kernel, typename Launch>
-void with_chunks(int chunks, int64_t rows, Launch&& launch) {
+// launch(std::integral_constant<int, k>) for the instantiated chunk count k that `chunks` names.
+template <typename Launch>
+void with_chunks(int chunks, Launch&& launch) {
   switch (chunks) {
-    case 1: return launch(Kernel<1>::fn, resident_row_blocks<Kernel, 1>(rows));
-    case 2: return launch(Kernel<2>::fn, resident_row_blocks<Kernel, 2>(rows));
-    case 3: return launch(Kernel<3>::fn, resident_row_blocks<Kernel, 3>(rows));
-    case 4: return launch(Kernel<4>::fn, resident_row_blocks<Kernel, 4>(rows));
-    case 6: return launch(Kernel<6>::fn, resident_row_blocks<Kernel, 6>(rows));
-    default: return launch(Kernel<8>::fn, resident_row_blocks<Kernel, 8>(rows));
+    case 1: return launch(std::integral_constant<int, 1>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    case 3: return launch(std::integral_constant<int, 3>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 6: return launch(std::integral_constant<int, 6>{});
+    default: return launch(std::integral_constant<int, 8>{});
   }
 }
 
@@ -279,8 +270,10 @@ template <typename T>
 void enqueue_softmax(const T* x, const SoftmaxArgs& p, cudaStream_t s, const int* flag) {
   const int chunks = std::is_same_v<T, __half> && p.inner == 1 && aligned16(x) && aligned16(p.y) ? row_chunks(p.len) : 0;
   if (chunks > 0) {
-    with_chunks<SoftmaxVec>(chunks, p.outer,
-                            [&](auto kernel, unsigned blocks) { kernel<<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, flag); });
+    with_chunks(chunks, [&](auto c) {
+      constexpr auto kernel = softmax_rows_vec_kernel<decltype(c)::value>;
+      kernel<<<resident_row_blocks<kernel>(p.outer), kWarpsPerBlock * 32, 0, s>>>(p, flag);
+    });
   } else if (p.inner == 1) {
     softmax_rows_kernel<<<row_blocks(p.outer), kWarpsPerBlock * 32, 0, s>>>(x, p, flag);
   } else {
@@ -303,8 +296,10 @@ void launch_layer_norm(const LayerNormArgs& p, cudaStream_t s, const int* flag, 
   const bool aligned = aligned16(p.x) && aligned16(p.y) && aligned16(p.gamma) && aligned16(p.beta);
   const int chunks = aligned ? row_chunks(p.d) : 0;
   if (chunks > 0) {
-    with_chunks<LayerNormVec>(chunks, p.rows,
-                              [&](auto kernel, unsigned blocks) { kernel<<<blocks, kWarpsPerBlock * 32, 0, s>>>(p, flag); });
+    with_chunks(chunks, [&](auto c) {
+      constexpr auto kernel = layer_norm_vec_kernel<decltype(c)::value>;
+      kernel<<<resident_row_blocks<kernel>(p.rows), kWarpsPerBlock * 32, 0, s>>>(p, flag);
+    });
   } else {
     layer_norm_kernel<<<row_blocks(p.rows), kWarpsPerBlock * 32, 0, s>>>(p, flag);
   }

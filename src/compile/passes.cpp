@@ -288,7 +288,8 @@ void group_shared_input_gemms(WorkGraph& w, const CompileTarget& target) {
     }
     const int64_t slice_bytes = w.values[static_cast<size_t>(w.nodes[i].out)].shape.numel() *
                                 static_cast<int64_t>(dtype_size(target.act_dtype));
-    if (group.size() < 2 || slice_bytes % target.alignment != 0) continue;
+    const int64_t columns = w.values[static_cast<size_t>(w.nodes[i].in[1])].shape[0];
+    if (group.size() < 2 || slice_bytes % target.alignment != 0 || columns % target.gemm_group_columns != 0) continue;
     std::vector<std::string> names;
     std::vector<int> outs;
     for (size_t g : group) {

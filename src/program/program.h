@@ -31,6 +31,9 @@ struct CompileTarget {
   // K], outputs [G, ..., N]), so the compiler merges Gemms that share their input (attention's
   // Q, K and V projections) and their outputs become views of the stacked one.
   bool gemm_groups = false;
+  // Each group's N is a multiple of this (CUDA: its narrowest tile, so every output tile lies in
+  // one group's slice and the epilogue resolves the slice once per tile).
+  int64_t gemm_group_columns = 1;
 };
 
 struct Binding {

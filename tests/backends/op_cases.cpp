@@ -307,12 +307,12 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
       simple_case("gemm_no_bias_tanh", OpKind::kGemm, gemm_attrs(false, false, "tanh"),
                   {act_input("x", Shape{1, 64}), param("w", Shape{10, 64}, Layout::kRowMajor, fan_in_scale(64))}));
   // Three Gemms of one input as one (the compiler's grouping of Q, K and V): weights stacked [3 x
-  // 16, 40], output [3, 2, 5, 16].
+  // 64, 40], output [3, 2, 5, 64] (CUDA's groups are multiples of 64 columns).
   Attrs grouped = gemm_attrs(true, false, "none");
   grouped.set("groups", int64_t{3});
   cases.push_back(simple_case("gemm_groups3_bias", OpKind::kGemm, grouped,
                               {act_input("x", Shape{2, 5, 40}),
-                               param("w", Shape{48, 40}, Layout::kRowMajor, fan_in_scale(40)), param("b", Shape{48})}));
+                               param("w", Shape{192, 40}, Layout::kRowMajor, fan_in_scale(40)), param("b", Shape{192})}));
   cases.push_back(
       simple_case("gemm_relu_wide", OpKind::kGemm, gemm_attrs(true, false, "relu"),
                   {act_input("x", Shape{3, 200}), param("w", Shape{130, 200}, Layout::kRowMajor, fan_in_scale(200)),

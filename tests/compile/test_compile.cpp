@@ -274,6 +274,10 @@ TEST(Compiler, GroupsOnlyGemmsThatShareInputAttributesAndShapes) {
   target.alignment = 512;  // slices would break the arena's alignment: nothing grouped
   EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 9u);
   target.alignment = 64;
+  target.gemm_group_columns = 32;  // 16 columns per Gemm are not a multiple: nothing grouped
+  EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 9u);
+  target.gemm_group_columns = 16;
+  EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 7u);
   target.gemm_groups = false;
   EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 9u);
 }

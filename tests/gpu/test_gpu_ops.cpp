@@ -185,11 +185,16 @@ std::vector<OpCase> gpu_op_cases() {
                         {{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("relu")}},
                         {act_input("x", Shape{69000, 64}), param("w", Shape{128, 64}, Layout::kRowMajor, fan_in(64)),
                          param("b", Shape{128})}));
-  // Q, K and V as one grouped Gemm (segments of 192 columns): every tile and split writes each
-  // segment where its slice starts.
+  // Q, K and V as one grouped Gemm: every tile whose N divides the segment, and every split,
+  // writes each segment where its slice starts. Segments of 192 columns take only the 64-wide
+  // tiles; of 256 (with a row tail), every tile.
   Attrs groups3{{"bias", int64_t{1}}, {"residual", int64_t{0}}, {"act", std::string("none")}, {"groups", int64_t{3}}};
   c.push_back(make_case("gemm_groups3_256x192x128", OpKind::kGemm, groups3,
                         {act_input("x", Shape{2, 128, 128}), param("w", Shape{576, 128}, Layout::kRowMajor, fan_in(128)), param("b", Shape{576})}));
+  Attrs groups2 = groups3;
+  groups2.set("groups", int64_t{2});
+  c.push_back(make_case("gemm_groups2_300x256x96", OpKind::kGemm, groups2,
+                        {act_input("x", Shape{300, 96}), param("w", Shape{512, 96}, Layout::kRowMajor, fan_in(96)), param("b", Shape{512})}));
   // BERT-base's FFN at batch 8 (every TMA tile, full tiles), then K and N tails of the 64-wide K
   // tile and of the 256-wide N tile, with a residual.
   c.push_back(make_case("gemm_1024x3072x768_gelu", OpKind::kGemm, gemm_bias_gelu,
@@ -378,6 +383,16 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   shape.tma = false;
   EXPECT_FALSE(has_tma_tile(shape));
   shape.tma = true;
+  // A grouped Gemm's tiles lie inside one segment: segments of 192 columns exclude the 128- and
+  // 256-wide TMA tiles, of 256 keep them.
+  shape.n_segment = 192;
+  EXPECT_FALSE(has_tma_tile(shape));
+  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
+    EXPECT_EQ(192 % cuda::gemm_tile_n(c.tile), 0) << "tile " << static_cast<int>(c.tile);
+  }
+  shape.n_segment = 256;
+  EXPECT_TRUE(has_tma_tile(shape));
+  shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));
 }

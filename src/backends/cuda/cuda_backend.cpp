@@ -81,6 +81,7 @@ class CudaBackend final : public Backend {
     t.alignment = 256;
     t.matmul_head_views = head_views_;
     t.gemm_groups = gemm_groups_;
+    t.gemm_group_columns = cuda::kGemmSegmentColumns;
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
@@ -124,7 +125,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
   options.head_views = views == nullptr || std::string_view(views) != "0";
   const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
-  options.gemm_groups = groups != nullptr && std::string_view(groups) == "1";
+  options.gemm_groups = groups == nullptr || std::string_view(groups) != "0";
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

@@ -243,7 +243,7 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   }
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
-  const EpilogueTarget target = epilogue_target(p, bidx, split);
+  const EpilogueTarget target = epilogue_target(p, bidx, split, n0);
   // Pair q = (i, j, h) in that order.
   store_pairs<S::kMi * S::kNi * 2>(p, target, [&](int q, int& row, int& col, float& v0, float& v1) {
     const int i = q / (S::kNi * 2), j = (q / 2) % S::kNi, h = q % 2;

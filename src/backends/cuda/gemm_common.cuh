@@ -91,10 +91,16 @@ struct EpilogueTarget {
   bool pairs_c, pairs_part;  // column pairs may go out as one 4-byte store
 };
 
-__device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, int bidx, int split) {
+// The tile's first column n0 picks its segment of a grouped Gemm's output: the base moves to the
+// segment and back by its first column, so stores keep addressing row * ldc + col.
+__device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, int bidx, int split, int n0) {
   EpilogueTarget t;
   t.part = p.splits > 1 ? p.partial + (static_cast<int64_t>(split) * p.batch + bidx) * p.M * p.N : nullptr;
-  const int64_t c_off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride);
+  int64_t c_off = batch_offset(p, bidx, p.c_batch_stride, p.c_outer_stride);
+  if (p.n_segment > 0) {
+    const int s = n0 / p.n_segment;
+    c_off += s * (p.c_segment_stride - p.n_segment);
+  }
   t.c = p.c + c_off;
   t.residual = p.residual ? p.residual + c_off : nullptr;
   t.bias = p.bias ? p.bias + bidx * p.bias_batch_stride : nullptr;
@@ -103,8 +109,8 @@ __device__ __forceinline__ EpilogueTarget epilogue_target(const GemmParams& p, i
   return t;
 }
 
-// Where output (row, col) lies from the tile's output base (GemmParams::n_segment). A pair or quad
-// of columns stays in one segment: segments are multiples of 8 columns.
+// Where output (row, col) of matrix bidx lies from its base (GemmParams::n_segment), for kernels
+// that walk elements rather than tiles.
 __device__ __forceinline__ int64_t c_index(const GemmParams& p, int row, int col) {
   if (p.n_segment > 0) {
     const int s = col / p.n_segment;
@@ -133,7 +139,7 @@ __device__ __forceinline__ void store_final_pair(const GemmParams& p, const Epil
   if (row >= p.M || col >= p.N) return;
   const bool both = col + 1 < p.N;
   const bool vec = both && t.pairs_c;
-  const int64_t off = c_index(p, row, col);
+  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
   float r0 = p.alpha * v0, r1 = p.alpha * v1;
   if (t.bias) {
     r0 += t.bias[col];
@@ -213,7 +219,7 @@ __device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueT
     }
     return;
   }
-  const int64_t off = c_index(p, row, col);
+  const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
   const bool vec = valid == 4 && reinterpret_cast<uintptr_t>(t.c + off) % 8 == 0 &&
                    (t.residual == nullptr || reinterpret_cast<uintptr_t>(t.residual + off) % 8 == 0);
 #pragma unroll

@@ -79,6 +79,7 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
   }
   std::vector<GemmChoice> out;
   for (GemmTile t : tiles) {
+    if (s.n_segment > 0 && s.n_segment % gemm_tile_n(t) != 0) continue;
     const int k_tiles = ceil_div(s.K, gemm_tile_k(t));
     int last = 0;
     for (int splits = 1; splits <= kMaxSplits; splits *= 2) {

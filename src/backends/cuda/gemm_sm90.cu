@@ -167,7 +167,7 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
     if (flag != nullptr && tid == 0) flag_seen = load_flag(flag);
     return false;
   };
-  return staged_epilogue<BN>(p, epilogue_target(p, bidx, split), m0 + wg * 64, n0, acc,
+  return staged_epilogue<BN>(p, epilogue_target(p, bidx, split, n0), m0 + wg * 64, n0, acc,
                              buffers + wg * (kEpiBufBytes / 4), tid % 128, wg, stop_check);
 }
 

@@ -209,7 +209,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
       if (flag != nullptr && ctid == 0) pending = load_flag(flag);
       return false;
     };
-    if (staged_epilogue<BN>(p, epilogue_target(p, 0, c.split), c.m0 + wg * 64, c.n0, acc,
+    if (staged_epilogue<BN>(p, epilogue_target(p, 0, c.split, c.n0), c.m0 + wg * 64, c.n0, acc,
                             ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, stop_check)) {
       if (ctid == 0) ring.raise_stop();
       return;

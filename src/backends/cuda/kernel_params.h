@@ -40,7 +40,8 @@ struct GemmParams {
   int64_t a_outer_stride = 0, b_outer_stride = 0, c_outer_stride = 0;
   int bias_batch_stride = 0;
   // Above 0 (grouped Gemms): output column n goes to segment n / n_segment, which starts
-  // c_segment_stride elements after the previous one, as its column n % n_segment.
+  // c_segment_stride elements after the previous one, as its column n % n_segment. A multiple of
+  // kGemmSegmentColumns and of the tile's N.
   int n_segment = 0;
   int64_t c_segment_stride = 0;
   int ldb = 0;  // [N, K] layout: row stride of B over n; [K, N] layout: row stride over k
@@ -71,6 +72,9 @@ struct GemmConfig {
   bool b_kn = false;  // B stored [K, N] (MatMul without trans_b) instead of [N, K]
 };
 
+// Every tile's N divides this, so a grouped Gemm whose segments (GemmParams::n_segment) are its
+// multiples has each output tile in one segment.
+constexpr int kGemmSegmentColumns = 64;
 constexpr int kGemmTileK = 32;       // K per pipeline stage of the mma.sync kernel
 constexpr int kWgmmaGemmTileK = 64;  // of the wgmma kernel (one 128-byte swizzle row)
 int gemm_tile_m(GemmTile t);

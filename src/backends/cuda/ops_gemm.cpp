@@ -28,8 +28,15 @@ class GemmLaunch final : public KernelLaunch {
   GemmLaunch(std::string name, const GemmParams& p, bool vec, bool b_kn, const DeviceInfo& dev)
       : KernelLaunch(std::move(name)),
         params_(p),
-        shape_{p.M, p.N, p.K, p.batch, vec, b_kn, dev.wgmma,
-               dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p))} {
+        shape_{p.M,
+               p.N,
+               p.K,
+               p.batch,
+               vec,
+               b_kn,
+               dev.wgmma,
+               dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p)),
+               p.n_segment} {
     config_.vec = vec;
     config_.b_kn = b_kn;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});
@@ -230,9 +237,10 @@ std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& c
   // Grouped: one GEMM over the stacked weights [groups * n, K], each n columns written as a
   // segment of the output [groups, M, n].
   const int64_t groups = k.attrs.get_int("groups", 1);
-  ATOLL_CHECK(groups >= 1 && N % groups == 0 && (groups == 1 || (!has_residual && (N / groups) % 8 == 0)),
-              kUnsupported, "kernel '{}': {} groups of weight {} (groups need 8k columns each and no residual)",
-              k.name, groups, wb.shape.str());
+  ATOLL_CHECK(groups >= 1 && N % groups == 0 &&
+                  (groups == 1 || (!has_residual && (N / groups) % kGemmSegmentColumns == 0)),
+              kUnsupported, "kernel '{}': {} groups of weight {} (groups need {}k columns each and no residual)",
+              k.name, groups, wb.shape.str(), kGemmSegmentColumns);
   GemmParams p;
   p.a = half_in(k, ctx, 0, "input");
   p.b = half_in(k, ctx, 1, "weight");

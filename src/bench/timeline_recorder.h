@@ -115,6 +115,7 @@ class TimelineRecorder final : public sched::ExecDevice {
     return inner_.set_l2_residency(instance, config, d);
   }
   sched::DeviceTime now() override { return inner_.now(); }
+  bool simulated_clock() const override { return inner_.simulated_clock(); }
   void wait_until(sched::DeviceTime deadline) override { inner_.wait_until(deadline); }
   void synchronize(sched::StreamId stream) override {
     const CallTimer timer(*this, Call::kSynchronize);

@@ -138,7 +138,8 @@ void Scheduler::Impl::start_sentinel() {
   for (const Lane& l : lanes) watched.push_back(l.stream);
   auto made = std::make_unique<ArrivalSentinel>([this] { return device.now(); },
                                                 [this](StreamId s) { return device.completion_word(s); },
-                                                std::move(watched), options.rt_order == RtOrder::kDeadline);
+                                                std::move(watched), options.rt_order == RtOrder::kDeadline,
+                                                device.simulated_clock() ? 0 : options.sentinel_fifo_priority);
   std::lock_guard lock(inbox_mutex);  // submitters read `sentinel`
   sentinel = std::move(made);
 }

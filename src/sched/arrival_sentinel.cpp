@@ -1,7 +1,14 @@
 #include "sched/arrival_sentinel.h"
 
+#include <pthread.h>
+#include <sched.h>
+#include <spdlog/spdlog.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <tuple>
 
 namespace atl::sched {
@@ -19,8 +26,14 @@ void cpu_relax() {
 
 }  // namespace
 
-ArrivalSentinel::ArrivalSentinel(Clock now, ReadWord read_word, std::vector<StreamId> watched, bool by_deadline)
-    : now_(std::move(now)), read_word_(std::move(read_word)), watched_(std::move(watched)), by_deadline_(by_deadline) {
+ArrivalSentinel::ArrivalSentinel(Clock now, ReadWord read_word, std::vector<StreamId> watched, bool by_deadline,
+                                 int fifo_priority)
+    : now_(std::move(now)),
+      read_word_(std::move(read_word)),
+      watched_(std::move(watched)),
+      by_deadline_(by_deadline),
+      fifo_priority_(fifo_priority),
+      words_(watched_.size()) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -71,7 +84,26 @@ void ArrivalSentinel::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+void ArrivalSentinel::take_priority() {
+  if (fifo_priority_ <= 0) return;
+  sched_param param{};
+  param.sched_priority = fifo_priority_;
+  const int error = pthread_setschedparam(pthread_self(), SCHED_FIFO, &param);
+  realtime_.store(error == 0, std::memory_order_relaxed);
+  static std::atomic<bool> warned{false};
+  if (error != 0 && !warned.exchange(true)) {
+    spdlog::warn("arrival sentinel: SCHED_FIFO priority {} refused ({}); it runs at normal priority, and RT "
+                 "requests may start tens of microseconds late when other threads wake on its core",
+                 fifo_priority_, std::strerror(error));
+  }
+}
+
+void ArrivalSentinel::read_words() {
+  for (size_t i = 0; i < watched_.size(); ++i) words_[i] = read_word_(watched_[i]);
+}
+
 void ArrivalSentinel::run() {
+  take_priority();
   const auto cmp = [this](const Expected& a, const Expected& b) { return later(a, b); };
   std::unique_lock lock(mutex_);
   while (!stopping_) {
@@ -89,17 +121,29 @@ void ArrivalSentinel::run() {
     std::pop_heap(heap_.begin(), heap_.end(), cmp);
     heap_.pop_back();
     lock.unlock();
+    // The words are read again while a reading (as long as the last one took) ends before the
+    // arrival; the last stretch only watches the clock, so the arrival is seen at once.
     DeviceTime reached = now_();
+    DeviceTime read_cost = 0;
+    bool words_read = false;
     while (reached < next.arrival && !stopping_.load(std::memory_order_relaxed)) {
+      if (next.arrival - reached > read_cost) {
+        read_words();
+        words_read = true;
+        const DeviceTime after = now_();
+        read_cost = after - reached;
+        reached = after;
+        continue;
+      }
       cpu_relax();
       reached = now_();
     }
-    try_open(next, reached);
+    try_open(next, reached, words_read);
     lock.lock();
   }
 }
 
-void ArrivalSentinel::try_open(const Expected& e, DeviceTime reached) {
+void ArrivalSentinel::try_open(const Expected& e, DeviceTime reached, bool words_read) {
   // Claim first: only a claim keeps the scheduler from closing and publishing new openers_
   // while they are read. One that opens nothing hands the claim back.
   uint32_t s = kReady;
@@ -118,9 +162,9 @@ void ArrivalSentinel::try_open(const Expected& e, DeviceTime reached) {
   opening_.reached = reached;
   opening_.task = e.task;
   opening_.client = e.client;
-  opening_.words.resize(watched_.size());
-  for (size_t i = 0; i < watched_.size(); ++i) opening_.words[i] = read_word_(watched_[i]);
+  if (!words_read) read_words();  // reached after the arrival: nothing was read on the way
   openers_[static_cast<size_t>(e.client)]->open();
+  opening_.words = words_;  // read before the open; copied after it, off the RT request's path
   opening_.at = now_();
   state_.store(kOpened, std::memory_order_seq_cst);
 }

@@ -60,6 +60,9 @@ struct SchedulerOptions {
   // staging memory (ExecDevice::request_buffers); others arrive the usual way. Not in the
   // padding modes, whose RT start also plans BE padding.
   bool arrival_sentinel = true;
+  // The sentinel thread's SCHED_FIFO priority (0: normal priority), on devices with a real clock.
+  // Refused (no CAP_SYS_NICE), it warns once and runs at normal priority.
+  int sentinel_fifo_priority = 1;
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
   // holds. In the padding modes only its last kernel then reports, and padding follows the task

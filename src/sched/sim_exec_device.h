@@ -52,6 +52,7 @@ class SimExecDevice final : public ExecDevice {
   void lower_flag() override { gpu_.write_flag_blocking(false); }
 
   DeviceTime now() override { return gpu_.now(); }
+  bool simulated_clock() const override { return true; }
   void wait_until(DeviceTime deadline) override { gpu_.run_until_completion(deadline); }
   void synchronize(StreamId stream) override { gpu_.synchronize(stream); }
 

@@ -2,6 +2,8 @@
 // arrival exactly when the scheduler's side has not closed the gate first, never both, and
 // records the completion words it read before opening.
 #include <gtest/gtest.h>
+#include <pthread.h>
+#include <sched.h>
 
 #include <array>
 #include <atomic>
@@ -31,10 +33,13 @@ uint32_t gate_word(const uint32_t& w) {
 }
 
 struct Rig {
+  explicit Rig(int fifo_priority = 0)
+      : sentinel{host_now, [this](StreamId s) { return counters[static_cast<size_t>(s)].load(); },
+                 std::vector<StreamId>{2, 0}, false, fifo_priority} {}
+
   std::array<std::atomic<uint32_t>, 3> counters{};
   uint32_t word = 0;  // the lane's gate word
-  ArrivalSentinel sentinel{host_now, [this](StreamId s) { return counters[static_cast<size_t>(s)].load(); },
-                           std::vector<StreamId>{2, 0}, false};
+  ArrivalSentinel sentinel;
 
   // Client 1's lane, its next `holds` holds opened by raising the word to `token`.
   void publish(uint32_t token, DeviceTime seen_through) {
@@ -85,6 +90,66 @@ TEST(ArrivalSentinel, RecordsHowLateItReachedAnArrival) {
   EXPECT_LE(o->reached, o->claimed);
   EXPECT_LE(o->claimed, o->at);
   EXPECT_LT(o->at - o->reached, 3'000'000) << "the lateness is the wake-up's, not the opening's";
+}
+
+// Reached after its arrival, it spun no time to read the words in: it reads them before opening.
+TEST(ArrivalSentinel, ReadsTheWordsBeforeOpeningWhenItReachesAnArrivalLate) {
+  Rig r;
+  r.counters[0] = 4;
+  r.counters[2] = 9;
+  r.publish(1, 0);
+  r.sentinel.expect(host_now() - 1'000'000, kNever, 6, 1);
+  ASSERT_TRUE(r.wait_claimed(std::chrono::milliseconds(500))) << "the sentinel never opened the lane";
+  const std::optional<ArrivalSentinel::Opening> o = r.sentinel.close();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_EQ(o->words, (std::vector<uint32_t>{9, 4}));
+}
+
+// The words are read while the sentinel spins towards the arrival: what it records is a reading
+// taken before the gate opened (never a later one), and one taken after it was told of the
+// arrival.
+TEST(ArrivalSentinel, RecordsWordsReadBeforeTheGateOpened) {
+  Rig r;
+  std::atomic<uint32_t> seen_at_open{0};
+  std::thread advancing([&] {
+    for (;;) {
+      const uint32_t v = ++r.counters[0];
+      if (gate_word(r.word) != 0) {
+        seen_at_open = v;
+        return;
+      }
+    }
+  });
+  while (r.counters[0].load() < 1000) std::this_thread::yield();
+  const uint32_t before = r.counters[0].load();
+  r.publish(1, host_now());
+  r.sentinel.expect(host_now() + 1'000'000, kNever, 7, 1);
+  const bool opened = r.wait_claimed(std::chrono::milliseconds(500));
+  if (!opened) GateOpener{&r.word, 1}.open();  // ends the advancing thread
+  advancing.join();
+  ASSERT_TRUE(opened) << "the sentinel never opened the lane";
+  const std::optional<ArrivalSentinel::Opening> o = r.sentinel.close();
+  ASSERT_TRUE(o.has_value());
+  EXPECT_GE(o->words[1], before);
+  EXPECT_LE(o->words[1], seen_at_open.load()) << "a word read after the gate opened";
+}
+
+// Asked for SCHED_FIFO, the sentinel runs at it exactly where this process may take it, and
+// opens lanes either way.
+TEST(ArrivalSentinel, RunsAtTheRealTimePriorityWhereThatIsAllowed) {
+  bool allowed = false;
+  std::thread probe([&] {
+    sched_param p{};
+    p.sched_priority = 1;
+    allowed = pthread_setschedparam(pthread_self(), SCHED_FIFO, &p) == 0;
+  });
+  probe.join();
+  Rig r(1);
+  r.publish(1, host_now());
+  r.sentinel.expect(host_now() + 500'000, kNever, 8, 1);
+  ASSERT_TRUE(r.wait_claimed(std::chrono::milliseconds(500))) << "the sentinel never opened the lane";
+  EXPECT_TRUE(r.sentinel.close().has_value());
+  EXPECT_EQ(r.sentinel.realtime(), allowed);
 }
 
 TEST(ArrivalSentinel, LeavesAloneWhatTheSchedulerOwns) {

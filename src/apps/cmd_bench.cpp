@@ -185,6 +185,7 @@ void run_disb_command(const DisbFlags& f) {
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
   o.armed_rt = f.rt_path.rt_arrival != "launch";
   o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
+  o.sentinel = sentinel_options(f.rt_path);
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
   o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "models/zoo.h"
+#include "sched/scheduler.h"
 
 namespace atl::apps {
 
@@ -38,6 +39,8 @@ struct RtPathFlags {
   std::string rt_copies = "copy-engine";
   std::string be_uploads = "auto";
   std::string rt_launch = "one";
+  int sentinel_priority = 0;
+  std::string sentinel_words = "claim";
 };
 
 // --be-queue-us (colocate and DISB): SchedulerOptions::be_queue_ns, in microseconds.
@@ -75,6 +78,19 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
                   " or per-kernel (one host call each)")
       ->check(CLI::IsMember({"per-kernel", "one"}))
       ->default_str(f.rt_launch);
+  cmd->add_option("--sentinel-priority", f.sentinel_priority,
+                  "the arrival sentinel thread's SCHED_FIFO priority, 0 (normal priority) to 99; refused without "
+                  "CAP_SYS_NICE, it warns and runs at normal priority")
+      ->check(CLI::Range(0, 99));
+  cmd->add_option("--sentinel-words", f.sentinel_words,
+                  "when the arrival sentinel reads the BE streams' completion words: claim (after it claims the "
+                  "opening, on the RT request's path) or spin (while it spins towards the arrival)")
+      ->check(CLI::IsMember({"claim", "spin"}))
+      ->default_str(f.sentinel_words);
+}
+
+inline sched::SentinelOptions sentinel_options(const RtPathFlags& f) {
+  return {f.sentinel_priority, f.sentinel_words == "spin"};
 }
 
 struct ModelFlags {

@@ -255,6 +255,8 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"be_queue_us", r.be_queue_us},
                    {"armed_rt", r.armed_rt},
                    {"arrival_sentinel", r.arrival_sentinel},
+                   {"sentinel_fifo_priority", r.sentinel.fifo_priority},
+                   {"sentinel_words", r.sentinel.spin_words ? "spin" : "claim"},
                    {"staged_inputs", r.staged_inputs},
                    {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
                    {"be_uploads", sched::be_uploads_name(r.be_uploads)},

@@ -154,6 +154,7 @@ struct BenchResults {
   double be_queue_us = 0;         // SchedulerOptions::be_queue_ns, us (0: off)
   bool armed_rt = false;          // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
   bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
+  sched::SentinelOptions sentinel;
   bool staged_inputs = false;     // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
   bool rt_sm_copies = false;      // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads

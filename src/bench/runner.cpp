@@ -91,6 +91,7 @@ class Runner {
     r.be_queue_us = static_cast<double>(o_.be_queue_ns) / 1e3;
     r.armed_rt = o_.armed_rt;
     r.arrival_sentinel = o_.arrival_sentinel;
+    r.sentinel = o_.sentinel;
     r.staged_inputs = o_.staged_inputs;
     r.rt_sm_copies = o_.rt_sm_copies;
     r.be_uploads = o_.be_uploads;
@@ -180,6 +181,7 @@ class Runner {
     sw.scheduler.be_queue_ns = o_.be_queue_ns;
     sw.scheduler.armed_rt = o_.armed_rt;
     sw.scheduler.arrival_sentinel = o_.arrival_sentinel;
+    sw.scheduler.sentinel = o_.sentinel;
     sw.scheduler.rt_single_launch = o_.rt_single_launch;
     sw.staged_inputs = o_.staged_inputs;
     sw.rt_sm_copies = o_.rt_sm_copies;

@@ -38,6 +38,7 @@ struct DisbOptions {
   sched::DeviceTime be_queue_ns = 0;                      // SchedulerOptions::be_queue_ns
   bool armed_rt = true;                                   // SchedulerOptions::armed_rt
   bool arrival_sentinel = true;                           // SchedulerOptions::arrival_sentinel
+  sched::SentinelOptions sentinel;                        // SchedulerOptions::sentinel
   bool staged_inputs = true;                              // sched::Workload::staged_inputs
   bool rt_sm_copies = false;                              // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads

@@ -139,7 +139,8 @@ void Scheduler::Impl::start_sentinel() {
   auto made = std::make_unique<ArrivalSentinel>([this] { return device.now(); },
                                                 [this](StreamId s) { return device.completion_word(s); },
                                                 std::move(watched), options.rt_order == RtOrder::kDeadline,
-                                                device.simulated_clock() ? 0 : options.sentinel_fifo_priority);
+                                                device.simulated_clock() ? 0 : options.sentinel.fifo_priority,
+                                                options.sentinel.spin_words);
   std::lock_guard lock(inbox_mutex);  // submitters read `sentinel`
   sentinel = std::move(made);
 }

@@ -27,12 +27,13 @@ void cpu_relax() {
 }  // namespace
 
 ArrivalSentinel::ArrivalSentinel(Clock now, ReadWord read_word, std::vector<StreamId> watched, bool by_deadline,
-                                 int fifo_priority)
+                                 int fifo_priority, bool spin_words)
     : now_(std::move(now)),
       read_word_(std::move(read_word)),
       watched_(std::move(watched)),
       by_deadline_(by_deadline),
       fifo_priority_(fifo_priority),
+      spin_words_(spin_words),
       words_(watched_.size()) {
   thread_ = std::thread([this] { run(); });
 }
@@ -121,13 +122,13 @@ void ArrivalSentinel::run() {
     std::pop_heap(heap_.begin(), heap_.end(), cmp);
     heap_.pop_back();
     lock.unlock();
-    // The words are read again while a reading (as long as the last one took) ends before the
-    // arrival; the last stretch only watches the clock, so the arrival is seen at once.
+    // spin_words: the words are read again while a reading (as long as the last one took) ends
+    // before the arrival; the last stretch only watches the clock, so the arrival is seen at once.
     DeviceTime reached = now_();
     DeviceTime read_cost = 0;
     bool words_read = false;
     while (reached < next.arrival && !stopping_.load(std::memory_order_relaxed)) {
-      if (next.arrival - reached > read_cost) {
+      if (spin_words_ && next.arrival - reached > read_cost) {
         read_words();
         words_read = true;
         const DeviceTime after = now_();
@@ -162,7 +163,7 @@ void ArrivalSentinel::try_open(const Expected& e, DeviceTime reached, bool words
   opening_.reached = reached;
   opening_.task = e.task;
   opening_.client = e.client;
-  if (!words_read) read_words();  // reached after the arrival: nothing was read on the way
+  if (!words_read) read_words();  // not spin_words, or reached after the arrival
   openers_[static_cast<size_t>(e.client)]->open();
   opening_.words = words_;  // read before the open; copied after it, off the RT request's path
   opening_.at = now_();

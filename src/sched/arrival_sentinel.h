@@ -9,13 +9,14 @@
 // scheduler takes the opening over (close()) at its next look and does the bookkeeping of
 // entering RT mode and starting the task.
 //
-// The words are read while it spins towards the arrival, the last reading kept, so at the
-// arrival only the claim and the gate store remain: reading them after the claim took 2-2.5 us
-// (DISB C, six streams, H200). A launch that ends between the last reading and the gate counts
-// as unfinished, which costs a rerun of an idempotent kernel, as any launch ending after the flag
-// does. The thread asks for SCHED_FIFO (real-time) priority: at normal priority a thread woken on
-// its core preempts the spinning sentinel, which showed as 13-30 us tails in reaching the
-// arrival and in the reads (DISB C, the run where other processes used 0.9% of the host).
+// Two options (SentinelOptions), both unmeasured on a GPU so far. spin_words reads the words
+// while it spins towards the arrival, the last reading kept, so at the arrival only the claim and
+// the gate store remain: reading them after the claim took 2-2.5 us (DISB C, six streams, H200).
+// A launch that ends between the last reading and the gate counts as unfinished, which costs a
+// rerun of an idempotent kernel, as any launch ending after the flag does. fifo_priority asks
+// for SCHED_FIFO (real-time) priority: at normal priority a thread woken on its core preempts
+// the spinning sentinel, which showed as 13-30 us tails in reaching the arrival and in the reads
+// (DISB C, the run where other processes used 0.9% of the host).
 //
 // The handshake is one state word. The scheduler publishes openers (one per RT client) only
 // while no RT task is queued or running, moving it from closed to ready; at an expected
@@ -58,9 +59,10 @@ class ArrivalSentinel {
   // `watched`: the streams whose completion words an opening records, in the caller's order.
   // `by_deadline`: of requests arriving at the same instant, the earliest deadline goes first.
   // `fifo_priority` above 0: the thread's SCHED_FIFO priority; refused (no CAP_SYS_NICE), it
-  // warns once per process and runs at normal priority (realtime() says which).
+  // warns once per process and runs at normal priority (realtime() says which). `spin_words`:
+  // the words are read while it spins towards an arrival, else after the claim.
   ArrivalSentinel(Clock now, ReadWord read_word, std::vector<StreamId> watched, bool by_deadline,
-                  int fifo_priority = 0);
+                  int fifo_priority = 0, bool spin_words = false);
   ~ArrivalSentinel();
   ArrivalSentinel(const ArrivalSentinel&) = delete;
   ArrivalSentinel& operator=(const ArrivalSentinel&) = delete;
@@ -105,6 +107,7 @@ class ArrivalSentinel {
   const std::vector<StreamId> watched_;
   const bool by_deadline_;
   const int fifo_priority_;
+  const bool spin_words_;
   std::atomic<bool> realtime_{false};
   std::vector<uint32_t> words_;  // the sentinel thread's last reading, one per watched stream
 

@@ -420,6 +420,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.armed_rt = o.armed_rt;
   w.scheduler.arrival_sentinel = o.arrival_sentinel;
+  w.scheduler.sentinel = o.sentinel;
   w.scheduler.be_queue_ns = o.be_queue_ns;
   w.scheduler.rt_single_launch = o.rt_single_launch;
   w.staged_inputs = o.staged_inputs;

@@ -184,6 +184,7 @@ struct ColocateOptions {
   double warmup_s = 0.3;
   bool armed_rt = true;                     // SchedulerOptions::armed_rt
   bool arrival_sentinel = true;             // SchedulerOptions::arrival_sentinel
+  SentinelOptions sentinel;                 // SchedulerOptions::sentinel
   DeviceTime be_queue_ns = 0;               // SchedulerOptions::be_queue_ns
   bool staged_inputs = true;                // Workload::staged_inputs
   bool rt_sm_copies = false;                // Workload::rt_sm_copies

@@ -30,6 +30,16 @@ namespace atl::sched {
 // Which RT task runs next when several wait: first arrived, or earliest deadline.
 enum class RtOrder : uint8_t { kArrival, kDeadline };
 
+// How the arrival sentinel (SchedulerOptions::arrival_sentinel) runs. Both off until a GPU run
+// has measured them (session 19 wrote them; ArrivalSentinel says why each could help).
+struct SentinelOptions {
+  // The thread's SCHED_FIFO priority (0: normal priority), on devices with a real clock. Refused
+  // (no CAP_SYS_NICE, as in the H200's container), it warns once and runs at normal priority.
+  int fifo_priority = 0;
+  // Read the completion words while spinning towards the arrival, not after the claim.
+  bool spin_words = false;
+};
+
 struct SchedulerOptions {
   Mode mode = Mode::kReset;
   int inflight_cap = 4;  // kernels a BE task may have on the device at once (every mode)
@@ -60,9 +70,7 @@ struct SchedulerOptions {
   // staging memory (ExecDevice::request_buffers); others arrive the usual way. Not in the
   // padding modes, whose RT start also plans BE padding.
   bool arrival_sentinel = true;
-  // The sentinel thread's SCHED_FIFO priority (0: normal priority), on devices with a real clock.
-  // Refused (no CAP_SYS_NICE), it warns once and runs at normal priority.
-  int sentinel_fifo_priority = 1;
+  SentinelOptions sentinel;
   // An RT task goes to the device in one ExecDevice::launch_range call (CUDA: one graph launch)
   // instead of one launch per kernel, armed or not; armed, the whole task waits behind its
   // holds. In the padding modes only its last kernel then reports, and padding follows the task

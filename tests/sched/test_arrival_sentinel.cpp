@@ -33,9 +33,9 @@ uint32_t gate_word(const uint32_t& w) {
 }
 
 struct Rig {
-  explicit Rig(int fifo_priority = 0)
+  explicit Rig(int fifo_priority = 0, bool spin_words = false)
       : sentinel{host_now, [this](StreamId s) { return counters[static_cast<size_t>(s)].load(); },
-                 std::vector<StreamId>{2, 0}, false, fifo_priority} {}
+                 std::vector<StreamId>{2, 0}, false, fifo_priority, spin_words} {}
 
   std::array<std::atomic<uint32_t>, 3> counters{};
   uint32_t word = 0;  // the lane's gate word
@@ -92,9 +92,10 @@ TEST(ArrivalSentinel, RecordsHowLateItReachedAnArrival) {
   EXPECT_LT(o->at - o->reached, 3'000'000) << "the lateness is the wake-up's, not the opening's";
 }
 
-// Reached after its arrival, it spun no time to read the words in: it reads them before opening.
+// Reading the words while spinning, but reached after its arrival (no time spun to read them
+// in): it reads them before opening.
 TEST(ArrivalSentinel, ReadsTheWordsBeforeOpeningWhenItReachesAnArrivalLate) {
-  Rig r;
+  Rig r(0, /*spin_words=*/true);
   r.counters[0] = 4;
   r.counters[2] = 9;
   r.publish(1, 0);
@@ -105,11 +106,13 @@ TEST(ArrivalSentinel, ReadsTheWordsBeforeOpeningWhenItReachesAnArrivalLate) {
   EXPECT_EQ(o->words, (std::vector<uint32_t>{9, 4}));
 }
 
-// The words are read while the sentinel spins towards the arrival: what it records is a reading
-// taken before the gate opened (never a later one), and one taken after it was told of the
-// arrival.
-TEST(ArrivalSentinel, RecordsWordsReadBeforeTheGateOpened) {
-  Rig r;
+// Whether the words are read after the claim or while the sentinel spins towards the arrival,
+// what it records is a reading taken before the gate opened (never a later one), and one taken
+// after it was told of the arrival.
+class SentinelWords : public ::testing::TestWithParam<bool> {};
+
+TEST_P(SentinelWords, RecordsWordsReadBeforeTheGateOpened) {
+  Rig r(0, GetParam());
   std::atomic<uint32_t> seen_at_open{0};
   std::thread advancing([&] {
     for (;;) {
@@ -133,6 +136,9 @@ TEST(ArrivalSentinel, RecordsWordsReadBeforeTheGateOpened) {
   EXPECT_GE(o->words[1], before);
   EXPECT_LE(o->words[1], seen_at_open.load()) << "a word read after the gate opened";
 }
+
+INSTANTIATE_TEST_SUITE_P(ClaimOrSpin, SentinelWords, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) { return info.param ? "spin" : "claim"; });
 
 // Asked for SCHED_FIFO, the sentinel runs at it exactly where this process may take it, and
 // opens lanes either way.

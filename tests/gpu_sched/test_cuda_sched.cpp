@@ -3,6 +3,7 @@
 // RT path (per kernel or one graph launch, copies on the copy engines or the SMs) and with BE
 // uploads on the copy engine or with the first kernel.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <random>
@@ -427,6 +428,47 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
       EXPECT_GT(st.preemptions, 0) << "no RT request preempted BE work";
     }
   }
+}
+
+// A fresh process whose instances move their copies to the SMs and their BE uploads to
+// preemptible kernels after loading: those kernels first launch while RT work is held, and
+// CUDA's lazy load of a kernel waits for held work (stream_gate.h). Until preload loaded them
+// (load_io_kernels) only the suite's order hid this: session 19's call ran this scheduler first
+// in its process and it never finished. The child re-runs this test in a new process, so no
+// earlier test has loaded anything; an alarm turns a hang into a failure.
+void serve_with_sm_copies_after_load() {
+  alarm(120);
+  auto device = make_cuda_exec_device();
+  const CompiledModel be_model = compile_zoo_model({.name = "resnet18", .seed = 1}, device->target(), true);
+  const CompiledModel rt_model = compile_zoo_model({.name = "resnet18", .seed = 2}, device->target(), true);
+  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
+  const InstanceId rt_inst = device->load(rt_model.program, rt_model.weights);
+  device->set_sm_copies(rt_inst, true);
+  device->set_uploads_with_first_kernel(be_inst, true);
+  SchedulerOptions opts;
+  opts.mode = Mode::kReset;
+  Scheduler s(*device, opts);
+  const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
+  const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);
+  s.start();
+  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, 3);
+  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, 4);
+  std::vector<std::future<TaskResult>> results;
+  for (int i = 0; i < 8; ++i) results.push_back(s.submit(be, Request{be_inputs, device->now(), kNever}));
+  for (int i = 0; i < 8; ++i) {
+    std::this_thread::sleep_for(std::chrono::microseconds(700));
+    results.push_back(s.submit(rt, Request{rt_inputs, device->now(), kNever}));
+  }
+  for (auto& f : results) f.get();
+  s.stop();
+  std::exit(s.stats().armed_rt_tasks == 8 ? 0 : 2);
+}
+
+TEST(CudaSchedulerDeathTest, AFreshProcessWithSmCopiesAfterLoadNeverHangs) {
+  REQUIRE_GPU();
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(serve_with_sm_copies_after_load(), ::testing::ExitedWithCode(0), "")
+      << "killed by the alarm: the scheduler hung; exit 2: an RT task was not armed";
 }
 
 // A staging interrupted by an RT arrival enqueues nothing: the device keeps the previous inputs,

@@ -323,6 +323,7 @@ void CudaInstanceImpl::fill_staging(std::span<const Tensor> inputs) {
 }
 
 void CudaInstanceImpl::preload(cudaStream_t stream) {
+  load_io_kernels();  // the SM-copy and preemptible-upload kernels too, whatever the settings now
   for (size_t i = 0; i < program_.inputs.size(); ++i) {
     ATL_CUDA_CHECK(cudaEventSynchronize(input_copied_[i].get()));
     std::memset(input_staging_[i].get(), 0, input_staging_[i].size());

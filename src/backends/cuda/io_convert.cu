@@ -96,6 +96,14 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
   ATL_CUDA_CHECK_LAUNCH("storage_to_f32");
 }
 
+void load_io_kernels() {
+  // cudaFuncGetAttributes loads the function, as a launch would.
+  cudaFuncAttributes attributes{};
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, f32_to_storage_kernel));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, storage_to_f32_kernel));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel));
+}
+
 void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag,
                     int max_blocks) {
   ATOLL_CHECK(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0, kInternal,

@@ -282,14 +282,17 @@ std::string group_name(const std::vector<std::string>& names) {
 void group_shared_input_gemms(WorkGraph& w, const CompileTarget& target) {
   for (size_t i = 0; i < w.nodes.size(); ++i) {
     if (!groupable_gemm(w, w.nodes[i])) continue;
+    // Its slice must keep the arena's alignment and its columns the target's multiple; members
+    // share its shapes, so they are checked once, before looking for them.
+    const int64_t slice_bytes = w.values[static_cast<size_t>(w.nodes[i].out)].shape.numel() *
+                                static_cast<int64_t>(dtype_size(target.act_dtype));
+    const int64_t columns = w.values[static_cast<size_t>(w.nodes[i].in[1])].shape[0];
+    if (slice_bytes % target.alignment != 0 || columns % target.gemm_group_columns != 0) continue;
     std::vector<size_t> group{i};
     for (size_t j = i + 1; j < w.nodes.size(); ++j) {
       if (groupable_gemm(w, w.nodes[j]) && same_gemm(w, w.nodes[i], w.nodes[j])) group.push_back(j);
     }
-    const int64_t slice_bytes = w.values[static_cast<size_t>(w.nodes[i].out)].shape.numel() *
-                                static_cast<int64_t>(dtype_size(target.act_dtype));
-    const int64_t columns = w.values[static_cast<size_t>(w.nodes[i].in[1])].shape[0];
-    if (group.size() < 2 || slice_bytes % target.alignment != 0 || columns % target.gemm_group_columns != 0) continue;
+    if (group.size() < 2) continue;
     std::vector<std::string> names;
     std::vector<int> outs;
     for (size_t g : group) {

@@ -314,9 +314,7 @@ WorkloadRun run_workload(ExecDevice& device, const Workload& workload) {
   return driver.run();
 }
 
-bool is_simulated(const ExecDevice& device) {
-  return dynamic_cast<const SimExecDevice*>(&device) != nullptr;
-}
+bool is_simulated(const ExecDevice& device) { return device.simulated_clock(); }
 
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim) {
   if (name == "sim") return std::make_unique<SimExecDevice>(sim);

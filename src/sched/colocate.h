@@ -110,7 +110,7 @@ struct WorkloadRun {
 // clients in order, so TaskResult::client indexes `workload.clients`.
 WorkloadRun run_workload(ExecDevice& device, const Workload& workload);
 
-// True for devices whose clock moves only when driven (the simulated GPU).
+// True for devices whose clock moves only when driven (ExecDevice::simulated_clock).
 bool is_simulated(const ExecDevice& device);
 
 // "sim" or "cuda" (kUnsupported until the CUDA ExecDevice exists).

@@ -192,8 +192,8 @@ class ExecDevice {
   virtual int64_t set_l2_residency(InstanceId instance, const l2::ResidencyConfig* config, const l2::L2Device& d);
 
   virtual DeviceTime now() = 0;
-  // Whether now() is a simulated clock, on which no host thread's delay shows: the scheduler's
-  // threads then keep their normal priority (SchedulerOptions::sentinel_fifo_priority).
+  // Whether now() is a simulated clock, moving only when driven, on which no host thread's delay
+  // shows: the arrival sentinel then keeps normal priority (SentinelOptions::fifo_priority).
   virtual bool simulated_clock() const { return false; }
   // Blocks until a launch has ended since the previous call (or already had) or the clock
   // reaches `deadline`. May return early; never sleeps past the deadline. With kNever and

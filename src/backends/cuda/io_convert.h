@@ -32,11 +32,11 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
 // behind a BE batch's 19 MB). Both pointers 16-byte aligned. With a flag it is preemptible (it
 // stops within a step or two of a raise, leaving `dst` partial); `max_blocks` caps the SMs it
 // takes: a PCIe-bound copy needs only enough bytes in flight.
+void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag = nullptr,
+                    int max_blocks = 1024);
 // Loads this file's kernels now. CUDA loads a kernel's code at its first launch, which a hold
 // pending on any stream blocks (stream_gate.h): an instance whose copies move to the SMs, or
 // whose uploads become preemptible kernels, after its preload would first launch them there.
 void load_io_kernels();
-void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag = nullptr,
-                    int max_blocks = 1024);
 
 }  // namespace atl::cuda

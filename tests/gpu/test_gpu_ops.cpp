@@ -383,15 +383,22 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   shape.tma = false;
   EXPECT_FALSE(has_tma_tile(shape));
   shape.tma = true;
-  // A grouped Gemm's tiles lie inside one segment: segments of 192 columns exclude the 128- and
-  // 256-wide TMA tiles, of 256 keep them.
+  // A grouped Gemm's tiles lie inside one segment: segments of 192 columns keep only the 64-wide
+  // TMA tile, of 256 every TMA tile.
   shape.n_segment = 192;
-  EXPECT_FALSE(has_tma_tile(shape));
+  EXPECT_TRUE(has_tma_tile(shape));
   for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
     EXPECT_EQ(192 % cuda::gemm_tile_n(c.tile), 0) << "tile " << static_cast<int>(c.tile);
+    if (cuda::gemm_tile_is_tma(c.tile)) {
+      EXPECT_EQ(c.tile, cuda::GemmTile::kT128x64);
+    }
   }
   shape.n_segment = 256;
-  EXPECT_TRUE(has_tma_tile(shape));
+  int tma_tiles_256 = 0;
+  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
+    tma_tiles_256 += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
+  }
+  EXPECT_EQ(tma_tiles_256, 3);
   shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));

@@ -157,7 +157,9 @@ TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
   EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean));
 }
 
-INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks, ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x128/s1", "t128x256/s1"),
+INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks,
+                         ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x64/s1", "t128x128/s1",
+                                           "t128x256/s1"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.find('/'));
                            return name;

@@ -63,12 +63,13 @@ class CudaBackend final : public Backend {
     int driver = 0, runtime = 0;
     ATL_CUDA_CHECK(cudaDriverGetVersion(&driver));
     ATL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
-    // Everything that changes which choices exist or which is fastest.
+    // Everything that changes which choices exist or which is fastest (the versions count kernel
+    // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads).
     tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
-                                     !info_.wgmma      ? "mma.sync v1"
-                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v3"
-                                                        : "mma.sync+wgmma+tma v2");
+                                     !info_.wgmma      ? "mma.sync v2"
+                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v4"
+                                                        : "mma.sync+wgmma+tma v3");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }

@@ -83,6 +83,8 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
 
   const __half* A = p.a + batch_offset(p, bidx, p.a_batch_stride, p.a_outer_stride);
   const __half* B = p.b + batch_offset(p, bidx, p.b_batch_stride, p.b_outer_stride);
+  const EpilogueTarget target = epilogue_target(p, bidx, split, n0);
+  prefetch_residual(p, target, m0, n0, BM, BN, tid, S::kThreads);
 
   // Each thread always loads the same rows and the same column of a tile, so the per-row
   // im2col origins are computed once and the k -> tap division once per tile.
@@ -243,7 +245,6 @@ __device__ __forceinline__ bool gemm_tile(const GemmParams& p, const int* flag, 
   }
 
   // Epilogue. Fragment element e of tile (i, j): row lane/4 (+8 for e >= 2), column 2*(lane%4) + e%2.
-  const EpilogueTarget target = epilogue_target(p, bidx, split, n0);
   // Pair q = (i, j, h) in that order.
   store_pairs<S::kMi * S::kNi * 2>(p, target, [&](int q, int& row, int& col, float& v0, float& v1) {
     const int i = q / (S::kNi * 2), j = (q / 2) % S::kNi, h = q % 2;
@@ -367,7 +368,7 @@ int gemm_tile_n(GemmTile t) {
     case GemmTile::kW128x128:
     case GemmTile::kW64x128:
     case GemmTile::kT128x128: return 128;
-    default: return 64;
+    default: return 64;  // k128x64, k64x64, k32x64, kW128x64, kW64x64, kT128x64
   }
 }
 int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : kGemmTileK; }

@@ -132,28 +132,65 @@ __device__ __forceinline__ void store_partial_pair(const GemmParams& p, const Ep
   }
 }
 
+// Pulls a tile's residual rows (`rows` x `cols` from (m0, n0)) toward L2 while its K loop runs,
+// so the epilogue's loads of them wait on L2 rather than DRAM: ResNet's 1x1 convolutions run a
+// K loop of one or two tiles, and their epilogues waited on the residual's DRAM round trips.
+// Thread `first` of `step` issues every step-th 128-byte line.
+__device__ __forceinline__ void prefetch_residual(const GemmParams& p, const EpilogueTarget& t, int m0, int n0,
+                                                  int rows, int cols, int first, int step) {
+  if (t.residual == nullptr || t.part != nullptr || n0 >= p.N) return;
+  const int n = min(cols, p.N - n0);
+  const int lines = (n * 2 + 127) / 128 + 1;  // a row may straddle one more line
+  for (int i = first; i < rows * lines; i += step) {
+    const int r = i / lines;
+    if (m0 + r >= p.M) return;  // rows ascend with i
+    const __half* row = t.residual + static_cast<int64_t>(m0 + r) * p.ldc + n0;
+    const uintptr_t line = (reinterpret_cast<uintptr_t>(row) & ~uintptr_t{127}) + uintptr_t{128} * (i - r * lines);
+    if (line < reinterpret_cast<uintptr_t>(row + n)) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(line));
+  }
+}
+
+// What a finished output pair adds to alpha * acc: its bias and its residual, loaded apart from
+// the stores so that a group's loads are all in flight at once (a store may alias them, so the
+// compiler keeps a load behind every earlier store: one round trip per pair, serialized).
+struct PairAddend {
+  float2 bias;
+  __half2 residual;
+};
+
+__device__ __forceinline__ PairAddend pair_addend(const GemmParams& p, const EpilogueTarget& t, int row, int col) {
+  PairAddend a{make_float2(0.0f, 0.0f), __floats2half2_rn(0.0f, 0.0f)};
+  if (row >= p.M || col >= p.N) return a;
+  const bool both = col + 1 < p.N;
+  if (t.bias) {
+    a.bias.x = t.bias[col];
+    if (both) a.bias.y = t.bias[col + 1];
+  }
+  if (t.residual) {
+    const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
+    if (both && t.pairs_c) {
+      a.residual = *reinterpret_cast<const __half2*>(t.residual + off);
+    } else {
+      a.residual.x = t.residual[off];
+      if (both) a.residual.y = t.residual[off + 1];
+    }
+  }
+  return a;
+}
+
 // The finished outputs (row, col) and (row, col + 1): scale, bias, residual, activation ACT.
 template <int ACT>
 __device__ __forceinline__ void store_final_pair(const GemmParams& p, const EpilogueTarget& t, int row, int col,
-                                                 float v0, float v1) {
+                                                 float v0, float v1, const PairAddend& a) {
   if (row >= p.M || col >= p.N) return;
   const bool both = col + 1 < p.N;
   const bool vec = both && t.pairs_c;
   const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
-  float r0 = p.alpha * v0, r1 = p.alpha * v1;
-  if (t.bias) {
-    r0 += t.bias[col];
-    if (both) r1 += t.bias[col + 1];
-  }
+  float r0 = p.alpha * v0 + a.bias.x, r1 = p.alpha * v1 + a.bias.y;
   if (t.residual) {
-    if (vec) {
-      const float2 rr = __half22float2(*reinterpret_cast<const __half2*>(t.residual + off));
-      r0 += rr.x;
-      r1 += rr.y;
-    } else {
-      r0 += __half2float(t.residual[off]);
-      if (both) r1 += __half2float(t.residual[off + 1]);
-    }
+    const float2 rr = __half22float2(a.residual);
+    r0 += rr.x;
+    r1 += rr.y;
   }
   r0 = apply_act(r0, ACT);
   r1 = apply_act(r1, ACT);
@@ -165,6 +202,33 @@ __device__ __forceinline__ void store_final_pair(const GemmParams& p, const Epil
   }
 }
 
+// Pairs whose addends are loaded together, before the group's stores.
+constexpr int kPairGroup = 8;
+
+template <int Pairs, int ACT, typename PairFn>
+__device__ __forceinline__ void finish_pairs(const GemmParams& p, const EpilogueTarget& t, PairFn&& pair) {
+#pragma unroll
+  for (int g = 0; g < Pairs; g += kPairGroup) {
+    PairAddend add[kPairGroup];
+#pragma unroll
+    for (int i = 0; i < kPairGroup; ++i) {
+      if (g + i >= Pairs) break;
+      int row, col;
+      float v0, v1;
+      pair(g + i, row, col, v0, v1);
+      add[i] = pair_addend(p, t, row, col);
+    }
+#pragma unroll
+    for (int i = 0; i < kPairGroup; ++i) {
+      if (g + i >= Pairs) break;
+      int row, col;
+      float v0, v1;
+      pair(g + i, row, col, v0, v1);
+      store_final_pair<ACT>(p, t, row, col, v0, v1, add[i]);
+    }
+  }
+}
+
 // The fused epilogue over a thread's `Pairs` accumulator pairs; pair(i, row, col, v0, v1) names
 // pair i (i is a constant after unrolling, so accumulators stay in registers). The activation
 // is a template argument with one unrolled loop per kind: a runtime switch inside the unrolled
@@ -172,41 +236,64 @@ __device__ __forceinline__ void store_final_pair(const GemmParams& p, const Epil
 // missed the instruction cache on every tile (ncu: "no instruction" 60-67% of the stalls).
 template <int Pairs, typename PairFn>
 __device__ __forceinline__ void store_pairs(const GemmParams& p, const EpilogueTarget& t, PairFn&& pair) {
-  const auto each = [&](auto store) {
+  if (t.part != nullptr) {
 #pragma unroll
     for (int i = 0; i < Pairs; ++i) {
       int row, col;
       float v0, v1;
       pair(i, row, col, v0, v1);
-      store(row, col, v0, v1);
+      store_partial_pair(p, t, row, col, v0, v1);
     }
-  };
-  if (t.part != nullptr) {
-    each([&](int r, int c, float a, float b) { store_partial_pair(p, t, r, c, a, b); });
     return;
   }
   switch (p.act) {
     case kActRelu:
-      each([&](int r, int c, float a, float b) { store_final_pair<kActRelu>(p, t, r, c, a, b); });
-      break;
+      return finish_pairs<Pairs, kActRelu>(p, t, pair);
     case kActRelu6:
-      each([&](int r, int c, float a, float b) { store_final_pair<kActRelu6>(p, t, r, c, a, b); });
-      break;
+      return finish_pairs<Pairs, kActRelu6>(p, t, pair);
     case kActGelu:
-      each([&](int r, int c, float a, float b) { store_final_pair<kActGelu>(p, t, r, c, a, b); });
-      break;
+      return finish_pairs<Pairs, kActGelu>(p, t, pair);
     case kActTanh:
-      each([&](int r, int c, float a, float b) { store_final_pair<kActTanh>(p, t, r, c, a, b); });
-      break;
+      return finish_pairs<Pairs, kActTanh>(p, t, pair);
     default:
-      each([&](int r, int c, float a, float b) { store_final_pair<kActNone>(p, t, r, c, a, b); });
+      return finish_pairs<Pairs, kActNone>(p, t, pair);
   }
+}
+
+// What four consecutive finished outputs (row, col .. col + 3) add to alpha * acc, loaded before
+// the staged epilogue's stores for the reason PairAddend gives; zeros where absent or outside.
+struct QuadAddend {
+  float4 bias;
+  uint2 residual;  // four halves
+};
+
+__device__ __forceinline__ QuadAddend quad_addend(const GemmParams& p, const EpilogueTarget& t, int row, int col) {
+  QuadAddend a{make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_uint2(0, 0)};
+  if (t.part != nullptr || row >= p.M || col >= p.N) return a;
+  const int valid = min(4, p.N - col);
+  if (t.bias) {
+    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int e = 0; e < valid; ++e) b[e] = t.bias[col + e];
+    a.bias = make_float4(b[0], b[1], b[2], b[3]);
+  }
+  if (t.residual) {
+    const __half* src = t.residual + static_cast<int64_t>(row) * p.ldc + col;
+    if (valid == 4 && reinterpret_cast<uintptr_t>(src) % 8 == 0) {
+      a.residual = *reinterpret_cast<const uint2*>(src);
+    } else {
+      __half h[4] = {__float2half(0.0f), __float2half(0.0f), __float2half(0.0f), __float2half(0.0f)};
+      for (int e = 0; e < valid; ++e) h[e] = src[e];
+      a.residual = *reinterpret_cast<const uint2*>(h);
+    }
+  }
+  return a;
 }
 
 // Four consecutive outputs (row, col .. col + 3) of the fused epilogue, for epilogues that stage
 // accumulators through shared memory and finish them row-contiguous: split-K partials as one
 // 16-byte store, finished outputs as one 8-byte store where aligned (tails element by element).
-__device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueTarget& t, int row, int col, float4 v) {
+__device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueTarget& t, int row, int col, float4 v,
+                                            const QuadAddend& a) {
   if (row >= p.M || col >= p.N) return;
   const int valid = min(4, p.N - col);
   float r[4] = {v.x, v.y, v.z, v.w};
@@ -220,22 +307,17 @@ __device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueT
     return;
   }
   const int64_t off = static_cast<int64_t>(row) * p.ldc + col;
-  const bool vec = valid == 4 && reinterpret_cast<uintptr_t>(t.c + off) % 8 == 0 &&
-                   (t.residual == nullptr || reinterpret_cast<uintptr_t>(t.residual + off) % 8 == 0);
+  const bool vec = valid == 4 && reinterpret_cast<uintptr_t>(t.c + off) % 8 == 0;
+  const float bias[4] = {a.bias.x, a.bias.y, a.bias.z, a.bias.w};
 #pragma unroll
-  for (int e = 0; e < 4; ++e) r[e] = p.alpha * r[e] + (t.bias != nullptr && e < valid ? t.bias[col + e] : 0.0f);
+  for (int e = 0; e < 4; ++e) r[e] = p.alpha * r[e] + bias[e];
   if (t.residual != nullptr) {
-    if (vec) {
-      const uint2 raw = *reinterpret_cast<const uint2*>(t.residual + off);
-      const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&raw.x));
-      const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&raw.y));
-      r[0] += lo.x;
-      r[1] += lo.y;
-      r[2] += hi.x;
-      r[3] += hi.y;
-    } else {
-      for (int e = 0; e < valid; ++e) r[e] += __half2float(t.residual[off + e]);
-    }
+    const float2 lo = __half22float2(*reinterpret_cast<const __half2*>(&a.residual.x));
+    const float2 hi = __half22float2(*reinterpret_cast<const __half2*>(&a.residual.y));
+    r[0] += lo.x;
+    r[1] += lo.y;
+    r[2] += hi.x;
+    r[3] += hi.y;
   }
 #pragma unroll
   for (int e = 0; e < 4; ++e) r[e] = apply_act(r[e], p.act);

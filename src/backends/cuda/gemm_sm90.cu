@@ -72,6 +72,8 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
   const int n_tiles = max(min(k_tiles, kt_begin + p.k_tiles_per_split) - kt_begin, 0);
   const __half* A = p.a + batch_offset(p, bidx, p.a_batch_stride, p.a_outer_stride);
   const __half* B = p.b + batch_offset(p, bidx, p.b_batch_stride, p.b_outer_stride);
+  const EpilogueTarget target = epilogue_target(p, bidx, split, n0);
+  prefetch_residual(p, target, m0, n0, BM, BN, tid, S::kThreads);
 
   // A thread copies chunk `chunk` of rows row0, row0 + kRowStep, ...: all in one swizzle phase.
   const int row0 = tid / kChunksPerRow;
@@ -167,7 +169,7 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
     if (flag != nullptr && tid == 0) flag_seen = load_flag(flag);
     return false;
   };
-  return staged_epilogue<BN>(p, epilogue_target(p, bidx, split, n0), m0 + wg * 64, n0, acc,
+  return staged_epilogue<BN>(p, target, m0 + wg * 64, n0, acc,
                              buffers + wg * (kEpiBufBytes / 4), tid % 128, wg, stop_check);
 }
 

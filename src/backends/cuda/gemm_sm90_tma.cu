@@ -50,7 +50,7 @@ struct TmaShape {
   // bytes of slack let the kernel align the stages to the swizzle atom.
   static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
   static constexpr int kAcc = BN / 2;  // accumulator floats per consumer thread
-  static_assert(BN == 128 || BN == 256, "TMA tiles: 128 rows by 128 or 256 columns");
+  static_assert(BN == 64 || BN == 128 || BN == 256, "TMA tiles: 128 rows by 64, 128 or 256 columns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
 };
 
@@ -120,6 +120,24 @@ __device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMa
   }
 }
 
+// The tile's residual rows, one bulk L2 prefetch per row issued with its first K tile, so the
+// epilogue's loads of them wait on L2 (prefetch_residual says why); rows the bulk form cannot
+// name (16-byte aligned, whole 16-byte units) go line by line.
+__device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, const TileCoords& c, int bn) {
+  if (p.residual == nullptr || p.splits > 1 || c.n0 >= p.N) return;
+  const EpilogueTarget t = epilogue_target(p, 0, c.split, c.n0);
+  const int n = min(bn, p.N - c.n0);
+  if (reinterpret_cast<uintptr_t>(t.residual) % 16 != 0 || p.ldc % 8 != 0 || c.n0 % 8 != 0 || n % 8 != 0) {
+    prefetch_residual(p, t, c.m0, c.n0, kTmaBM, bn, 0, 1);
+    return;
+  }
+  const int rows = min(kTmaBM, p.M - c.m0);
+  for (int r = 0; r < rows; ++r) {
+    const __half* row = t.residual + static_cast<int64_t>(c.m0 + r) * p.ldc + c.n0;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(row), "r"(n * 2) : "memory");
+  }
+}
+
 template <int BN, int STAGES, bool IM2COL>
 __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
                             const Ring<STAGES>& ring, int tiles) {
@@ -146,6 +164,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
       tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
       tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
+      if (kt == 0) prefetch_tile_residual(p, c, BN);
     }
   }
   // Every copy issued lands before the block exits: the latest use of each stage.
@@ -431,10 +450,12 @@ struct TmaVariant {
   }
 };
 
-// 128x128 takes six stages of 32 KB; 128x256 four of 48 KB.
+// 128x64 takes eight stages of 24 KB; 128x128 six of 32 KB; 128x256 four of 48 KB.
 template <typename Fn>
 void dispatch_tma(GemmTile tile, Fn&& fn) {
   switch (tile) {
+    case GemmTile::kT128x64:
+      return fn(TmaVariant<64, 8>{});
     case GemmTile::kT128x128:
       return fn(TmaVariant<128, 6>{});
     case GemmTile::kT128x256:

@@ -63,7 +63,8 @@ enum class GemmTile : uint8_t {
   kW64x128,
   kW64x64,
   kT128x128,
-  kT128x256
+  kT128x256,
+  kT128x64
 };
 
 struct GemmConfig {

@@ -4,7 +4,7 @@
 // and scattered columns, and an unrolled per-accumulator epilogue inlined the whole fused
 // epilogue (bias, residual, every activation) at each of them: 200-370 KB of code per kernel,
 // which missed the instruction cache on every tile (ncu on the H200: "no instruction" 60-67% of
-// the stalls, the SMs 93% idle). Staged, the epilogue is one copy of finish_quad in a loop.
+// the stalls, the SMs 93% idle). Staged, the epilogue is a few copies of finish_quad in a loop.
 #include "backends/cuda/gemm_common.cuh"
 #include "backends/cuda/wgmma.cuh"
 
@@ -47,8 +47,18 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
   const int lane = wtid & 31;
   const int frag_row = (wtid / 32) * 16 + lane / 4;
   const int frag_col = (lane & 3) * 2;
+  // A thread finishes the same four columns of every 16th row of a chunk (128 threads, eight
+  // per row): the chunk's bias is one quad and its residual four, all loaded before the
+  // fragments go through shared memory, so their round trips overlap that and each other.
+  constexpr int kQuadsPerRow = kEpiCols / 4;
+  constexpr int kQuads = 64 * kQuadsPerRow / 128;
+  const int quad_row = wtid / kQuadsPerRow, quad_col = (wtid % kQuadsPerRow) * 4;
 #pragma unroll 1
   for (int chunk = 0; chunk < BN / kEpiCols; ++chunk) {
+    const int col = n_base + chunk * kEpiCols + quad_col;
+    QuadAddend add[kQuads];
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i) add[i] = quad_addend(p, target, m_base + quad_row + i * (128 / kQuadsPerRow), col);
     // The previous chunk (or tile) has been read.
     if (chunk > 0 && chunk % kEpiCheckChunks == 0) {
       if (stop_check()) return true;
@@ -67,11 +77,11 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
       }
     }
     warpgroup_barrier(wg);
-#pragma unroll 1
-    for (int q = wtid; q < 64 * (kEpiCols / 4); q += 128) {
-      const int r = q / (kEpiCols / 4), c4 = (q % (kEpiCols / 4)) * 4;
-      const float4 v = *reinterpret_cast<const float4*>(buf + r * kEpiStride + c4);
-      finish_quad(p, target, m_base + r, n_base + chunk * kEpiCols + c4, v);
+#pragma unroll
+    for (int i = 0; i < kQuads; ++i) {
+      const int r = quad_row + i * (128 / kQuadsPerRow);
+      const float4 v = *reinterpret_cast<const float4*>(buf + r * kEpiStride + quad_col);
+      finish_quad(p, target, m_base + r, col, v, add[i]);
     }
   }
   return false;

@@ -207,25 +207,24 @@ constexpr int kPairGroup = 8;
 
 template <int Pairs, int ACT, typename PairFn>
 __device__ __forceinline__ void finish_pairs(const GemmParams& p, const EpilogueTarget& t, PairFn&& pair) {
+  // fn(i, row, col, v0, v1) for pair g + i of the group starting at g.
+  const auto each_in_group = [&](int g, auto&& fn) {
+#pragma unroll
+    for (int i = 0; i < kPairGroup; ++i) {
+      if (g + i >= Pairs) break;
+      int row, col;
+      float v0, v1;
+      pair(g + i, row, col, v0, v1);
+      fn(i, row, col, v0, v1);
+    }
+  };
 #pragma unroll
   for (int g = 0; g < Pairs; g += kPairGroup) {
     PairAddend add[kPairGroup];
-#pragma unroll
-    for (int i = 0; i < kPairGroup; ++i) {
-      if (g + i >= Pairs) break;
-      int row, col;
-      float v0, v1;
-      pair(g + i, row, col, v0, v1);
-      add[i] = pair_addend(p, t, row, col);
-    }
-#pragma unroll
-    for (int i = 0; i < kPairGroup; ++i) {
-      if (g + i >= Pairs) break;
-      int row, col;
-      float v0, v1;
-      pair(g + i, row, col, v0, v1);
+    each_in_group(g, [&](int i, int row, int col, float, float) { add[i] = pair_addend(p, t, row, col); });
+    each_in_group(g, [&](int i, int row, int col, float v0, float v1) {
       store_final_pair<ACT>(p, t, row, col, v0, v1, add[i]);
-    }
+    });
   }
 }
 

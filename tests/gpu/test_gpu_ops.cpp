@@ -398,7 +398,14 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
     tma_tiles_256 += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
   }
-  EXPECT_EQ(tma_tiles_256, 3);
+  EXPECT_EQ(tma_tiles_256, 3) << "the ping-pong tile is offered only when asked for";
+  shape.pingpong = true;
+  tma_tiles_256 = 0;
+  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
+    tma_tiles_256 += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
+  }
+  EXPECT_EQ(tma_tiles_256, 4);
+  shape.pingpong = false;
   shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));
@@ -479,7 +486,7 @@ TEST(GpuOps, Im2colConvolutionsOnTheTmaTilesMatchTheReference) {
     int tma_choices = 0;
     for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
       gpu.select_gemm_choice(0, i);
-      if (gpu.gemm_choice(0).front() != 't') continue;
+      if (gpu.gemm_choice(0).front() != 't' && gpu.gemm_choice(0).front() != 'p') continue;
       ++tma_choices;
       gpu.poison(0xFF);
       inst->run();
@@ -495,6 +502,54 @@ TEST(GpuOps, Im2colConvolutionsOnTheTmaTilesMatchTheReference) {
     ++cases;
   }
   EXPECT_EQ(cases, 5);
+}
+
+// With CudaBackendOptions::pingpong, the ping-pong TMA tile joins the TMA tiles: on every op case
+// that offers it (tile counts odd and even per block, split-K, im2col, grouped Gemms), each split
+// matches the reference, reruns bit-identically, and stops at entry while the flag is raised.
+TEST(GpuOps, PingPongTilesMatchTheReference) {
+  ATL_REQUIRE_GPU();
+  cudaDeviceProp prop{};
+  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+  if (!cuda::wgmma_gemm_built() || prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "no sm_90 device or sm_90a build";
+  CudaBackendOptions options;
+  options.autotune = false;
+  options.pingpong = true;
+  int cases = 0;
+  for (const OpCase& c : all_cases()) {
+    if (c.op != OpKind::kGemm && c.op != OpKind::kConv2d && c.op != OpKind::kMatMul) continue;
+    const uint64_t seed = gputest::fresh_seed();
+    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+    const OpCaseData data = c.build(DType::kF16, seed);
+    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
+    CudaInstance& gpu = gputest::as_cuda(*inst);
+    std::vector<int> pingpong;
+    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
+      gpu.select_gemm_choice(0, i);
+      if (gpu.gemm_choice(0).front() == 'p') pingpong.push_back(i);
+    }
+    if (pingpong.empty()) continue;
+    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
+    const Tensor want = c.reference(data)[0];
+    for (int i : pingpong) {
+      gpu.select_gemm_choice(0, i);
+      gpu.poison(0xFF);
+      inst->run();
+      const Tensor got = inst->get_output(0);
+      EXPECT_LE(opcases::max_rel_error(got, want), tolerance(c.op)) << "choice " << gpu.gemm_choice(0);
+      gpu.poison(0xFF);
+      inst->run();
+      EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), got)) << "choice " << gpu.gemm_choice(0) << " rerun differs";
+      gpu.poison(0xFF);
+      gputest::set_flag(gpu.preempt_flag(), 1);
+      gpu.launch(0, gpu.stream(), gpu.preempt_flag());
+      EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
+          << "choice " << gpu.gemm_choice(0) << " wrote while preempted";
+      gputest::set_flag(gpu.preempt_flag(), 0);
+    }
+    ++cases;
+  }
+  EXPECT_GE(cases, 8) << "op cases that offer the ping-pong tile";
 }
 
 TEST(GpuOps, PoisonedOutputIsCaught) {

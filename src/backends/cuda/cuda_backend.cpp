@@ -56,6 +56,7 @@ class CudaBackend final : public Backend {
     info_.sm_count = prop.multiProcessorCount;
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
+    info_.pingpong = info_.wgmma && options.pingpong;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
     tuning_.autotune = options.autotune;
@@ -65,11 +66,12 @@ class CudaBackend final : public Backend {
     ATL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     // Everything that changes which choices exist or which is fastest (the versions count kernel
     // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads).
-    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}", prop.name,
+    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v4"
-                                                        : "mma.sync+wgmma+tma v3");
+                                                        : "mma.sync+wgmma+tma v3",
+                                     info_.pingpong ? "+pingpong v1" : "");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -123,6 +125,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
   const char* im2col = std::getenv("ATOLL_CUDA_TMA_IM2COL");
   options.tma_im2col = im2col == nullptr || std::string_view(im2col) != "0";
+  const char* pingpong = std::getenv("ATOLL_CUDA_PINGPONG");
+  options.pingpong = pingpong != nullptr && std::string_view(pingpong) == "1";
   const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
   options.head_views = views == nullptr || std::string_view(views) != "0";
   const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");

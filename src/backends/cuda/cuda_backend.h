@@ -38,6 +38,10 @@ struct CudaBackendOptions {
   // channels; ATOLL_CUDA_TMA_IM2COL=0 turns it off). On since the GPU suite passed with it on
   // the H200 (session 18).
   bool tma_im2col = true;
+  // Also offer the ping-pong TMA tile (p128x128: each consumer warpgroup a whole tile, one's
+  // epilogue beside the other's MMAs; ATOLL_CUDA_PINGPONG=1 turns it on). Off until the GPU suite
+  // has run it and it has been timed on the H200.
+  bool pingpong = false;
   // Compile attention's heads-first transposes into the MatMuls around them
   // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=0 turns it off). On since session 18,
   // likewise.

@@ -24,7 +24,10 @@ constexpr double kSpinBaseUs = 50.0;
 constexpr double kSpinPerLaunchUs = 8.0;
 
 std::string choice_name(const GemmChoice& c) {
-  const char* kernel = gemm_tile_is_tma(c.tile) ? "t" : gemm_tile_is_wgmma(c.tile) ? "w" : "";
+  const char* kernel = gemm_tile_is_pingpong(c.tile) ? "p"
+                       : gemm_tile_is_tma(c.tile)    ? "t"
+                       : gemm_tile_is_wgmma(c.tile)  ? "w"
+                                                     : "";
   return fmt::format("{}{}x{}/s{}", kernel, gemm_tile_m(c.tile), gemm_tile_n(c.tile), c.splits);
 }
 

@@ -367,13 +367,15 @@ int gemm_tile_n(GemmTile t) {
     case GemmTile::k128x128:
     case GemmTile::kW128x128:
     case GemmTile::kW64x128:
-    case GemmTile::kT128x128: return 128;
+    case GemmTile::kT128x128:
+    case GemmTile::kP128x128: return 128;
     default: return 64;  // k128x64, k64x64, k32x64, kW128x64, kW64x64, kT128x64
   }
 }
 int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : kGemmTileK; }
 bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
+bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
   if (gemm_tile_is_tma(cfg.tile)) return prepare_tma_gemm(cfg.tile);

@@ -13,6 +13,7 @@ struct GemmShape {
   bool vec = true, b_kn = false;
   bool wgmma = false;  // the device and the build run the Hopper wgmma kernels
   bool tma = false;    // and the TMA tiles read A (tma_gemm_applies)
+  bool pingpong = false;  // and the ping-pong TMA tile is offered (CudaBackendOptions::pingpong)
   int n_segment = 0;   // GemmParams::n_segment: only tiles whose N divides it
 };
 

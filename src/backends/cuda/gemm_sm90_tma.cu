@@ -236,9 +236,105 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
   }
 }
 
+// A barrier of one consumer warpgroup that ORs `v` over its threads (ids 4 and 5: the epilogue
+// holds 2 and 3, the cooperative consumers 1).
+__device__ __forceinline__ bool warpgroup_or(int wg, bool v) {
+  return wg == 0 ? named_barrier_or<4, 128>(v) : named_barrier_or<5, 128>(v);
+}
+
+// The ping-pong consumers: each warpgroup runs whole 128 x 128 tiles, the block's even tiles on
+// the first and odd ones on the second, so one warpgroup's epilogue runs while the other's MMAs
+// do. The stages come in the block's tile order, so a warpgroup's K tiles sit at ring positions
+// after every earlier tile's, and it starts its tile when the other's stages are drained: the
+// ring itself alternates them. Each checks the flag on its own; a stopped one raises the stop
+// word, which the producer and the other warpgroup (while it waits on a stage that may not come)
+// poll.
+template <int STAGES>
+__device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int pending, const Ring<STAGES>& ring,
+                                     int tiles) {
+  using S = TmaShape<128, STAGES>;
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  const int wg = ctid / 128, wtid = ctid % 128;
+  const bool leader = wtid == 0;
+  int it = 0;  // ring position of the next K tile, over both warpgroups' tiles
+  int local = 0;
+  for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
+    const TileCoords c = tile_coords(p, 128, t);
+    if (local % 2 != wg) {
+      it += c.k_tiles;
+      continue;
+    }
+    float acc[2][S::kAcc];
+#pragma unroll
+    for (int i = 0; i < S::kAcc; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
+      const int s = it % STAGES;
+      // The stage, or the stop word: a stopped block's producer fills no more stages.
+      bool stopped = false;
+      for (int spins = 0; !mbar_done(ring.full(s), (it / STAGES) & 1); ++spins) {
+        if (spins % 64 == 63 && ring.stop_raised()) {
+          stopped = true;
+          break;
+        }
+      }
+      // One decision per K tile for the whole warpgroup: a thread that left alone would hang the
+      // others at their next barrier. The leader's flag read, every kTmaCheckTiles, rides along.
+      // Without a flag nothing raises the stop word.
+      if (flag != nullptr && warpgroup_or(wg, stopped || pending != 0)) {
+        wgmma_wait<0>();
+        if (leader) ring.raise_stop();
+        return;
+      }
+      if (flag != nullptr && leader && kt % kTmaCheckTiles == 0) pending = load_flag(flag);
+      const uint32_t stage = ring.stages + s * S::kStageBytes;
+      const uint64_t da0 = sw128_desc(stage), da1 = sw128_desc(stage + 64 * kTmaRowBytes);
+      const uint64_t db = sw128_desc(stage + S::kABytes);
+      fence_registers(acc[0]);
+      fence_registers(acc[1]);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTmaBK / 16; ++kk) {
+        wgmma_m64nNk16<128>(acc[0], da0 + 2 * kk, db + 2 * kk);
+        wgmma_m64nNk16<128>(acc[1], da1 + 2 * kk, db + 2 * kk);
+      }
+      wgmma_commit();
+      wgmma_wait<1>();
+      fence_registers(acc[0]);
+      fence_registers(acc[1]);
+      if (kt > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
+    }
+    wgmma_wait<0>();
+    fence_registers(acc[0]);
+    fence_registers(acc[1]);
+    if (c.k_tiles > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
+    // As in tma_consume: the last check's read stops the tile before its epilogue.
+    if (flag != nullptr) {
+      if (warpgroup_or(wg, pending != 0)) {
+        if (leader) ring.raise_stop();
+        return;
+      }
+      if (leader) pending = load_flag(flag);
+    }
+    const auto stop_check = [&] {
+      if (warpgroup_or(wg, pending != 0)) return true;
+      if (flag != nullptr && leader) pending = load_flag(flag);
+      return false;
+    };
+    const EpilogueTarget target = epilogue_target(p, 0, c.split, c.n0);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {  // unrolled: acc[h] stays in registers
+      if (staged_epilogue<128>(p, target, c.m0 + h * 64, c.n0, acc[h], ring.epilogue + wg * (kEpiBufBytes / 4), wtid,
+                               wg, stop_check)) {
+        if (leader) ring.raise_stop();
+        return;
+      }
+    }
+  }
+}
+
 #endif  // ATL_WGMMA_DEVICE
 
-template <int BN, int STAGES, bool IM2COL>
+template <int BN, int STAGES, bool IM2COL, bool PINGPONG>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     tma_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b, const int* flag) {
@@ -254,11 +350,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first
   // stage loads.
-  int pending = (flag != nullptr && tid == 128) ? load_flag(flag) : 0;
+  const bool reader = tid == 128 || (PINGPONG && tid == 256);  // a consumer warpgroup's leader
+  int pending = (flag != nullptr && reader) ? load_flag(flag) : 0;
   if (tid == 0) {
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(ring.full(s), 1);
-      mbar_init(ring.empty(s), 2);  // one arrival per consumer warpgroup
+      mbar_init(ring.empty(s), PINGPONG ? 1 : 2);  // one arrival per warpgroup reading the stage
     }
     *ring.stop = 0;
     mbar_init_fence();
@@ -271,7 +368,12 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     return;
   }
   warpgroup_reg_alloc<232>();
-  tma_consume<BN, STAGES>(p, flag, pending, ring, tiles);
+  if constexpr (PINGPONG) {
+    static_assert(BN == 128, "ping-pong tiles: 128 x 128 per warpgroup");
+    tma_consume_pingpong<STAGES>(p, flag, pending, ring, tiles);
+  } else {
+    tma_consume<BN, STAGES>(p, flag, pending, ring, tiles);
+  }
 #else
   // Built without sm_90a: the planner never offers these tiles (DeviceInfo::wgmma).
   __trap();
@@ -427,11 +529,11 @@ bool im2col_a(const GemmParams& p) {
          k.lower_w <= k.in_w - 1 + k.upper_w && k.lower_h <= k.in_h - 1 + k.upper_h;
 }
 
-template <int BN, int STAGES>
+template <int BN, int STAGES, bool PINGPONG = false>
 struct TmaVariant {
   using S = TmaShape<BN, STAGES>;
   static void prepare() {
-    for (const auto kernel : {tma_gemm_kernel<BN, STAGES, false>, tma_gemm_kernel<BN, STAGES, true>}) {
+    for (const auto kernel : {tma_gemm_kernel<BN, STAGES, false, PINGPONG>, tma_gemm_kernel<BN, STAGES, true, PINGPONG>}) {
       ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     }
   }
@@ -444,16 +546,20 @@ struct TmaVariant {
     const CUtensorMap map_b = cached_map(MatrixMapKey{p.b, p.N, p.K, p.ldb, BN}, name);
     const int64_t tiles = int64_t{(p.M + kTmaBM - 1) / kTmaBM} * ((p.N + BN - 1) / BN) * p.splits;
     const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, device_sm_count()));
-    const auto kernel = plain ? tma_gemm_kernel<BN, STAGES, false> : tma_gemm_kernel<BN, STAGES, true>;
+    const auto kernel =
+        plain ? tma_gemm_kernel<BN, STAGES, false, PINGPONG> : tma_gemm_kernel<BN, STAGES, true, PINGPONG>;
     kernel<<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);
     ATL_CUDA_CHECK_LAUNCH(name);
   }
 };
 
-// 128x64 takes eight stages of 24 KB; 128x128 six of 32 KB; 128x256 four of 48 KB.
+// 128x64 takes eight stages of 24 KB; 128x128 (either consumer scheme) six of 32 KB; 128x256
+// four of 48 KB.
 template <typename Fn>
 void dispatch_tma(GemmTile tile, Fn&& fn) {
   switch (tile) {
+    case GemmTile::kP128x128:
+      return fn(TmaVariant<128, 6, true>{});
     case GemmTile::kT128x64:
       return fn(TmaVariant<64, 8>{});
     case GemmTile::kT128x128:

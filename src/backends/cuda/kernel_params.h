@@ -64,7 +64,8 @@ enum class GemmTile : uint8_t {
   kW64x64,
   kT128x128,
   kT128x256,
-  kT128x64
+  kT128x64,
+  kP128x128  // TMA-fed, ping-pong consumers: each warpgroup a whole 128 x 128 tile
 };
 
 struct GemmConfig {
@@ -83,6 +84,7 @@ int gemm_tile_n(GemmTile t);
 int gemm_tile_k(GemmTile t);
 bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
 bool gemm_tile_is_tma(GemmTile t);
+bool gemm_tile_is_pingpong(GemmTile t);
 // Whether this build holds the wgmma kernels (an sm_90a architecture was built).
 bool wgmma_gemm_built();
 void prepare_wgmma_gemm(GemmTile tile);

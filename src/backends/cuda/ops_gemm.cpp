@@ -36,6 +36,7 @@ class GemmLaunch final : public KernelLaunch {
                b_kn,
                dev.wgmma,
                dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p)),
+               dev.pingpong,
                p.n_segment} {
     config_.vec = vec;
     config_.b_kn = b_kn;

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "../backends/op_cases.h"
@@ -461,95 +462,100 @@ TEST_P(GpuOpTest, MatchesReferenceAndCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(AllOps, GpuOpTest, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<OpCase>& info) { return info.param.name; });
 
+bool hopper_gemm_device() {
+  cudaDeviceProp prop{};
+  return cudaGetDeviceProperties(&prop, 0) == cudaSuccess && cuda::wgmma_gemm_built() && prop.major == 9 &&
+         prop.minor == 0;
+}
+
+struct ChoiceCheck {
+  int cases = 0;          // cases that offered a picked choice
+  int cases_without = 0;  // cases that offered none
+};
+
+// Each of `cases` on a backend with `options`, and every GEMM choice of its first kernel that
+// `pick` admits (by name): the output matches the reference, reruns bit-identically, and the
+// kernel stops at entry while the flag is raised (the poison survives).
+ChoiceCheck check_gemm_choices(const CudaBackendOptions& options, const std::vector<OpCase>& cases,
+                               const std::function<bool(const std::string&)>& pick) {
+  ChoiceCheck r;
+  for (const OpCase& c : cases) {
+    const uint64_t seed = gputest::fresh_seed();
+    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
+    const OpCaseData data = c.build(DType::kF16, seed);
+    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
+    CudaInstance& gpu = gputest::as_cuda(*inst);
+    std::vector<int> picked;
+    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
+      gpu.select_gemm_choice(0, i);
+      if (pick(gpu.gemm_choice(0))) picked.push_back(i);
+    }
+    if (picked.empty()) {
+      ++r.cases_without;
+      continue;
+    }
+    ++r.cases;
+    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
+    const Tensor want = c.reference(data)[0];
+    for (int i : picked) {
+      gpu.select_gemm_choice(0, i);
+      const std::string choice = gpu.gemm_choice(0);
+      gpu.poison(0xFF);
+      inst->run();
+      const Tensor got = inst->get_output(0);
+      EXPECT_LE(opcases::max_rel_error(got, want), tolerance(c.op)) << "choice " << choice;
+      gpu.poison(0xFF);
+      inst->run();
+      EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), got)) << "choice " << choice << " rerun differs";
+      gpu.poison(0xFF);
+      gputest::set_flag(gpu.preempt_flag(), 1);
+      gpu.launch(0, gpu.stream(), gpu.preempt_flag());
+      EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
+          << "choice " << choice << " wrote while preempted";
+      gputest::set_flag(gpu.preempt_flag(), 0);
+    }
+  }
+  return r;
+}
+
 // With CudaBackendOptions::tma_im2col, the TMA tiles are offered to convolutions of 64k
 // channels and read A through the TMA's im2col walk: every such tile and split matches the
 // reference (tile rows that straddle image rows and images, strides, 5x5 taps, split-K), and
 // stops at entry while the flag is raised.
 TEST(GpuOps, Im2colConvolutionsOnTheTmaTilesMatchTheReference) {
   ATL_REQUIRE_GPU();
-  cudaDeviceProp prop{};
-  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  if (!cuda::wgmma_gemm_built() || prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "no sm_90 device or sm_90a build";
+  if (!hopper_gemm_device()) GTEST_SKIP() << "no sm_90 device or sm_90a build";
   CudaBackendOptions options;
   options.autotune = false;
   options.tma_im2col = true;
-  int cases = 0;
-  for (const OpCase& c : gpu_op_cases()) {
-    if (c.name.find("im2col") == std::string::npos && c.name != "gpu_conv_3x3_c256_7x7_split_k") continue;
-    const uint64_t seed = gputest::fresh_seed();
-    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
-    const OpCaseData data = c.build(DType::kF16, seed);
-    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
-    CudaInstance& gpu = gputest::as_cuda(*inst);
-    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
-    const Tensor want = c.reference(data)[0];
-    int tma_choices = 0;
-    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
-      gpu.select_gemm_choice(0, i);
-      if (gpu.gemm_choice(0).front() != 't' && gpu.gemm_choice(0).front() != 'p') continue;
-      ++tma_choices;
-      gpu.poison(0xFF);
-      inst->run();
-      EXPECT_LE(opcases::max_rel_error(inst->get_output(0), want), tolerance(c.op)) << "choice " << gpu.gemm_choice(0);
-      gpu.poison(0xFF);
-      gputest::set_flag(gpu.preempt_flag(), 1);
-      gpu.launch(0, gpu.stream(), gpu.preempt_flag());
-      EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
-          << "choice " << gpu.gemm_choice(0) << " wrote while preempted";
-      gputest::set_flag(gpu.preempt_flag(), 0);
-    }
-    EXPECT_GT(tma_choices, 0) << "no TMA tile offered";
-    ++cases;
+  options.pingpong = true;
+  std::vector<OpCase> cases;
+  for (OpCase& c : gpu_op_cases()) {
+    if (c.name.find("im2col") != std::string::npos || c.name == "gpu_conv_3x3_c256_7x7_split_k") cases.push_back(c);
   }
-  EXPECT_EQ(cases, 5);
+  const ChoiceCheck r = check_gemm_choices(options, cases, [](const std::string& choice) {
+    return choice.front() == 't' || choice.front() == 'p';
+  });
+  EXPECT_EQ(r.cases, 5);
+  EXPECT_EQ(r.cases_without, 0) << "cases with no TMA tile offered";
 }
 
-// With CudaBackendOptions::pingpong, the ping-pong TMA tile joins the TMA tiles: on every op case
-// that offers it (tile counts odd and even per block, split-K, im2col, grouped Gemms), each split
-// matches the reference, reruns bit-identically, and stops at entry while the flag is raised.
+// With CudaBackendOptions::pingpong, the ping-pong TMA tile joins the TMA tiles: on every GEMM,
+// convolution and MatMul case that offers it (tile counts odd and even per block, split-K, im2col,
+// grouped Gemms), each split matches the reference, reruns bit-identically, and stops at entry.
 TEST(GpuOps, PingPongTilesMatchTheReference) {
   ATL_REQUIRE_GPU();
-  cudaDeviceProp prop{};
-  ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
-  if (!cuda::wgmma_gemm_built() || prop.major != 9 || prop.minor != 0) GTEST_SKIP() << "no sm_90 device or sm_90a build";
+  if (!hopper_gemm_device()) GTEST_SKIP() << "no sm_90 device or sm_90a build";
   CudaBackendOptions options;
   options.autotune = false;
   options.pingpong = true;
-  int cases = 0;
-  for (const OpCase& c : all_cases()) {
-    if (c.op != OpKind::kGemm && c.op != OpKind::kConv2d && c.op != OpKind::kMatMul) continue;
-    const uint64_t seed = gputest::fresh_seed();
-    SCOPED_TRACE(::testing::Message() << c.name << " seed " << seed);
-    const OpCaseData data = c.build(DType::kF16, seed);
-    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
-    CudaInstance& gpu = gputest::as_cuda(*inst);
-    std::vector<int> pingpong;
-    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
-      gpu.select_gemm_choice(0, i);
-      if (gpu.gemm_choice(0).front() == 'p') pingpong.push_back(i);
-    }
-    if (pingpong.empty()) continue;
-    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
-    const Tensor want = c.reference(data)[0];
-    for (int i : pingpong) {
-      gpu.select_gemm_choice(0, i);
-      gpu.poison(0xFF);
-      inst->run();
-      const Tensor got = inst->get_output(0);
-      EXPECT_LE(opcases::max_rel_error(got, want), tolerance(c.op)) << "choice " << gpu.gemm_choice(0);
-      gpu.poison(0xFF);
-      inst->run();
-      EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), got)) << "choice " << gpu.gemm_choice(0) << " rerun differs";
-      gpu.poison(0xFF);
-      gputest::set_flag(gpu.preempt_flag(), 1);
-      gpu.launch(0, gpu.stream(), gpu.preempt_flag());
-      EXPECT_TRUE(gputest::all_bytes_are(gpu.read_binding(data.program.kernels[0].outputs[0]), 0xFF))
-          << "choice " << gpu.gemm_choice(0) << " wrote while preempted";
-      gputest::set_flag(gpu.preempt_flag(), 0);
-    }
-    ++cases;
+  std::vector<OpCase> cases;
+  for (OpCase& c : all_cases()) {
+    if (c.op == OpKind::kGemm || c.op == OpKind::kConv2d || c.op == OpKind::kMatMul) cases.push_back(c);
   }
-  EXPECT_GE(cases, 8) << "op cases that offer the ping-pong tile";
+  const ChoiceCheck r =
+      check_gemm_choices(options, cases, [](const std::string& choice) { return choice.front() == 'p'; });
+  EXPECT_GE(r.cases, 8) << "op cases that offer the ping-pong tile";
 }
 
 TEST(GpuOps, PoisonedOutputIsCaught) {

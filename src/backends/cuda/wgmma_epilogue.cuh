@@ -48,8 +48,8 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
   const int frag_row = (wtid / 32) * 16 + lane / 4;
   const int frag_col = (lane & 3) * 2;
   // A thread finishes the same four columns of every 16th row of a chunk (128 threads, eight
-  // per row): the chunk's bias is one quad and its residual four, all loaded before the
-  // fragments go through shared memory, so their round trips overlap that and each other.
+  // per row): its four quads' bias and residual are all loaded before the fragments go through
+  // shared memory, so their round trips overlap that and each other.
   constexpr int kQuadsPerRow = kEpiCols / 4;
   constexpr int kQuads = 64 * kQuadsPerRow / 128;
   const int quad_row = wtid / kQuadsPerRow, quad_col = (wtid % kQuadsPerRow) * 4;

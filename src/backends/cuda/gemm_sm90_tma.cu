@@ -46,7 +46,7 @@ struct TmaShape {
   static constexpr int kABytes = kTmaBM * kTmaRowBytes;
   static constexpr int kBBytes = BN * kTmaRowBytes;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Stages, the two epilogue buffers, then the full and empty barriers and the stop word; 1024
+  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words; 1024
   // bytes of slack let the kernel align the stages to the swizzle atom.
   static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
   static constexpr int kAcc = BN / 2;  // accumulator floats per consumer thread
@@ -76,12 +76,13 @@ __device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, i
 #if defined(ATL_WGMMA_DEVICE)
 
 // The stage ring: STAGES stages, the epilogue buffers, then STAGES "full" barriers, STAGES
-// "empty" ones, the stop word.
+// "empty" ones, the stop word, the ping-pong consumers' turn word.
 template <int STAGES>
 struct Ring {
   uint32_t stages, bars;
   float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
   int* stop;
+  int* turn;  // ping-pong: how many of the block's tiles have finished their K loop
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
   // The stop word crosses warps with no barrier between them, so both sides use atomic
@@ -89,6 +90,8 @@ struct Ring {
   // racecheck reports. Shared-memory atomics cost the producer's one spinning thread little.
   __device__ void raise_stop() const { atomicExch(stop, 1); }
   __device__ bool stop_raised() const { return atomicOr(stop, 0) != 0; }
+  __device__ int turns_done() const { return atomicOr(turn, 0); }
+  __device__ void pass_turn(int done) const { atomicExch(turn, done); }
 };
 
 // Where an im2col walk starts for a tile's first output row: the window corner of pixel m0.
@@ -244,11 +247,12 @@ __device__ __forceinline__ bool warpgroup_or(int wg, bool v) {
 
 // The ping-pong consumers: each warpgroup runs whole 128 x 128 tiles, the block's even tiles on
 // the first and odd ones on the second, so one warpgroup's epilogue runs while the other's MMAs
-// do. The stages come in the block's tile order, so a warpgroup's K tiles sit at ring positions
-// after every earlier tile's, and it starts its tile when the other's stages are drained: the
-// ring itself alternates them. Each checks the flag on its own; a stopped one raises the stop
-// word, which the producer and the other warpgroup (while it waits on a stage that may not come)
-// poll.
+// do. The stages come in the block's tile order, and a warpgroup starts its tile's K loop only
+// when every earlier tile's K loop is done (the turn word): an mbarrier parity wait cannot tell
+// a phase from the one two phases later, so waiting on a stage a whole ring ahead of the
+// producer would pass on an old fill. Each checks the flag on its own; a stopped one raises the
+// stop word, which the producer and the other warpgroup (waiting for its turn or on a stage that
+// may not come) poll.
 template <int STAGES>
 __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int pending, const Ring<STAGES>& ring,
                                      int tiles) {
@@ -264,6 +268,11 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
       it += c.k_tiles;
       continue;
     }
+    bool other_stopped = false;
+    if (leader) {
+      while (ring.turns_done() < local && !other_stopped) other_stopped = ring.stop_raised();
+    }
+    if (warpgroup_or(wg, other_stopped)) return;  // the other warpgroup stopped and raised the word
     float acc[2][S::kAcc];
 #pragma unroll
     for (int i = 0; i < S::kAcc; ++i) acc[0][i] = acc[1][i] = 0.0f;
@@ -303,6 +312,7 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
       fence_registers(acc[1]);
       if (kt > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
     }
+    if (leader) ring.pass_turn(local + 1);  // every stage of this tile has been waited on
     wgmma_wait<0>();
     fence_registers(acc[0]);
     fence_registers(acc[1]);
@@ -347,6 +357,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + STAGES * S::kStageBytes - raw));
   ring.bars = ring.stages + STAGES * S::kStageBytes + 2 * kEpiBufBytes;
   ring.stop = reinterpret_cast<int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
+  ring.turn = ring.stop + 1;
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first
   // stage loads.
@@ -358,6 +369,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
       mbar_init(ring.empty(s), PINGPONG ? 1 : 2);  // one arrival per warpgroup reading the stage
     }
     *ring.stop = 0;
+    *ring.turn = 0;
     mbar_init_fence();
   }
   __syncthreads();

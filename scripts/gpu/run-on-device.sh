@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve" and "csan"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan" and "launch"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
@@ -80,6 +80,12 @@ fi
 if has_step preempt; then
   # shellcheck disable=SC2086
   timeout -k 5 "${PREEMPT_LIMIT:-240}" "$bin/atoll_bench_preempt" --json "$out/preempt_sweep.json" ${PREEMPT_ARGS:-} 2>&1 | tail -30
+fi
+if has_step launch; then
+  # Host time of an RT task's graph launch idle, behind a running task, behind a gate, and with
+  # two instantiations (LAUNCH_ARGS: --models, --batch, --trials).
+  # shellcheck disable=SC2086
+  timeout -k 5 "${LAUNCH_LIMIT:-120}" "$bin/atoll_bench_launch" --json "$out/launch_probe.json" ${LAUNCH_ARGS:-} 2>&1 | tail -30
 fi
 if has_step kexit; then
   # Mid-kernel flag raises on every model kernel (KEXIT_ARGS narrows: --models, --batches, --trials).

@@ -153,6 +153,44 @@ TEST(GpuInstance, CollectedOutputsAreTheEndedTasksAndSurviveLaterDownloads) {
   EXPECT_FALSE(gputest::same_bytes(want[0][0], want[1][0]));  // the inputs differ, so the check can fail
 }
 
+// The scheduler's RT path (enqueue_program) computes what run() computes, whether it launches
+// one instantiation of the program graph or rotates through two; fewer than one is refused.
+TEST(GpuInstance, ProgramGraphsInRotationGiveTheRunsBytes) {
+  ATL_REQUIRE_GPU();
+  Session s(tiny("tiny_cnn"));
+  CudaInstance& gpu = gputest::as_cuda(s.instance());
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_program_graphs(0); }), ErrorCode::kInvalidArgument);
+  const uint64_t seed = gputest::fresh_seed();
+  constexpr int kTasks = 3;
+  std::vector<Tensor> want[kTasks];
+  for (int r = 0; r < kTasks; ++r) {
+    gpu.poison(0xFF);
+    s.set_inputs(s.random_inputs(seed + static_cast<uint64_t>(r)));
+    s.instance().run();
+    for (const Tensor& t : s.outputs()) want[r].push_back(t.clone());
+  }
+  std::vector<Tensor> staged = gpu.staging_inputs();
+  cudaStream_t stream = gpu.stream();
+  for (int graphs : {1, 2}) {
+    gpu.set_program_graphs(graphs);
+    for (int r = 0; r < kTasks; ++r) {
+      const std::vector<Tensor> from = s.random_inputs(seed + static_cast<uint64_t>(r));
+      for (size_t i = 0; i < staged.size(); ++i) std::memcpy(staged[i].raw(), from[i].raw(), from[i].nbytes());
+      gpu.poison(0xFF);
+      ASSERT_TRUE(gpu.stage_inputs(staged, stream, {}));
+      gpu.enqueue_program(stream);
+      gpu.enqueue_outputs(stream);
+      ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
+      const std::vector<Tensor> got = gpu.collect_outputs();
+      ASSERT_EQ(got.size(), want[r].size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        EXPECT_TRUE(gputest::same_bytes(got[i], want[r][i])) << graphs << " graphs, task " << r << ", output " << i;
+      }
+    }
+  }
+  EXPECT_FALSE(gputest::same_bytes(want[0][0], want[1][0]));  // the inputs differ, so the check can fail
+}
+
 // Uploads and downloads by the SMs over mapped memory give the copy engines' bytes, tails that
 // are not a multiple of 16 bytes included (tiny_cnn's 10 f32 logits: 40 bytes).
 TEST(GpuInstance, SmCopiesGiveTheCopyEnginesBytes) {

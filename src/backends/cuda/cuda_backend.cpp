@@ -59,6 +59,9 @@ class CudaBackend final : public Backend {
     info_.pingpong = info_.wgmma && options.pingpong;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
+    ATOLL_CHECK(options.program_graphs >= 1, kInvalidArgument, "CUDA backend: program graphs must be >= 1, not {}",
+                options.program_graphs);
+    program_graphs_ = options.program_graphs;
     tuning_.autotune = options.autotune;
     tuning_.cache_path = options.tune_cache;
     int driver = 0, runtime = 0;
@@ -88,7 +91,9 @@ class CudaBackend final : public Backend {
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
-    return std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, tuning_);
+    auto instance = std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, tuning_);
+    instance->set_program_graphs(program_graphs_);
+    return instance;
   }
 
  private:
@@ -97,6 +102,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceInfo info_;
   bool head_views_ = false;   // CudaBackendOptions::head_views
   bool gemm_groups_ = false;  // CudaBackendOptions::gemm_groups
+  int program_graphs_ = 1;    // CudaBackendOptions::program_graphs
   std::string description_;
 };
 
@@ -131,6 +137,11 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.head_views = views == nullptr || std::string_view(views) != "0";
   const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
   options.gemm_groups = groups == nullptr || std::string_view(groups) != "0";
+  if (const char* graphs = std::getenv("ATOLL_CUDA_PROGRAM_GRAPHS")) {
+    const std::string_view v(graphs);
+    ATOLL_CHECK(v == "1" || v == "2", kInvalidArgument, "ATOLL_CUDA_PROGRAM_GRAPHS must be 1 or 2, not '{}'", v);
+    options.program_graphs = v == "1" ? 1 : 2;
+  }
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);
 }

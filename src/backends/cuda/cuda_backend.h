@@ -50,6 +50,10 @@ struct CudaBackendOptions {
   // ATOLL_CUDA_GEMM_GROUPS=0 turns it off). On since the GPU suite passed with it on the H200
   // and BERT-base ran 7-15% faster at batch 1 and 8 (session 19).
   bool gemm_groups = true;
+  // Instantiations of the flagless program graph each instance rotates through
+  // (CudaInstance::set_program_graphs; ATOLL_CUDA_PROGRAM_GRAPHS=2). 1 until atoll_bench_launch
+  // and DISB have run with 2 on the H200.
+  int program_graphs = 1;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.
@@ -137,6 +141,11 @@ class CudaInstance : public Instance {
   // scheduler's RT tasks) as one launch of a graph captured at preload, instead of one host
   // call per kernel; kernel by kernel under an L2 residency, whose windows a graph would freeze.
   virtual void enqueue_program(cudaStream_t stream) = 0;
+  // How many instantiations of that graph enqueue_program rotates through (>= 1; 1 by default).
+  // An executable graph runs one launch at a time, so a launch of the one still running is
+  // ordered behind it by the driver; with two, a task armed behind the running one launches the
+  // other (atoll_bench_launch measures what each costs the host).
+  virtual void set_program_graphs(int count) = 0;
   virtual void set_use_graph(bool on) = 0;
   // Off: run(), run_range() and the graph pass no flag, so kernels skip every check (for
   // measuring what the checks cost; the scheduler always leaves this on).

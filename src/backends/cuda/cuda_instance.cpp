@@ -193,7 +193,7 @@ void CudaInstanceImpl::set_workspace(size_t bytes) {
   workspace_ = DeviceBuffer(bytes);
   for (auto& l : launches_) l->bind_workspace(workspace_.get());
   graph_.reset();
-  flagless_graph_.reset();
+  program_graphs_.clear();
 }
 
 void* CudaInstanceImpl::address(const Binding& b) const {
@@ -335,7 +335,7 @@ void CudaInstanceImpl::preload(cudaStream_t stream) {
   ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
   check_index_error();
   // Captured now, while no work is held anywhere: the scheduler's RT tasks launch it.
-  if (!residency_) flagless_graph_ = capture_graph(nullptr);
+  if (!residency_) capture_program_graphs();
 }
 
 void CudaInstanceImpl::enqueue_output_copy(size_t i, const OutputBlock& block, cudaStream_t stream) {
@@ -528,8 +528,19 @@ void CudaInstanceImpl::enqueue_program(cudaStream_t stream) {
     set_stream_window(stream, L2Window{});
     return;
   }
-  if (!flagless_graph_) flagless_graph_ = capture_graph(nullptr);
-  ATL_CUDA_CHECK(cudaGraphLaunch(flagless_graph_.get(), stream));
+  if (program_graphs_.size() != program_graph_count_) capture_program_graphs();
+  const GraphExec& g = program_graphs_[next_program_graph_++ % program_graphs_.size()];
+  ATL_CUDA_CHECK(cudaGraphLaunch(g.get(), stream));
+}
+
+void CudaInstanceImpl::set_program_graphs(int count) {
+  ATOLL_CHECK(count >= 1, kInvalidArgument, "program graphs: at least 1, not {}", count);
+  program_graph_count_ = static_cast<size_t>(count);
+}
+
+void CudaInstanceImpl::capture_program_graphs() {
+  program_graphs_.clear();
+  for (size_t i = 0; i < program_graph_count_; ++i) program_graphs_.push_back(capture_graph(nullptr));
 }
 
 GraphExec CudaInstanceImpl::capture_graph(const int* flag) {

@@ -47,6 +47,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void launch(int kernel, cudaStream_t stream, const int* flag) override;
   void enqueue_run() override;
   void enqueue_program(cudaStream_t stream) override;
+  void set_program_graphs(int count) override;
   void set_use_graph(bool on) override;
   void set_preemptible(bool on) override;
   void set_sm_copies(bool on) override { sm_copies_ = on; }
@@ -96,6 +97,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void allocate_io();
   void set_workspace(size_t bytes);  // waits for the stream, rebinds every launch, drops the graph
   GraphExec capture_graph(const int* flag);
+  void capture_program_graphs();
   // Best-of-`repeats` time of one launch, measured over a few back-to-back launches.
   double time_one(size_t kernel, int repeats);
   // Times every GEMM alternative of every GEMM-backed kernel and keeps the fastest; with
@@ -142,7 +144,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   Stream stream_;
   std::vector<std::unique_ptr<KernelLaunch>> launches_;
   GraphExec graph_;           // enqueue_run's, with run_flag()
-  GraphExec flagless_graph_;  // enqueue_program's
+  std::vector<GraphExec> program_graphs_;  // enqueue_program's, without the flag
+  size_t program_graph_count_ = 1;
+  size_t next_program_graph_ = 0;
   bool use_graph_ = true;
   bool preemptible_ = true;
   std::optional<L2Residency> residency_;

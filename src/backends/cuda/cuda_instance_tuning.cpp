@@ -211,7 +211,7 @@ void CudaInstanceImpl::select_gemm_choice(int kernel, int choice) {
   if (l.workspace_bytes_for(c) > workspace_.size()) set_workspace(l.workspace_bytes_for(c));
   l.set_gemm_choice(c);
   graph_.reset();
-  flagless_graph_.reset();
+  program_graphs_.clear();
 }
 
 }  // namespace atl::cuda

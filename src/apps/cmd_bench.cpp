@@ -189,6 +189,7 @@ void run_disb_command(const DisbFlags& f) {
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
   o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";
+  o.arm_behind_running = f.rt_path.rt_arm_next == "behind";
   o.staged_inputs = f.rt_path.inputs == "staging";
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;

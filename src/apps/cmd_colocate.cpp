@@ -164,6 +164,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.rt_sm_copies = f.rt_path.rt_copies == "sms";
   o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
   o.rt_single_launch = f.rt_path.rt_launch == "one";
+  o.arm_behind_running = f.rt_path.rt_arm_next == "behind";
   o.staged_inputs = f.rt_path.inputs == "staging";
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   ATOLL_CHECK(o.mode == sched::Mode::kRtOnly || !o.be.empty(), kInvalidArgument,

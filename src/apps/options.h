@@ -32,13 +32,14 @@ inline const CLI::Validator kNotNegative(
     "NOT NEGATIVE");
 
 // How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies,
-// --be-uploads and --rt-launch.
+// --be-uploads, --rt-launch and --rt-arm-next.
 struct RtPathFlags {
   std::string rt_arrival = "sentinel";
   std::string inputs = "staging";
   std::string rt_copies = "copy-engine";
   std::string be_uploads = "auto";
   std::string rt_launch = "one";
+  std::string rt_arm_next = "behind";
   int sentinel_priority = 0;
   std::string sentinel_words = "claim";
 };
@@ -78,6 +79,11 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
                   " or per-kernel (one host call each)")
       ->check(CLI::IsMember({"per-kernel", "one"}))
       ->default_str(f.rt_launch);
+  cmd->add_option("--rt-arm-next", f.rt_arm_next,
+                  "when an armed RT client's next task is enqueued: behind (right behind its running task) or after "
+                  "(once that task has ended, so no launch call is made behind a running task)")
+      ->check(CLI::IsMember({"behind", "after"}))
+      ->default_str(f.rt_arm_next);
   cmd->add_option("--sentinel-priority", f.sentinel_priority,
                   "the arrival sentinel thread's SCHED_FIFO priority, 0 (normal priority) to 99; refused without "
                   "CAP_SYS_NICE, it warns and runs at normal priority")

@@ -261,6 +261,7 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"rt_copies", r.rt_sm_copies ? "sms" : "copy-engine"},
                    {"be_uploads", sched::be_uploads_name(r.be_uploads)},
                    {"rt_launch", r.rt_single_launch ? "one" : "per-kernel"},
+                   {"rt_arm_next", r.arm_behind_running ? "behind" : "after"},
                    {"rt_order", r.rt_order}};
   const ModeStats* rt_only = find_rt_only(r.stats);
   for (size_t i = 0; i < r.stats.size(); ++i) j["modes"].push_back(mode_json(r.stats[i], r.runs[i], rt_only));

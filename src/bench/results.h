@@ -159,6 +159,7 @@ struct BenchResults {
   bool rt_sm_copies = false;      // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
   bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
+  bool arm_behind_running = true;  // sched::SchedulerOptions::arm_behind_running
   std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;

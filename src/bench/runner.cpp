@@ -96,6 +96,7 @@ class Runner {
     r.rt_sm_copies = o_.rt_sm_copies;
     r.be_uploads = o_.be_uploads;
     r.rt_single_launch = o_.rt_single_launch;
+    r.arm_behind_running = o_.arm_behind_running;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
@@ -183,6 +184,7 @@ class Runner {
     sw.scheduler.arrival_sentinel = o_.arrival_sentinel;
     sw.scheduler.sentinel = o_.sentinel;
     sw.scheduler.rt_single_launch = o_.rt_single_launch;
+    sw.scheduler.arm_behind_running = o_.arm_behind_running;
     sw.staged_inputs = o_.staged_inputs;
     sw.rt_sm_copies = o_.rt_sm_copies;
     sw.be_uploads = o_.be_uploads;

@@ -43,6 +43,7 @@ struct DisbOptions {
   bool rt_sm_copies = false;                              // sched::Workload::rt_sm_copies
   sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
+  bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device

@@ -104,8 +104,8 @@ void Scheduler::Impl::start_armed(Lane& l, TaskPtr t, DeviceTime opened_at) {
   top_up(l);  // the kernels not armed
   // The client's next task goes in behind this one now: in the preemptive modes BE work is
   // stopped anyway and the host would only wait for the RT kernels; arming later would take
-  // host time from BE work.
-  arm(l);
+  // host time from BE work. Otherwise it is armed once this one has ended (arm_idle_lanes).
+  if (options.arm_behind_running) arm(l);
   settle(l);
 }
 

@@ -421,6 +421,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.sentinel = o.sentinel;
   w.scheduler.be_queue_ns = o.be_queue_ns;
   w.scheduler.rt_single_launch = o.rt_single_launch;
+  w.scheduler.arm_behind_running = o.arm_behind_running;
   w.staged_inputs = o.staged_inputs;
   w.rt_sm_copies = o.rt_sm_copies;
   w.be_uploads = o.be_uploads;

@@ -190,6 +190,7 @@ struct ColocateOptions {
   bool rt_sm_copies = false;                // Workload::rt_sm_copies
   BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
+  bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

@@ -100,6 +100,9 @@ void Scheduler::Impl::schedule_rt_queue() {
     start_next_rt();
     if (rt_mode && !rt_running() && !rt_queued()) leave_rt_mode();
     if (rt_mode) {
+      // Lanes whose task ended are armed now rather than when RT mode ends, so the client's
+      // next request starts from held work (SchedulerOptions::arm_behind_running).
+      if (armed && !options.arm_behind_running) arm_idle_lanes();
       if (traits.pads_be) pad_be_lanes();
       return;
     }

@@ -64,6 +64,11 @@ struct SchedulerOptions {
   // full queue blocks the host until held work moves: with several RT clients of hundreds of
   // kernels each (DISB D: DenseNet-201, ResNet-152) whole armed tasks stalled the scheduler.
   int armed_kernels = 16;
+  // When a client's next task is armed: right behind its running one (true: the host is done with
+  // it before the running task ends) or once the running one has ended (false, also in RT mode).
+  // Behind a running graph the launch call may block the scheduler's thread until the running
+  // task ends (DISB E on the H200: graph launches of up to 6.4 ms; atoll_bench_launch measures it).
+  bool arm_behind_running = true;
   // Armed RT lanes on a scheduler running on its own thread (start): a second thread opens an
   // idle lane at its request's arrival (ArrivalSentinel), instead of the scheduler's thread
   // between two BE launches. For requests submitted ahead of their arrival whose inputs lie in

@@ -34,6 +34,7 @@ struct Scenario {
   uint64_t seed = 1;
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
+  bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
 };
 
 struct Answer {

@@ -197,6 +197,36 @@ TEST(Preemption, RtTasksInOneLaunchGiveTheSameOutputs) {
   }
 }
 
+// A client's next task armed once its running one has ended (arm_behind_running off) instead of
+// right behind it: no RT launch call is made while the client's previous task runs, still every
+// RT task starts from held work, and every output is the unpreempted one. With RT requests every
+// 50 us, shorter than a task, they also arrive while RT mode lasts.
+TEST(Preemption, ArmingAfterTheRunningTaskEndsGivesTheSameOutputs) {
+  for (const DeviceTime period : {DeviceTime{300'000}, DeviceTime{50'000}}) {
+    for (const bool behind : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "period " << period << " ns, " << (behind ? "behind" : "after"));
+      Scenario s = numerics_scenario(Mode::kReset);
+      s.rt_period = period;
+      s.rt_jitter = period / 2;
+      s.arm_behind_running = behind;
+      const ScenarioRun run = run_scenario(s);
+      EXPECT_GE(run.stats.rt_completed, 10);
+      EXPECT_EQ(run.stats.armed_rt_tasks, run.stats.rt_completed);
+      EXPECT_GT(run.stats.relaunched_kernels, 0);  // BE work was still cut and resumed
+      expect_outputs_match_unpreempted(run);
+      // A task's first kernel issued before the kernel ahead of it on the lane ended.
+      const std::vector<sim::SimLaunchRecord> rt = run.launches_of(run.rt_instance);
+      int issued_while_running = 0;
+      for (size_t i = 1; i < rt.size(); ++i) issued_while_running += rt[i].kernel == 0 && rt[i].issued < rt[i - 1].end;
+      if (behind) {
+        EXPECT_GT(issued_while_running, 0);
+      } else {
+        EXPECT_EQ(issued_while_running, 0);
+      }
+    }
+  }
+}
+
 // RT arrival to the first RT kernel's start: the armed lane makes no launch call after the
 // arrival, so with the same BE load its RT kernels start sooner than ones launched on arrival.
 TEST(Preemption, ArmedRtStartsSoonerThanLaunchingOnArrival) {

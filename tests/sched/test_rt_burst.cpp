@@ -61,8 +61,12 @@ bool serializes_rt(Mode m) {
   return m != Mode::kStreams && m != Mode::kStreamsPrio;
 }
 
-// Mode, RT order, and whether reset mode arms RT tasks (SchedulerOptions::armed_rt).
-using BurstCase = std::tuple<Mode, RtOrder, bool>;
+// How RT tasks reach the device: launched on arrival (armed_rt off), armed right behind the
+// client's running task, or armed once it has ended (SchedulerOptions::arm_behind_running off).
+enum class Arming { kLaunch, kBehind, kAfter };
+
+// Mode, RT order, arming.
+using BurstCase = std::tuple<Mode, RtOrder, Arming>;
 
 class RtBurst : public ::testing::TestWithParam<BurstCase> {};
 
@@ -70,7 +74,7 @@ TEST_P(RtBurst, EveryRequestServedInTheRtOrder) {
   // Plain names: lambdas below capture them (structured bindings only from clang 16).
   const Mode mode = std::get<0>(GetParam());
   const RtOrder order = std::get<1>(GetParam());
-  const bool armed = std::get<2>(GetParam());
+  const Arming arming = std::get<2>(GetParam());
   // The bursts are timed for host calls of 3 us: with the H200's measured 7.8 us launches the
   // test's tiny BE kernels end before the next is launched, and no burst finds one to preempt.
   SimExecOptions sim;
@@ -81,7 +85,8 @@ TEST_P(RtBurst, EveryRequestServedInTheRtOrder) {
   SchedulerOptions so;
   so.mode = mode;
   so.rt_order = order;
-  so.armed_rt = armed;
+  so.armed_rt = arming != Arming::kLaunch;
+  so.arm_behind_running = arming == Arming::kBehind;
   Scheduler scheduler(device, so);
   const auto load = [&](const CompiledModel& m) {
     const InstanceId i = device.load(m.program, m.weights);
@@ -141,20 +146,24 @@ TEST_P(RtBurst, EveryRequestServedInTheRtOrder) {
   }
 }
 
-// Every mode with each RT order; reset also with RT tasks enqueued on arrival instead of armed.
+// Every mode with each RT order and both armings; reset also with RT tasks enqueued on arrival.
 std::vector<BurstCase> burst_cases() {
   std::vector<BurstCase> cases;
   for (const RtOrder order : {RtOrder::kArrival, RtOrder::kDeadline}) {
-    for (const Mode mode : all_modes()) cases.emplace_back(mode, order, true);
-    cases.emplace_back(Mode::kReset, order, false);
+    for (const Mode mode : all_modes()) {
+      cases.emplace_back(mode, order, Arming::kBehind);
+      cases.emplace_back(mode, order, Arming::kAfter);
+    }
+    cases.emplace_back(Mode::kReset, order, Arming::kLaunch);
   }
   return cases;
 }
 
 std::string burst_name(const ::testing::TestParamInfo<BurstCase>& info) {
-  const auto [mode, order, armed] = info.param;
+  const auto [mode, order, arming] = info.param;
   std::string name = std::string(mode_name(mode)) + (order == RtOrder::kDeadline ? "_edf" : "_fifo");
-  if (mode == Mode::kReset) name += armed ? "_armed" : "_launch";
+  if (mode == Mode::kReset) name += arming == Arming::kLaunch ? "_launch" : "_armed";
+  if (arming == Arming::kAfter) name += "_arm_after";
   std::replace(name.begin(), name.end(), '-', '_');
   return name;
 }

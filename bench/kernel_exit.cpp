@@ -18,6 +18,7 @@
 #include "backends/cuda/exit_probe.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "runtime/session.h"
 
 namespace atl {
@@ -56,13 +57,6 @@ std::string family_of(const Kernel& k) {
   return f;
 }
 
-double percentile(std::vector<double> v, double q) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(v.size())));
-  return v[std::min(v.size() - 1, rank == 0 ? 0 : rank - 1)];
-}
-
 nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
   std::vector<double> all;
   for (const KernelResult* k : ks) all.insert(all.end(), k->exits_us.begin(), k->exits_us.end());
@@ -82,10 +76,10 @@ nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
   for (const KernelResult* k : ks) entry.push_back(k->entry_us);
   return {{"kernels", ks.size()},
           {"samples", all.size()},
-          {"p50_us", percentile(all, 0.5)},
-          {"p99_us", percentile(all, 0.99)},
-          {"max_us", percentile(all, 1.0)},
-          {"entry_us", {{"p50", percentile(entry, 0.5)}, {"p99", percentile(entry, 0.99)}, {"max", percentile(entry, 1.0)}}},
+          {"p50_us", quantile(all, 0.5)},
+          {"p99_us", quantile(all, 0.99)},
+          {"max_us", quantile(all, 1.0)},
+          {"entry_us", {{"p50", quantile(entry, 0.5)}, {"p99", quantile(entry, 0.99)}, {"max", quantile(entry, 1.0)}}},
           {"worst", w}};
 }
 
@@ -103,7 +97,7 @@ double median_run_ms(CudaInstance& gpu, int iters) {
     ATL_CUDA_CHECK(cudaEventElapsedTime(&t, start.get(), stop.get()));
     ms.push_back(t);
   }
-  return percentile(ms, 0.5);
+  return quantile(ms, 0.5);
 }
 
 // Model latency with the flag passed and with none, measured alternately to cancel drift.
@@ -116,7 +110,7 @@ nlohmann::json flag_cost(CudaInstance& gpu, int iters) {
     without.push_back(median_run_ms(gpu, iters));
   }
   gpu.set_preemptible(true);
-  const double a = percentile(with, 0.5), b = percentile(without, 0.5);
+  const double a = quantile(with, 0.5), b = quantile(without, 0.5);
   return {{"flag_ms", a}, {"no_flag_ms", b}, {"cost_pct", 100.0 * (a / b - 1.0)}};
 }
 

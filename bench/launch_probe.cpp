@@ -23,9 +23,9 @@
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/stream_gate.h"
-#include "bench/results.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/stats.h"
 #include "runtime/session.h"
 
 namespace atl {
@@ -81,7 +81,7 @@ constexpr Situation kSituations[] = {
     {"armed", true, true, 1},  {"second", true, true, 2},
 };
 
-nlohmann::json dist_json(const bench::Distribution& d) {
+nlohmann::json dist_json(const Distribution& d) {
   return {{"count", d.count}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
 }
 
@@ -103,7 +103,7 @@ nlohmann::json probe_situation(CudaInstance& gpu, const Situation& s, int trials
     ATL_CUDA_CHECK(cudaStreamSynchronize(stream.get()));
   }
   const double side_longest = side.stop();
-  const bench::Distribution d = bench::distribution(launch_us);
+  const Distribution d = distribution(launch_us);
   fmt::print("  {:<8} launch p50 {:8.1f}  p99 {:8.1f}  max {:8.1f} us   other thread's longest call {:8.1f} us\n", s.name,
              d.p50, d.p99, d.max, side_longest);
   return {{"situation", s.name}, {"launch_us", dist_json(d)}, {"side_call_longest_us", side_longest}};
@@ -125,7 +125,7 @@ nlohmann::json probe_model(const std::string& model, int64_t batch, int trials, 
     ATL_CUDA_CHECK(cudaStreamSynchronize(gpu.stream()));
     run_us.push_back(us_since(t0));
   }
-  const double task_us = bench::distribution(run_us).p50;
+  const double task_us = distribution(run_us).p50;
   fmt::print("{} b{}: {} kernels, task {:.1f} us (launch to synchronize, p50)\n", model, batch,
              gpu.program().kernels.size(), task_us);
   auto rows = nlohmann::json::array();

@@ -45,6 +45,7 @@
 #include "bench/preempt_kernels.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/stats.h"
 
 namespace atl {
 namespace {
@@ -70,34 +71,9 @@ void spin_until(volatile int* word, int value) {
   }
 }
 
-// Linear interpolation between the closest ranks of sorted, non-empty samples.
-double sorted_percentile(const std::vector<double>& v, double q) {
-  const double pos = q * static_cast<double>(v.size() - 1);
-  const auto lo = static_cast<size_t>(pos);
-  const size_t hi = std::min(lo + 1, v.size() - 1);
-  return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
-}
-
-// p50, p99 and max of one point's samples, from one sort.
-struct Summary {
-  size_t n = 0;
-  double p50 = 0, p99 = 0, max = 0;
-};
-
-Summary summarize(std::vector<double> v) {
-  Summary s;
-  s.n = v.size();
-  if (v.empty()) return s;
-  std::sort(v.begin(), v.end());
-  s.p50 = sorted_percentile(v, 0.5);
-  s.p99 = sorted_percentile(v, 0.99);
-  s.max = v.back();
-  return s;
-}
-
-nlohmann::json dist(const Summary& s) {
-  if (s.n == 0) return nullptr;
-  return {{"p50", s.p50}, {"p99", s.p99}, {"max", s.max}, {"n", s.n}};
+nlohmann::json dist(const Distribution& s) {
+  if (s.count == 0) return nullptr;
+  return {{"p50", s.p50}, {"p99", s.p99}, {"max", s.max}, {"n", s.count}};
 }
 
 // How the RT request reaches the GPU: the probe launched on arrival; the flag raised and the
@@ -140,8 +116,8 @@ class Sweep {
       idle_armed.push_back(a.host_us);
       idle_armed_start.push_back(a.start_us);
     }
-    const Summary ih = summarize(idle_host), id = summarize(idle_device), ia = summarize(idle_armed);
-    const Summary is = summarize(idle_start), ias = summarize(idle_armed_start);
+    const Distribution ih = distribution(idle_host), id = distribution(idle_device), ia = distribution(idle_armed);
+    const Distribution is = distribution(idle_start), ias = distribution(idle_armed_start);
     doc["idle_us"] = dist(ih);
     doc["idle_device_us"] = dist(id);
     doc["idle_armed_all_us"] = dist(ia);
@@ -171,7 +147,7 @@ class Sweep {
             start.push_back(x.start_us);
             rtt.push_back(x.clock_rtt_us);
           }
-          const Summary h = summarize(host), d = summarize(device), st = summarize(start);
+          const Distribution h = distribution(host), d = distribution(device), st = distribution(start);
           fmt::print("{:<9} {:>6} {:>7.0f} | {:>9.1f} {:>9.1f} | {:>9} {:>9} {:>9} | {:>9.1f} {:>9.1f} {:>9.1f}\n",
                      mode, count, dur, h.p50, h.p99, device_column(d, d.p50), device_column(d, d.p99),
                      device_column(d, d.max), st.p50, st.p99, st.max);
@@ -182,8 +158,8 @@ class Sweep {
                                     {"latency_us", dist(h)},
                                     {"device_latency_us", dist(d)},
                                     {"start_latency_us", dist(st)},
-                                    {"clock_rtt_us", dist(summarize(rtt))},
-                                    {"be_drain_us", dist(summarize(drain))}});
+                                    {"clock_rtt_us", dist(distribution(rtt))},
+                                    {"be_drain_us", dist(distribution(drain))}});
           write_file_atomic(o_.json_path, doc.dump(1) + "\n");
         }
       }
@@ -202,8 +178,8 @@ class Sweep {
   }
 
   // "-" where the mode has no device-clock samples.
-  static std::string device_column(const Summary& s, double value) {
-    return s.n == 0 ? "-" : fmt::format("{:.1f}", value);
+  static std::string device_column(const Distribution& s, double value) {
+    return s.count == 0 ? "-" : fmt::format("{:.1f}", value);
   }
 
   // `wait` with many long kernels would spend seconds per trial; the distribution settles sooner.

@@ -18,6 +18,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/host_copy.h"
 #include "core/atomic_file.h"
+#include "core/stats.h"
 
 namespace {
 
@@ -31,8 +32,7 @@ double median_us(int reps, Copy&& copy) {
     copy();
     t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return atl::median(std::move(t));
 }
 
 }  // namespace

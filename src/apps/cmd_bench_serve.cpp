@@ -54,11 +54,11 @@ std::pair<std::string, double> model_and_number(const std::string& spec, const s
   return {model, n};
 }
 
-nlohmann::json dist_json(const bench::Distribution& d) {
+nlohmann::json dist_json(const Distribution& d) {
   return {{"count", d.count}, {"p50", d.p50}, {"p99", d.p99}, {"p99_ci", {d.p99_low, d.p99_high}}, {"max", d.max}};
 }
 
-std::string dist_text(const bench::Distribution& d) {
+std::string dist_text(const Distribution& d) {
   return fmt::format("p50 {:8.3f} ms  p99 {:8.3f} ms [{:.3f}, {:.3f}]  ({} requests)", d.p50, d.p99, d.p99_low,
                      d.p99_high, d.count);
 }
@@ -117,9 +117,9 @@ nlohmann::json measure_overhead(serve::Server& server, const std::string& target
   check_samples(remote, "gRPC requests");
   check_samples(remote_shm, "gRPC requests with shared memory");
   check_samples(live, "ServerLive calls");
-  const bench::Distribution dl = bench::distribution(local.latency_ms), dr = bench::distribution(remote.latency_ms);
-  const bench::Distribution ds = bench::distribution(remote_shm.latency_ms);
-  const bench::Distribution dlive = bench::distribution(live.latency_ms);
+  const Distribution dl = distribution(local.latency_ms), dr = distribution(remote.latency_ms);
+  const Distribution ds = distribution(remote_shm.latency_ms);
+  const Distribution dlive = distribution(live.latency_ms);
   const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
   fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
              "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
@@ -172,8 +172,8 @@ void run_serve_bench(const ServeBenchFlags& f) {
   const std::vector<serve::LoadSamples> together =
       serve::run_grpc_load(target, server.engine(), mixed, f.duration_s, f.warmup_s);
   check_samples(together[0], "RT beside BE");
-  const bench::Distribution da = bench::distribution(alone.latency_ms);
-  const bench::Distribution dt = bench::distribution(together[0].latency_ms);
+  const Distribution da = distribution(alone.latency_ms);
+  const Distribution dt = distribution(together[0].latency_ms);
   const bench::P99Change change = bench::p99_change(dt, da);
   fmt::print("RT {} at {} Hz over gRPC, {} s:\n  alone       {}\n  beside BE   {}\n  RT p99 {:.3f}x alone [{:.3f}, {:.3f}]\n",
              rt_zoo, rt_hz, f.duration_s, dist_text(da), dist_text(dt), 1 + change.change, 1 + change.low,
@@ -188,7 +188,7 @@ void run_serve_bench(const ServeBenchFlags& f) {
                        {"concurrency", be_clients[i].concurrency},
                        {"throughput_per_s", per_s},
                        {"failed", s.failed},
-                       {"latency_ms", dist_json(bench::distribution(s.latency_ms))}});
+                       {"latency_ms", dist_json(distribution(s.latency_ms))}});
   }
   server.shutdown();
   if (f.json.empty()) return;

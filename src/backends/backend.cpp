@@ -1,8 +1,10 @@
 // Default per-kernel timing for backends without device timers.
+#include "backends/backend.h"
+
 #include <algorithm>
 #include <chrono>
 
-#include "backends/backend.h"
+#include "core/stats.h"
 
 namespace atl {
 
@@ -18,13 +20,10 @@ std::vector<double> Instance::kernel_times_ms(int iters) {
       samples[static_cast<size_t>(k)].push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
     }
   }
-  std::vector<double> median(static_cast<size_t>(n));
-  for (int k = 0; k < n; ++k) {
-    auto& s = samples[static_cast<size_t>(k)];
-    std::nth_element(s.begin(), s.begin() + static_cast<long>(s.size() / 2), s.end());
-    median[static_cast<size_t>(k)] = s[s.size() / 2];
-  }
-  return median;
+  std::vector<double> medians;
+  medians.reserve(samples.size());
+  for (std::vector<double>& s : samples) medians.push_back(median(std::move(s)));
+  return medians;
 }
 
 }  // namespace atl

@@ -3,41 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <nlohmann/json.hpp>
-#include <numeric>
 
 #include "core/error.h"
 #include "core/text.h"
 
 namespace atl::bench {
-
-Distribution distribution(std::vector<double> s) {
-  Distribution d;
-  if (s.empty()) return d;
-  std::sort(s.begin(), s.end());
-  const size_t n = s.size();
-  // Nearest-rank percentiles: the value at or above which (1-q) of samples lie.
-  auto pct = [&](double q) {
-    return s[std::min(n - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(n))) - 1)];
-  };
-  d.count = static_cast<int>(n);
-  d.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(n);
-  d.p50 = pct(0.5);
-  d.p90 = pct(0.9);
-  d.p99 = pct(0.99);
-  d.p999 = pct(0.999);
-  d.max = s.back();
-  // Ranks n q -+ 1.96 sqrt(n q (1 - q)) bound the q-quantile with 95% confidence (binomial
-  // normal approximation), whatever the distribution.
-  const double nq = 0.99 * static_cast<double>(n), half = 1.96 * std::sqrt(nq * 0.01);
-  auto at_rank = [&](double rank) {  // 1-based rank, clamped to the samples
-    return s[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(n))) - 1];
-  };
-  d.p99_low = std::min(d.p99, at_rank(std::floor(nq - half)));
-  d.p99_high = std::max(d.p99, at_rank(std::ceil(nq + half)));
-  return d;
-}
 
 P99Change p99_change(const Distribution& mode, const Distribution& rt_only) {
   P99Change c;

@@ -10,6 +10,7 @@
 #include "bench/gpu_clock.h"
 #include "bench/host_load.h"
 #include "bench/workload.h"
+#include "core/stats.h"
 #include "sched/colocate.h"
 #include "sched/scheduler.h"
 
@@ -74,15 +75,6 @@ struct ModeRun {
   int64_t sentinel_rt_tasks = 0;                // RT tasks the arrival sentinel started (SchedulerStats)
   int staged_clients = 0;
 };
-
-struct Distribution {
-  int count = 0;
-  double mean = 0, p50 = 0, p90 = 0, p99 = 0, p999 = 0, max = 0;
-  // Distribution-free 95% confidence interval of the p99 (order statistics around rank 0.99 n):
-  // what a p99 from this many samples could have been in another run of the same system.
-  double p99_low = 0, p99_high = 0;
-};
-Distribution distribution(std::vector<double> samples);
 
 // A mode's RT p99 against rt-only's on the same workload: ratio - 1, with a conservative 95%
 // interval from the two p99 intervals (low / high over high / low).

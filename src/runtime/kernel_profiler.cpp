@@ -11,6 +11,7 @@
 #include "backends/cuda/timing.h"
 #include "backends/cuda/exit_probe.h"
 #include "core/error.h"
+#include "core/stats.h"
 
 namespace atl {
 
@@ -22,11 +23,6 @@ struct Geometry {
   int resident_blocks_per_sm = 0;
   int launches = 0;
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 // The kernel's device launches as a stream capture records them (nothing runs); the largest
 // grid stands for the kernel. Capture is thread-local: other threads' CUDA calls go on.
@@ -94,7 +90,7 @@ double time_alone_us(CudaInstance& gpu, int kernel, cudaStream_t stream, cuda::H
     ATL_CUDA_CHECK(cudaEventElapsedTime(&ms, starts[static_cast<size_t>(r)].get(), ends[static_cast<size_t>(r)].get()));
     us.push_back(static_cast<double>(ms) * 1e3);
   }
-  return median_of(us);
+  return median(us);
 }
 
 // Median exit latency with the flag raised half way through the kernel's run; a trial the
@@ -109,7 +105,7 @@ std::optional<double> exit_latency_us(CudaInstance& gpu, int kernel, bench::Exit
   }
   probe.duration_us(victim, gpu.preempt_flag(), 1);
   if (exits.empty()) return std::nullopt;
-  return median_of(exits);
+  return median(exits);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/stats.h"
 #include "runtime/nvml.h"
 #include "runtime/session.h"
 
@@ -41,14 +42,6 @@ void to_json(nlohmann::json& j, const L2Measurement& m) {
 namespace {
 
 constexpr int kMaxEnergyIterations = 100000;
-
-// Distribution-free 95% interval of the median: order statistics n/2 -+ 1.96 sqrt(n)/2.
-double median_ci_half_width(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const double n = static_cast<double>(v.size());
-  const auto k = static_cast<size_t>(std::max(0.0, std::floor((n - 1.96 * std::sqrt(n)) / 2.0)));
-  return 0.5 * (v[v.size() - 1 - k] - v[k]);
-}
 
 L2Residency to_residency(const l2::WindowPlan& plan) {
   L2Residency r;

@@ -1,11 +1,10 @@
 #include "runtime/session.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "core/error.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "models/weights_file.h"
 #include "runtime/devices.h"
 #include "runtime/model_source.h"
@@ -86,18 +85,13 @@ std::vector<Tensor> Session::outputs() {
 LatencyStats latency_stats(std::vector<double> samples_ms) {
   LatencyStats s;
   if (samples_ms.empty()) return s;
-  std::sort(samples_ms.begin(), samples_ms.end());
-  const size_t n = samples_ms.size();
-  auto pct = [&](double q) {
-    const size_t idx = std::min(n - 1, static_cast<size_t>(std::ceil(q * static_cast<double>(n))) - (q > 0 ? 1 : 0));
-    return samples_ms[idx];
-  };
-  s.samples = static_cast<int>(n);
-  s.min_ms = samples_ms.front();
-  s.max_ms = samples_ms.back();
-  s.median_ms = n % 2 ? samples_ms[n / 2] : 0.5 * (samples_ms[n / 2 - 1] + samples_ms[n / 2]);
-  s.p99_ms = pct(0.99);
-  s.mean_ms = std::accumulate(samples_ms.begin(), samples_ms.end(), 0.0) / static_cast<double>(n);
+  const Distribution d = distribution(samples_ms);
+  s.samples = d.count;
+  s.min_ms = quantile(samples_ms, 0.0);
+  s.max_ms = d.max;
+  s.median_ms = median(std::move(samples_ms));
+  s.p99_ms = d.p99;
+  s.mean_ms = d.mean;
   return s;
 }
 

@@ -11,6 +11,7 @@
 #include "backends/cpu/cpu_backend.h"
 #include "compile/compiler.h"
 #include "core/rng.h"
+#include "core/stats.h"
 #include "models/zoo.h"
 
 namespace atl {
@@ -167,8 +168,7 @@ double median_run_ms(Instance& inst, int iters) {
     inst.run();
     ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::nth_element(ms.begin(), ms.begin() + iters / 2, ms.end());
-  return ms[static_cast<size_t>(iters / 2)];
+  return median(std::move(ms));
 }
 
 void print_timing(const std::string& model, int iters) {

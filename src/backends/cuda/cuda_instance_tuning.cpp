@@ -11,6 +11,7 @@
 #include "backends/cuda/timing.h"
 #include "backends/cuda/tune_cache.h"
 #include "core/error.h"
+#include "core/stats.h"
 
 namespace atl::cuda {
 
@@ -40,11 +41,6 @@ std::optional<GemmChoice> cached_choice(const TuneCache& cache, const KernelLaun
     if (choice_name(c) == *name) return c;
   }
   return std::nullopt;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
 }  // namespace

@@ -1,0 +1,65 @@
+#include "core/stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace atl {
+
+namespace {
+
+// Nearest rank on sorted, non-empty samples.
+double sorted_quantile(const std::vector<double>& s, double q) {
+  const double rank = std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(s.size()));
+  return s[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(s.size()))) - 1];
+}
+
+}  // namespace
+
+double quantile(std::vector<double> samples, double q) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  return sorted_quantile(samples, q);
+}
+
+double median(std::vector<double> samples) {
+  if (samples.empty()) return 0.0;
+  const size_t n = samples.size(), mid = n / 2;
+  std::nth_element(samples.begin(), samples.begin() + static_cast<long>(mid), samples.end());
+  if (n % 2 == 1) return samples[mid];
+  const double upper = samples[mid];
+  return 0.5 * (*std::max_element(samples.begin(), samples.begin() + static_cast<long>(mid)) + upper);
+}
+
+double median_ci_half_width(std::vector<double> samples) {
+  if (samples.empty()) return 0.0;
+  std::sort(samples.begin(), samples.end());
+  const double n = static_cast<double>(samples.size());
+  const auto k = static_cast<size_t>(std::max(0.0, std::floor((n - 1.96 * std::sqrt(n)) / 2.0)));
+  return 0.5 * (samples[samples.size() - 1 - k] - samples[k]);
+}
+
+Distribution distribution(std::vector<double> s) {
+  Distribution d;
+  if (s.empty()) return d;
+  std::sort(s.begin(), s.end());
+  const size_t n = s.size();
+  d.count = static_cast<int>(n);
+  d.mean = std::accumulate(s.begin(), s.end(), 0.0) / static_cast<double>(n);
+  d.p50 = sorted_quantile(s, 0.5);
+  d.p90 = sorted_quantile(s, 0.9);
+  d.p99 = sorted_quantile(s, 0.99);
+  d.p999 = sorted_quantile(s, 0.999);
+  d.max = s.back();
+  // Ranks n q -+ 1.96 sqrt(n q (1 - q)) bound the q-quantile with 95% confidence (binomial
+  // normal approximation), whatever the distribution.
+  const double nq = 0.99 * static_cast<double>(n), half = 1.96 * std::sqrt(nq * 0.01);
+  auto at_rank = [&](double rank) {  // 1-based rank, clamped to the samples
+    return s[static_cast<size_t>(std::clamp(rank, 1.0, static_cast<double>(n))) - 1];
+  };
+  d.p99_low = std::min(d.p99, at_rank(std::floor(nq - half)));
+  d.p99_high = std::max(d.p99, at_rank(std::ceil(nq + half)));
+  return d;
+}
+
+}  // namespace atl

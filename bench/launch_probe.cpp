@@ -104,8 +104,8 @@ nlohmann::json probe_situation(CudaInstance& gpu, const Situation& s, int trials
   }
   const double side_longest = side.stop();
   const Distribution d = distribution(launch_us);
-  fmt::print("  {:<8} launch p50 {:8.1f}  p99 {:8.1f}  max {:8.1f} us   other thread's longest call {:8.1f} us\n", s.name,
-             d.p50, d.p99, d.max, side_longest);
+  fmt::print("  {:<8} launch p50 {:8.1f}  p99 {:8.1f}  max {:8.1f} us   other thread's longest call {:8.1f} us\n",
+             s.name, d.p50, d.p99, d.max, side_longest);
   return {{"situation", s.name}, {"launch_us", dist_json(d)}, {"side_call_longest_us", side_longest}};
 }
 
@@ -130,8 +130,11 @@ nlohmann::json probe_model(const std::string& model, int64_t batch, int trials, 
              gpu.program().kernels.size(), task_us);
   auto rows = nlohmann::json::array();
   for (const Situation& s : kSituations) rows.push_back(probe_situation(gpu, s, trials, side));
-  return {{"model", model}, {"batch", batch}, {"kernels", gpu.program().kernels.size()},
-          {"task_us", task_us}, {"situations", rows}};
+  return {{"model", model},
+          {"batch", batch},
+          {"kernels", gpu.program().kernels.size()},
+          {"task_us", task_us},
+          {"situations", rows}};
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Shape and dtype inference, one case per op. Errors name the node and what is wrong.
+// Shape and dtype inference, one function per op family. Errors name the node and what is wrong.
 #include <algorithm>
 #include <numeric>
 
@@ -162,48 +162,295 @@ PoolParams pool_params(const Attrs& a) {
   return p;
 }
 
+namespace {
+
+std::vector<InferredType> infer_conv2d(const Graph& g, const Node& n) {
+  const Conv2dParams p = conv2d_params(n.attrs);
+  const size_t need = 2 + (p.has_bias ? 1 : 0) + (p.has_residual ? 1 : 0);
+  expect_inputs(n, need, need);
+  const Value& x = in(g, n, 0);
+  const Value& w = in(g, n, 1);
+  expect_float(n, x);
+  NODE_CHECK(x.shape.rank() == 4, "input '{}' must be 4-D NCHW, is {}", x.name, x.shape.str());
+  NODE_CHECK(w.shape.rank() == 4, "weight '{}' must be 4-D OIHW, is {}", w.name, w.shape.str());
+  NODE_CHECK(p.group >= 1 && x.shape[1] % p.group == 0 && w.shape[0] % p.group == 0,
+             "group {} does not divide channels {} -> {}", p.group, x.shape[1], w.shape[0]);
+  NODE_CHECK(w.shape[1] * p.group == x.shape[1], "weight {} expects {} input channels, input has {}",
+             w.shape.str(), w.shape[1] * p.group, x.shape[1]);
+  NODE_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0, "stride and dilation must be > 0");
+  const int64_t oh = pool_out_size(x.shape[2], w.shape[2], p.stride_h, p.pad_t, p.pad_b, p.dil_h, false);
+  const int64_t ow = pool_out_size(x.shape[3], w.shape[3], p.stride_w, p.pad_l, p.pad_r, p.dil_w, false);
+  NODE_CHECK(oh > 0 && ow > 0, "kernel {}x{} larger than padded input {}", w.shape[2], w.shape[3], x.shape.str());
+  Shape out{x.shape[0], w.shape[0], oh, ow};
+  size_t next = 2;
+  if (p.has_bias) {
+    const Value& b = in(g, n, next++);
+    NODE_CHECK(b.shape == Shape({w.shape[0]}), "bias must be [{}], is {}", w.shape[0], b.shape.str());
+  }
+  if (p.has_residual) {
+    const Value& r = in(g, n, next++);
+    NODE_CHECK(r.shape == out, "residual {} does not match output {}", r.shape.str(), out.str());
+  }
+  return {{x.dtype, out}};
+}
+
+std::vector<InferredType> infer_batch_norm(const Graph& g, const Node& n) {
+  expect_inputs(n, 5, 5);
+  const Value& x = in(g, n, 0);
+  expect_float(n, x);
+  NODE_CHECK(x.shape.rank() >= 2, "input must have a channel axis, is {}", x.shape.str());
+  for (size_t i = 1; i < 5; ++i) {
+    NODE_CHECK(in(g, n, i).shape == Shape({x.shape[1]}), "parameter '{}' must be [{}], is {}", in(g, n, i).name,
+               x.shape[1], in(g, n, i).shape.str());
+  }
+  return {{x.dtype, x.shape}};
+}
+
+std::vector<InferredType> infer_unary(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  expect_float(n, in(g, n, 0));
+  return {{in(g, n, 0).dtype, in(g, n, 0).shape}};
+}
+
+std::vector<InferredType> infer_binary(const Graph& g, const Node& n) {
+  expect_inputs(n, 2, 2);
+  const Value& a = in(g, n, 0);
+  const Value& b = in(g, n, 1);
+  NODE_CHECK(a.dtype == b.dtype, "dtypes differ: {} vs {}", dtype_name(a.dtype), dtype_name(b.dtype));
+  expect_float(n, a);
+  return {{a.dtype, broadcast(n, a.shape, b.shape)}};
+}
+
+std::vector<InferredType> infer_pool(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  expect_float(n, x);
+  NODE_CHECK(x.shape.rank() == 4, "input must be 4-D NCHW, is {}", x.shape.str());
+  const PoolParams p = pool_params(n.attrs);
+  NODE_CHECK(p.k_h > 0 && p.k_w > 0 && p.stride_h > 0 && p.stride_w > 0, "kernel and stride must be > 0");
+  NODE_CHECK(p.pad_t * 2 <= p.k_h && p.pad_l * 2 <= p.k_w, "padding must be at most half the kernel");
+  const int64_t oh = pool_out_size(x.shape[2], p.k_h, p.stride_h, p.pad_t, p.pad_b, 1, p.ceil_mode);
+  const int64_t ow = pool_out_size(x.shape[3], p.k_w, p.stride_w, p.pad_l, p.pad_r, 1, p.ceil_mode);
+  NODE_CHECK(oh > 0 && ow > 0, "window larger than input {}", x.shape.str());
+  return {{x.dtype, Shape{x.shape[0], x.shape[1], oh, ow}}};
+}
+
+std::vector<InferredType> infer_global_avg_pool(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  NODE_CHECK(x.shape.rank() == 4, "input must be 4-D NCHW, is {}", x.shape.str());
+  return {{x.dtype, Shape{x.shape[0], x.shape[1], 1, 1}}};
+}
+
+std::vector<InferredType> infer_concat(const Graph& g, const Node& n) {
+  NODE_CHECK(!n.inputs.empty(), "needs at least one input");
+  const Value& a = in(g, n, 0);
+  const int axis = norm_axis(n, n.attrs.get_int("axis"), a.shape.rank());
+  std::vector<int64_t> out = a.shape.dims();
+  for (size_t i = 1; i < n.inputs.size(); ++i) {
+    const Value& b = in(g, n, i);
+    NODE_CHECK(b.dtype == a.dtype && b.shape.rank() == a.shape.rank(), "input '{}' {} does not match '{}' {}",
+               b.name, b.shape.str(), a.name, a.shape.str());
+    for (int d = 0; d < a.shape.rank(); ++d) {
+      if (d == axis) continue;
+      NODE_CHECK(b.shape[d] == a.shape[d], "input '{}' {} differs from {} outside axis {}", b.name, b.shape.str(),
+                 a.shape.str(), axis);
+    }
+    out[static_cast<size_t>(axis)] += b.shape[axis];
+  }
+  return {{a.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_flatten(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  const int64_t axis = n.attrs.get_int("axis", 1);
+  NODE_CHECK(axis >= 0 && axis <= x.shape.rank(), "axis {} out of range", axis);
+  int64_t lead = 1, tail = 1;
+  for (int d = 0; d < x.shape.rank(); ++d) (d < axis ? lead : tail) *= x.shape[d];
+  return {{x.dtype, Shape{lead, tail}}};
+}
+
+std::vector<InferredType> infer_reshape(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  std::vector<int64_t> dims = n.attrs.get_ints("shape");
+  int64_t known = 1;
+  int infer_at = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == -1) {
+      NODE_CHECK(infer_at < 0, "more than one -1 in shape");
+      infer_at = static_cast<int>(i);
+    } else {
+      NODE_CHECK(dims[i] > 0, "bad dimension {} in shape", dims[i]);
+      known *= dims[i];
+    }
+  }
+  if (infer_at >= 0) {
+    NODE_CHECK(known > 0 && x.shape.numel() % known == 0, "cannot infer -1 reshaping {}", x.shape.str());
+    dims[static_cast<size_t>(infer_at)] = x.shape.numel() / known;
+  }
+  NODE_CHECK(Shape(dims).numel() == x.shape.numel(), "cannot reshape {} to {}", x.shape.str(), Shape(dims).str());
+  return {{x.dtype, Shape(dims)}};
+}
+
+std::vector<InferredType> infer_transpose(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  const auto& perm = n.attrs.get_ints("perm");
+  NODE_CHECK(static_cast<int>(perm.size()) == x.shape.rank(), "perm has {} entries for rank {}", perm.size(),
+             x.shape.rank());
+  std::vector<int64_t> seen(perm.size(), 0), out;
+  for (int64_t p : perm) {
+    NODE_CHECK(p >= 0 && p < x.shape.rank() && !seen[static_cast<size_t>(p)]++, "perm is not a permutation");
+    out.push_back(x.shape[static_cast<int>(p)]);
+  }
+  return {{x.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_gemm(const Graph& g, const Node& n) {
+  const bool bias = n.attrs.get_int("bias", 0) != 0;
+  const bool residual = n.attrs.get_int("residual", 0) != 0;
+  const size_t need = 2 + (bias ? 1 : 0) + (residual ? 1 : 0);
+  expect_inputs(n, need, need);
+  const Value& x = in(g, n, 0);
+  const Value& w = in(g, n, 1);
+  expect_float(n, x);
+  NODE_CHECK(x.shape.rank() >= 2, "input must be at least 2-D, is {}", x.shape.str());
+  NODE_CHECK(w.shape.rank() == 2, "weight must be [N, K], is {}", w.shape.str());
+  NODE_CHECK(x.shape.dim(-1) == w.shape[1], "input {} has K={}, weight {} expects {}", x.shape.str(),
+             x.shape.dim(-1), w.shape.str(), w.shape[1]);
+  // groups G: G Gemms of one input, weights stacked [G * N, K], outputs stacked [G, ..., N].
+  const int64_t groups = n.attrs.get_int("groups", 1);
+  NODE_CHECK(groups >= 1 && w.shape[0] % groups == 0, "groups {} do not divide the weight's {} rows", groups,
+             w.shape[0]);
+  NODE_CHECK(groups == 1 || !residual, "grouped Gemms take no residual");
+  std::vector<int64_t> out = x.shape.dims();
+  out.back() = w.shape[0] / groups;
+  if (groups > 1) out.insert(out.begin(), groups);
+  size_t next = 2;
+  if (bias) {
+    NODE_CHECK(in(g, n, next).shape == Shape({w.shape[0]}), "bias must be [{}], is {}", w.shape[0],
+               in(g, n, next).shape.str());
+    ++next;
+  }
+  if (residual) {
+    NODE_CHECK(in(g, n, next).shape == Shape(out), "residual {} does not match output {}",
+               in(g, n, next).shape.str(), Shape(out).str());
+  }
+  return {{x.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_matmul(const Graph& g, const Node& n) {
+  expect_inputs(n, 2, 2);
+  expect_float(n, in(g, n, 0));
+  const MatMulShapes s = matmul_shapes(n.attrs, in(g, n, 0).shape, in(g, n, 1).shape);
+  NODE_CHECK(s.error.empty(), "{}", s.error);
+  return {{in(g, n, 0).dtype, s.y_stored}};
+}
+
+std::vector<InferredType> infer_softmax(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  norm_axis(n, n.attrs.get_int("axis", -1), x.shape.rank());
+  return {{x.dtype, x.shape}};
+}
+
+std::vector<InferredType> infer_layer_norm(const Graph& g, const Node& n) {
+  expect_inputs(n, 3, 3);
+  const Value& x = in(g, n, 0);
+  const int64_t d = x.shape.dim(-1);
+  NODE_CHECK(in(g, n, 1).shape == Shape({d}) && in(g, n, 2).shape == Shape({d}),
+             "gamma and beta must be [{}]", d);
+  return {{x.dtype, x.shape}};
+}
+
+std::vector<InferredType> infer_gather(const Graph& g, const Node& n) {
+  expect_inputs(n, 2, 2);
+  const Value& table = in(g, n, 0);
+  const Value& idx = in(g, n, 1);
+  NODE_CHECK(table.shape.rank() == 2, "table must be [V, D], is {}", table.shape.str());
+  NODE_CHECK(idx.dtype == DType::kI64 || idx.dtype == DType::kI32, "indices must be integers, are {}",
+             dtype_name(idx.dtype));
+  std::vector<int64_t> out = idx.shape.dims();
+  out.push_back(table.shape[1]);
+  return {{table.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_slice(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  const auto& axes = n.attrs.get_ints("axes");
+  const auto& starts = n.attrs.get_ints("starts");
+  const auto& ends = n.attrs.get_ints("ends");
+  const auto steps = n.attrs.get_ints("steps", std::vector<int64_t>(axes.size(), 1));
+  NODE_CHECK(starts.size() == axes.size() && ends.size() == axes.size() && steps.size() == axes.size(),
+             "axes, starts, ends and steps must have equal length");
+  std::vector<int64_t> out = x.shape.dims();
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int axis = norm_axis(n, axes[i], x.shape.rank());
+    const int64_t dim = x.shape[axis];
+    NODE_CHECK(steps[i] > 0, "only positive steps are supported");
+    const int64_t s = std::clamp(starts[i] < 0 ? starts[i] + dim : starts[i], int64_t{0}, dim);
+    const int64_t e = std::clamp(ends[i] < 0 ? ends[i] + dim : ends[i], int64_t{0}, dim);
+    NODE_CHECK(e > s, "empty slice [{}:{}] on axis {}", s, e, axis);
+    out[static_cast<size_t>(axis)] = (e - s + steps[i] - 1) / steps[i];
+  }
+  return {{x.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_layout_cast(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  NODE_CHECK(in(g, n, 0).shape.rank() == 4, "layout casts need a 4-D input");
+  return {{in(g, n, 0).dtype, in(g, n, 0).shape}};
+}
+
+std::vector<InferredType> infer_scale_shift(const Graph& g, const Node& n) {
+  expect_inputs(n, 3, 3);
+  const Value& x = in(g, n, 0);
+  NODE_CHECK(x.shape.rank() >= 2, "input must have a channel axis, is {}", x.shape.str());
+  NODE_CHECK(in(g, n, 1).shape == Shape({x.shape[1]}) && in(g, n, 2).shape == Shape({x.shape[1]}),
+             "scale and shift must be [{}]", x.shape[1]);
+  return {{x.dtype, x.shape}};
+}
+
+std::vector<InferredType> infer_reduce_mean(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  const Value& x = in(g, n, 0);
+  expect_float(n, x);
+  const auto& axes = n.attrs.get_ints("axes");
+  const bool keep = n.attrs.get_int("keepdims", 1) != 0;
+  NODE_CHECK(!axes.empty(), "needs at least one axis");
+  std::vector<bool> reduced(static_cast<size_t>(x.shape.rank()), false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    NODE_CHECK(axes[i] >= 0 && axes[i] < x.shape.rank() && (i == 0 || axes[i] > axes[i - 1]),
+               "axes must be ascending and within rank {}", x.shape.rank());
+    reduced[static_cast<size_t>(axes[i])] = true;
+  }
+  std::vector<int64_t> out;
+  for (int d = 0; d < x.shape.rank(); ++d) {
+    if (!reduced[static_cast<size_t>(d)]) {
+      out.push_back(x.shape[d]);
+    } else if (keep) {
+      out.push_back(1);
+    }
+  }
+  return {{x.dtype, Shape(out)}};
+}
+
+std::vector<InferredType> infer_cast(const Graph& g, const Node& n) {
+  expect_inputs(n, 1, 1);
+  return {{dtype_from_name(n.attrs.get_string("to")), in(g, n, 0).shape}};
+}
+
+}  // namespace
+
 std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
   switch (n.op) {
-    case OpKind::kConv2d: {
-      const Conv2dParams p = conv2d_params(n.attrs);
-      const size_t need = 2 + (p.has_bias ? 1 : 0) + (p.has_residual ? 1 : 0);
-      expect_inputs(n, need, need);
-      const Value& x = in(g, n, 0);
-      const Value& w = in(g, n, 1);
-      expect_float(n, x);
-      NODE_CHECK(x.shape.rank() == 4, "input '{}' must be 4-D NCHW, is {}", x.name, x.shape.str());
-      NODE_CHECK(w.shape.rank() == 4, "weight '{}' must be 4-D OIHW, is {}", w.name, w.shape.str());
-      NODE_CHECK(p.group >= 1 && x.shape[1] % p.group == 0 && w.shape[0] % p.group == 0,
-                 "group {} does not divide channels {} -> {}", p.group, x.shape[1], w.shape[0]);
-      NODE_CHECK(w.shape[1] * p.group == x.shape[1], "weight {} expects {} input channels, input has {}",
-                 w.shape.str(), w.shape[1] * p.group, x.shape[1]);
-      NODE_CHECK(p.stride_h > 0 && p.stride_w > 0 && p.dil_h > 0 && p.dil_w > 0, "stride and dilation must be > 0");
-      const int64_t oh = pool_out_size(x.shape[2], w.shape[2], p.stride_h, p.pad_t, p.pad_b, p.dil_h, false);
-      const int64_t ow = pool_out_size(x.shape[3], w.shape[3], p.stride_w, p.pad_l, p.pad_r, p.dil_w, false);
-      NODE_CHECK(oh > 0 && ow > 0, "kernel {}x{} larger than padded input {}", w.shape[2], w.shape[3], x.shape.str());
-      Shape out{x.shape[0], w.shape[0], oh, ow};
-      size_t next = 2;
-      if (p.has_bias) {
-        const Value& b = in(g, n, next++);
-        NODE_CHECK(b.shape == Shape({w.shape[0]}), "bias must be [{}], is {}", w.shape[0], b.shape.str());
-      }
-      if (p.has_residual) {
-        const Value& r = in(g, n, next++);
-        NODE_CHECK(r.shape == out, "residual {} does not match output {}", r.shape.str(), out.str());
-      }
-      return {{x.dtype, out}};
-    }
-    case OpKind::kBatchNorm: {
-      expect_inputs(n, 5, 5);
-      const Value& x = in(g, n, 0);
-      expect_float(n, x);
-      NODE_CHECK(x.shape.rank() >= 2, "input must have a channel axis, is {}", x.shape.str());
-      for (size_t i = 1; i < 5; ++i) {
-        NODE_CHECK(in(g, n, i).shape == Shape({x.shape[1]}), "parameter '{}' must be [{}], is {}", in(g, n, i).name,
-                   x.shape[1], in(g, n, i).shape.str());
-      }
-      return {{x.dtype, x.shape}};
-    }
+    case OpKind::kConv2d:
+      return infer_conv2d(g, n);
+    case OpKind::kBatchNorm:
+      return infer_batch_norm(g, n);
     case OpKind::kRelu:
     case OpKind::kRelu6:
     case OpKind::kGelu:
@@ -214,232 +461,50 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
     case OpKind::kErf:
     case OpKind::kSqrt:
     case OpKind::kClip:
-    case OpKind::kDropout: {
-      expect_inputs(n, 1, 1);
-      expect_float(n, in(g, n, 0));
-      return {{in(g, n, 0).dtype, in(g, n, 0).shape}};
-    }
+    case OpKind::kDropout:
+      return infer_unary(g, n);
     case OpKind::kAdd:
     case OpKind::kMul:
     case OpKind::kSub:
     case OpKind::kDiv:
-    case OpKind::kPow: {
-      expect_inputs(n, 2, 2);
-      const Value& a = in(g, n, 0);
-      const Value& b = in(g, n, 1);
-      NODE_CHECK(a.dtype == b.dtype, "dtypes differ: {} vs {}", dtype_name(a.dtype), dtype_name(b.dtype));
-      expect_float(n, a);
-      return {{a.dtype, broadcast(n, a.shape, b.shape)}};
-    }
+    case OpKind::kPow:
+      return infer_binary(g, n);
     case OpKind::kMaxPool:
-    case OpKind::kAvgPool: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      expect_float(n, x);
-      NODE_CHECK(x.shape.rank() == 4, "input must be 4-D NCHW, is {}", x.shape.str());
-      const PoolParams p = pool_params(n.attrs);
-      NODE_CHECK(p.k_h > 0 && p.k_w > 0 && p.stride_h > 0 && p.stride_w > 0, "kernel and stride must be > 0");
-      NODE_CHECK(p.pad_t * 2 <= p.k_h && p.pad_l * 2 <= p.k_w, "padding must be at most half the kernel");
-      const int64_t oh = pool_out_size(x.shape[2], p.k_h, p.stride_h, p.pad_t, p.pad_b, 1, p.ceil_mode);
-      const int64_t ow = pool_out_size(x.shape[3], p.k_w, p.stride_w, p.pad_l, p.pad_r, 1, p.ceil_mode);
-      NODE_CHECK(oh > 0 && ow > 0, "window larger than input {}", x.shape.str());
-      return {{x.dtype, Shape{x.shape[0], x.shape[1], oh, ow}}};
-    }
-    case OpKind::kGlobalAvgPool: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      NODE_CHECK(x.shape.rank() == 4, "input must be 4-D NCHW, is {}", x.shape.str());
-      return {{x.dtype, Shape{x.shape[0], x.shape[1], 1, 1}}};
-    }
-    case OpKind::kConcat: {
-      NODE_CHECK(!n.inputs.empty(), "needs at least one input");
-      const Value& a = in(g, n, 0);
-      const int axis = norm_axis(n, n.attrs.get_int("axis"), a.shape.rank());
-      std::vector<int64_t> out = a.shape.dims();
-      for (size_t i = 1; i < n.inputs.size(); ++i) {
-        const Value& b = in(g, n, i);
-        NODE_CHECK(b.dtype == a.dtype && b.shape.rank() == a.shape.rank(), "input '{}' {} does not match '{}' {}",
-                   b.name, b.shape.str(), a.name, a.shape.str());
-        for (int d = 0; d < a.shape.rank(); ++d) {
-          if (d == axis) continue;
-          NODE_CHECK(b.shape[d] == a.shape[d], "input '{}' {} differs from {} outside axis {}", b.name, b.shape.str(),
-                     a.shape.str(), axis);
-        }
-        out[static_cast<size_t>(axis)] += b.shape[axis];
-      }
-      return {{a.dtype, Shape(out)}};
-    }
-    case OpKind::kFlatten: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      const int64_t axis = n.attrs.get_int("axis", 1);
-      NODE_CHECK(axis >= 0 && axis <= x.shape.rank(), "axis {} out of range", axis);
-      int64_t lead = 1, tail = 1;
-      for (int d = 0; d < x.shape.rank(); ++d) (d < axis ? lead : tail) *= x.shape[d];
-      return {{x.dtype, Shape{lead, tail}}};
-    }
-    case OpKind::kReshape: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      std::vector<int64_t> dims = n.attrs.get_ints("shape");
-      int64_t known = 1;
-      int infer_at = -1;
-      for (size_t i = 0; i < dims.size(); ++i) {
-        if (dims[i] == -1) {
-          NODE_CHECK(infer_at < 0, "more than one -1 in shape");
-          infer_at = static_cast<int>(i);
-        } else {
-          NODE_CHECK(dims[i] > 0, "bad dimension {} in shape", dims[i]);
-          known *= dims[i];
-        }
-      }
-      if (infer_at >= 0) {
-        NODE_CHECK(known > 0 && x.shape.numel() % known == 0, "cannot infer -1 reshaping {}", x.shape.str());
-        dims[static_cast<size_t>(infer_at)] = x.shape.numel() / known;
-      }
-      NODE_CHECK(Shape(dims).numel() == x.shape.numel(), "cannot reshape {} to {}", x.shape.str(), Shape(dims).str());
-      return {{x.dtype, Shape(dims)}};
-    }
-    case OpKind::kTranspose: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      const auto& perm = n.attrs.get_ints("perm");
-      NODE_CHECK(static_cast<int>(perm.size()) == x.shape.rank(), "perm has {} entries for rank {}", perm.size(),
-                 x.shape.rank());
-      std::vector<int64_t> seen(perm.size(), 0), out;
-      for (int64_t p : perm) {
-        NODE_CHECK(p >= 0 && p < x.shape.rank() && !seen[static_cast<size_t>(p)]++, "perm is not a permutation");
-        out.push_back(x.shape[static_cast<int>(p)]);
-      }
-      return {{x.dtype, Shape(out)}};
-    }
-    case OpKind::kGemm: {
-      const bool bias = n.attrs.get_int("bias", 0) != 0;
-      const bool residual = n.attrs.get_int("residual", 0) != 0;
-      const size_t need = 2 + (bias ? 1 : 0) + (residual ? 1 : 0);
-      expect_inputs(n, need, need);
-      const Value& x = in(g, n, 0);
-      const Value& w = in(g, n, 1);
-      expect_float(n, x);
-      NODE_CHECK(x.shape.rank() >= 2, "input must be at least 2-D, is {}", x.shape.str());
-      NODE_CHECK(w.shape.rank() == 2, "weight must be [N, K], is {}", w.shape.str());
-      NODE_CHECK(x.shape.dim(-1) == w.shape[1], "input {} has K={}, weight {} expects {}", x.shape.str(),
-                 x.shape.dim(-1), w.shape.str(), w.shape[1]);
-      // groups G: G Gemms of one input, weights stacked [G * N, K], outputs stacked [G, ..., N].
-      const int64_t groups = n.attrs.get_int("groups", 1);
-      NODE_CHECK(groups >= 1 && w.shape[0] % groups == 0, "groups {} do not divide the weight's {} rows", groups,
-                 w.shape[0]);
-      NODE_CHECK(groups == 1 || !residual, "grouped Gemms take no residual");
-      std::vector<int64_t> out = x.shape.dims();
-      out.back() = w.shape[0] / groups;
-      if (groups > 1) out.insert(out.begin(), groups);
-      size_t next = 2;
-      if (bias) {
-        NODE_CHECK(in(g, n, next).shape == Shape({w.shape[0]}), "bias must be [{}], is {}", w.shape[0],
-                   in(g, n, next).shape.str());
-        ++next;
-      }
-      if (residual) {
-        NODE_CHECK(in(g, n, next).shape == Shape(out), "residual {} does not match output {}",
-                   in(g, n, next).shape.str(), Shape(out).str());
-      }
-      return {{x.dtype, Shape(out)}};
-    }
-    case OpKind::kMatMul: {
-      expect_inputs(n, 2, 2);
-      expect_float(n, in(g, n, 0));
-      const MatMulShapes s = matmul_shapes(n.attrs, in(g, n, 0).shape, in(g, n, 1).shape);
-      NODE_CHECK(s.error.empty(), "{}", s.error);
-      return {{in(g, n, 0).dtype, s.y_stored}};
-    }
-    case OpKind::kSoftmax: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      norm_axis(n, n.attrs.get_int("axis", -1), x.shape.rank());
-      return {{x.dtype, x.shape}};
-    }
-    case OpKind::kLayerNorm: {
-      expect_inputs(n, 3, 3);
-      const Value& x = in(g, n, 0);
-      const int64_t d = x.shape.dim(-1);
-      NODE_CHECK(in(g, n, 1).shape == Shape({d}) && in(g, n, 2).shape == Shape({d}),
-                 "gamma and beta must be [{}]", d);
-      return {{x.dtype, x.shape}};
-    }
-    case OpKind::kGather: {
-      expect_inputs(n, 2, 2);
-      const Value& table = in(g, n, 0);
-      const Value& idx = in(g, n, 1);
-      NODE_CHECK(table.shape.rank() == 2, "table must be [V, D], is {}", table.shape.str());
-      NODE_CHECK(idx.dtype == DType::kI64 || idx.dtype == DType::kI32, "indices must be integers, are {}",
-                 dtype_name(idx.dtype));
-      std::vector<int64_t> out = idx.shape.dims();
-      out.push_back(table.shape[1]);
-      return {{table.dtype, Shape(out)}};
-    }
-    case OpKind::kSlice: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      const auto& axes = n.attrs.get_ints("axes");
-      const auto& starts = n.attrs.get_ints("starts");
-      const auto& ends = n.attrs.get_ints("ends");
-      const auto steps = n.attrs.get_ints("steps", std::vector<int64_t>(axes.size(), 1));
-      NODE_CHECK(starts.size() == axes.size() && ends.size() == axes.size() && steps.size() == axes.size(),
-                 "axes, starts, ends and steps must have equal length");
-      std::vector<int64_t> out = x.shape.dims();
-      for (size_t i = 0; i < axes.size(); ++i) {
-        const int axis = norm_axis(n, axes[i], x.shape.rank());
-        const int64_t dim = x.shape[axis];
-        NODE_CHECK(steps[i] > 0, "only positive steps are supported");
-        const int64_t s = std::clamp(starts[i] < 0 ? starts[i] + dim : starts[i], int64_t{0}, dim);
-        const int64_t e = std::clamp(ends[i] < 0 ? ends[i] + dim : ends[i], int64_t{0}, dim);
-        NODE_CHECK(e > s, "empty slice [{}:{}] on axis {}", s, e, axis);
-        out[static_cast<size_t>(axis)] = (e - s + steps[i] - 1) / steps[i];
-      }
-      return {{x.dtype, Shape(out)}};
-    }
+    case OpKind::kAvgPool:
+      return infer_pool(g, n);
+    case OpKind::kGlobalAvgPool:
+      return infer_global_avg_pool(g, n);
+    case OpKind::kConcat:
+      return infer_concat(g, n);
+    case OpKind::kFlatten:
+      return infer_flatten(g, n);
+    case OpKind::kReshape:
+      return infer_reshape(g, n);
+    case OpKind::kTranspose:
+      return infer_transpose(g, n);
+    case OpKind::kGemm:
+      return infer_gemm(g, n);
+    case OpKind::kMatMul:
+      return infer_matmul(g, n);
+    case OpKind::kSoftmax:
+      return infer_softmax(g, n);
+    case OpKind::kLayerNorm:
+      return infer_layer_norm(g, n);
+    case OpKind::kGather:
+      return infer_gather(g, n);
+    case OpKind::kSlice:
+      return infer_slice(g, n);
     case OpKind::kLayoutToNHWC:
-    case OpKind::kLayoutToNCHW: {
-      expect_inputs(n, 1, 1);
-      NODE_CHECK(in(g, n, 0).shape.rank() == 4, "layout casts need a 4-D input");
-      return {{in(g, n, 0).dtype, in(g, n, 0).shape}};
-    }
-    case OpKind::kScaleShift: {
-      expect_inputs(n, 3, 3);
-      const Value& x = in(g, n, 0);
-      NODE_CHECK(x.shape.rank() >= 2, "input must have a channel axis, is {}", x.shape.str());
-      NODE_CHECK(in(g, n, 1).shape == Shape({x.shape[1]}) && in(g, n, 2).shape == Shape({x.shape[1]}),
-                 "scale and shift must be [{}]", x.shape[1]);
-      return {{x.dtype, x.shape}};
-    }
-    case OpKind::kReduceMean: {
-      expect_inputs(n, 1, 1);
-      const Value& x = in(g, n, 0);
-      expect_float(n, x);
-      const auto& axes = n.attrs.get_ints("axes");
-      const bool keep = n.attrs.get_int("keepdims", 1) != 0;
-      NODE_CHECK(!axes.empty(), "needs at least one axis");
-      std::vector<bool> reduced(static_cast<size_t>(x.shape.rank()), false);
-      for (size_t i = 0; i < axes.size(); ++i) {
-        NODE_CHECK(axes[i] >= 0 && axes[i] < x.shape.rank() && (i == 0 || axes[i] > axes[i - 1]),
-                   "axes must be ascending and within rank {}", x.shape.rank());
-        reduced[static_cast<size_t>(axes[i])] = true;
-      }
-      std::vector<int64_t> out;
-      for (int d = 0; d < x.shape.rank(); ++d) {
-        if (!reduced[static_cast<size_t>(d)]) {
-          out.push_back(x.shape[d]);
-        } else if (keep) {
-          out.push_back(1);
-        }
-      }
-      return {{x.dtype, Shape(out)}};
-    }
-    case OpKind::kCast: {
-      expect_inputs(n, 1, 1);
-      return {{dtype_from_name(n.attrs.get_string("to")), in(g, n, 0).shape}};
-    }
-    case OpKind::kCount: break;
+    case OpKind::kLayoutToNCHW:
+      return infer_layout_cast(g, n);
+    case OpKind::kScaleShift:
+      return infer_scale_shift(g, n);
+    case OpKind::kReduceMean:
+      return infer_reduce_mean(g, n);
+    case OpKind::kCast:
+      return infer_cast(g, n);
+    case OpKind::kCount:
+      break;
   }
   ATOLL_THROW(kInvalidGraph, "node '{}': unknown op", n.name);
 }

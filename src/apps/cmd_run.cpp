@@ -107,28 +107,10 @@ void warn_weights(const std::string& file, const WeightsFileReport& r) {
   }
 }
 
-void run_model(const RunFlags& f) {
-  // Read (and rejected, when malformed) before the model is built.
-  std::optional<l2::ResidencyConfig> l2_config;
-  if (!f.l2_config.empty()) l2_config = l2::load_config(f.l2_config);
-  const l2::L2Device l2_device = l2::l2_device_by_name(f.l2_device);
-  if (!f.output_dir.empty()) prepare_output_dir(f.output_dir, "--output");
-  SessionOptions so;
-  so.model = model_or_default(f.model);
-  so.device = f.device;
-  so.model_options = f.model.options;
-  so.weights_file = f.weights;
-  so.weights_options = f.weights_options;
-  Session session(so);
-  if (!session.device_note().empty()) fmt::print(stderr, "atoll: {}\n", session.device_note());
-  warn_weights(f.weights, session.weights_report());
-  const bool gpu = session.device() != "cpu";
-  const int iters = f.iters > 0 ? f.iters : (gpu ? 100 : 10);
-  const int warmup = f.warmup >= 0 ? f.warmup : (gpu ? 10 : 1);
-
-  session.set_inputs(session.random_inputs(f.model.options.seed));
+// --input NAME=FILE.npy, each input at most once.
+void set_inputs_from_files(Session& session, const std::vector<std::string>& specs) {
   std::set<std::string> given;
-  for (const std::string& spec : f.inputs) {
+  for (const std::string& spec : specs) {
     const auto eq = spec.find('=');
     ATOLL_CHECK(eq != std::string::npos && eq > 0, kInvalidArgument, "--input '{}': expected NAME=FILE.npy", spec);
     const std::string name = spec.substr(0, eq);
@@ -136,13 +118,10 @@ void run_model(const RunFlags& f) {
                 name);
     session.set_input(name, read_npy(spec.substr(eq + 1)));
   }
+}
 
-  Instance& inst = session.instance();
-  int64_t l2_granted = 0;
-  if (l2_config) {
-    ATOLL_CHECK(gpu, kUnsupported, "--l2 applies on the GPU (--device cuda); '{}' runs on the CPU", so.model);
-    l2_granted = apply_l2_config(inst, &*l2_config, l2_device);
-  }
+// Milliseconds per run after `warmup` untimed ones; progress on stderr every 2 s when asked.
+std::vector<double> timed_runs(Instance& inst, int warmup, int iters, bool progress) {
   for (int i = 0; i < warmup; ++i) inst.run();
   std::vector<double> samples;
   const auto start = std::chrono::steady_clock::now();
@@ -152,82 +131,82 @@ void run_model(const RunFlags& f) {
     inst.run();
     const auto t1 = std::chrono::steady_clock::now();
     samples.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-    if (t1 - last_report > std::chrono::seconds(2) && !f.json) {
+    if (progress && t1 - last_report > std::chrono::seconds(2)) {
       fmt::print(stderr, "\ratoll: {}/{} iterations", i + 1, iters);
       last_report = t1;
     }
   }
-  if (last_report != start && !f.json) fmt::print(stderr, "\n");
-  const LatencyStats st = latency_stats(samples);
-  // Persisting lines and the limit would otherwise outlive the timed runs.
-  if (l2_config) apply_l2_config(inst, nullptr, l2_device);
+  if (last_report != start) fmt::print(stderr, "\n");
+  return samples;
+}
 
-  const auto outputs = session.outputs();
-  std::vector<OutputSummary> summaries;
-  for (size_t i = 0; i < outputs.size(); ++i)
-    summaries.push_back(summarize(session.program().outputs[i].name, outputs[i]));
-  if (!f.output_dir.empty()) {
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(),
-                outputs[i]);
-    }
-  }
+// What one `atoll run` measured and produced.
+struct RunResult {
+  std::string model;
+  int iters = 0;
+  std::optional<l2::ResidencyConfig> l2_config;
+  int64_t l2_granted = 0;
+  LatencyStats latency;
+  std::vector<OutputSummary> outputs;
   std::vector<double> kernel_ms;
-  if (f.per_kernel) kernel_ms = inst.kernel_times_ms(std::max(5, iters));
+  MemoryReport memory;
+};
 
-  warn_non_finite(summaries);
-  const MemoryReport mem = inst.memory();
-  if (f.json) {
-    nlohmann::json j;
-    j["model"] = so.model;
-    j["device"] = session.device();
-    j["device_description"] = session.backend().device_description();
-    j["batch"] = f.model.options.batch;
-    j["iters"] = iters;
-    if (l2_config) {
-      j["l2"] = {{"config", f.l2_config},
-                 {"resident_slices", l2_config->resident_count()},
-                 {"slices", l2_config->resident.size()},
-                 {"hit_ratio", l2_config->hit_ratio},
-                 {"setaside_bytes", l2_config->setaside_bytes},
-                 {"granted_setaside_bytes", l2_granted}};
-    }
-    j["latency_ms"] = {
-        {"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms}, {"max", st.max_ms}};
-    j["memory_bytes"] = {{"weights", mem.weight_bytes},
-                         {"arena", mem.arena_bytes},
-                         {"workspace", mem.workspace_bytes},
-                         {"io", mem.io_bytes}};
-    for (const auto& s : summaries) {
-      nlohmann::json o{{"name", s.name},
-                       {"shape", s.shape},
-                       {"sum", json_number(s.sum)},
-                       {"abs_sum", json_number(s.abs_sum)},
-                       {"nan_count", s.nan_count},
-                       {"inf_count", s.inf_count}};
-      for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", json_number(v)}});
-      j["outputs"].push_back(o);
-    }
-    for (size_t k = 0; k < kernel_ms.size(); ++k) {
-      j["kernels"].push_back({{"name", session.program().kernels[k].name},
-                              {"op", std::string(op_name(session.program().kernels[k].op))},
-                              {"median_ms", kernel_ms[k]}});
-    }
-    fmt::print("{}\n", j.dump(2));
-    return;
+void print_json(const RunFlags& f, Session& session, const RunResult& r) {
+  nlohmann::json j;
+  j["model"] = r.model;
+  j["device"] = session.device();
+  j["device_description"] = session.backend().device_description();
+  j["batch"] = f.model.options.batch;
+  j["iters"] = r.iters;
+  if (r.l2_config) {
+    j["l2"] = {{"config", f.l2_config},
+               {"resident_slices", r.l2_config->resident_count()},
+               {"slices", r.l2_config->resident.size()},
+               {"hit_ratio", r.l2_config->hit_ratio},
+               {"setaside_bytes", r.l2_config->setaside_bytes},
+               {"granted_setaside_bytes", r.l2_granted}};
   }
-  fmt::print("model    {} batch {} on {} ({})\n", so.model, f.model.options.batch, session.device(),
+  const LatencyStats& st = r.latency;
+  j["latency_ms"] = {
+      {"min", st.min_ms}, {"median", st.median_ms}, {"p99", st.p99_ms}, {"mean", st.mean_ms}, {"max", st.max_ms}};
+  j["memory_bytes"] = {{"weights", r.memory.weight_bytes},
+                       {"arena", r.memory.arena_bytes},
+                       {"workspace", r.memory.workspace_bytes},
+                       {"io", r.memory.io_bytes}};
+  for (const auto& s : r.outputs) {
+    nlohmann::json o{{"name", s.name},
+                     {"shape", s.shape},
+                     {"sum", json_number(s.sum)},
+                     {"abs_sum", json_number(s.abs_sum)},
+                     {"nan_count", s.nan_count},
+                     {"inf_count", s.inf_count}};
+    for (const auto& [c, v] : s.top5) o["top5"].push_back({{"class", c}, {"score", json_number(v)}});
+    j["outputs"].push_back(o);
+  }
+  for (size_t k = 0; k < r.kernel_ms.size(); ++k) {
+    j["kernels"].push_back({{"name", session.program().kernels[k].name},
+                            {"op", std::string(op_name(session.program().kernels[k].op))},
+                            {"median_ms", r.kernel_ms[k]}});
+  }
+  fmt::print("{}\n", j.dump(2));
+}
+
+void print_text(const RunFlags& f, Session& session, const RunResult& r) {
+  const LatencyStats& st = r.latency;
+  const MemoryReport& mem = r.memory;
+  fmt::print("model    {} batch {} on {} ({})\n", r.model, f.model.options.batch, session.device(),
              session.backend().device_description());
   fmt::print("latency  min {:.3f} ms  median {:.3f} ms  p99 {:.3f} ms  ({} iterations)\n", st.min_ms, st.median_ms,
              st.p99_ms, st.samples);
   fmt::print("memory   weights {:.1f} MiB  arena {:.1f} MiB  workspace {:.1f} MiB\n", mem.weight_bytes / 1048576.0,
              mem.arena_bytes / 1048576.0, mem.workspace_bytes / 1048576.0);
-  if (l2_config) {
+  if (r.l2_config) {
     fmt::print("l2       {}: {} of {} slices persisting, hit ratio {}, set-aside {:.2f} MiB (granted {:.2f} MiB)\n",
-               f.l2_config, l2_config->resident_count(), l2_config->resident.size(), l2_config->hit_ratio,
-               l2_config->setaside_bytes / 1048576.0, l2_granted / 1048576.0);
+               f.l2_config, r.l2_config->resident_count(), r.l2_config->resident.size(), r.l2_config->hit_ratio,
+               r.l2_config->setaside_bytes / 1048576.0, r.l2_granted / 1048576.0);
   }
-  for (const auto& s : summaries) {
+  for (const auto& s : r.outputs) {
     fmt::print("output   {} {}  sum {:.6g}  abs-sum {:.6g}", s.name, Shape(s.shape).str(), s.sum, s.abs_sum);
     if (s.nan_count + s.inf_count > 0) fmt::print("  NaN {}  Inf {}", s.nan_count, s.inf_count);
     fmt::print("\n");
@@ -237,12 +216,61 @@ void run_model(const RunFlags& f) {
       fmt::print("\n");
     }
   }
-  if (!kernel_ms.empty()) {
+  if (!r.kernel_ms.empty()) {
     fmt::print("{:>4}  {:<40} {:<14} {:>10}\n", "#", "kernel", "op", "median ms");
-    for (size_t k = 0; k < kernel_ms.size(); ++k) {
+    for (size_t k = 0; k < r.kernel_ms.size(); ++k) {
       fmt::print("{:>4}  {:<40} {:<14} {:>10.4f}\n", k, session.program().kernels[k].name,
-                 op_name(session.program().kernels[k].op), kernel_ms[k]);
+                 op_name(session.program().kernels[k].op), r.kernel_ms[k]);
     }
+  }
+}
+
+void run_model(const RunFlags& f) {
+  RunResult r;
+  // Read (and rejected, when malformed) before the model is built.
+  if (!f.l2_config.empty()) r.l2_config = l2::load_config(f.l2_config);
+  const l2::L2Device l2_device = l2::l2_device_by_name(f.l2_device);
+  if (!f.output_dir.empty()) prepare_output_dir(f.output_dir, "--output");
+  SessionOptions so;
+  so.model = model_or_default(f.model);
+  so.device = f.device;
+  so.model_options = f.model.options;
+  so.weights_file = f.weights;
+  so.weights_options = f.weights_options;
+  Session session(so);
+  r.model = so.model;
+  if (!session.device_note().empty()) fmt::print(stderr, "atoll: {}\n", session.device_note());
+  warn_weights(f.weights, session.weights_report());
+  const bool gpu = session.device() != "cpu";
+  r.iters = f.iters > 0 ? f.iters : (gpu ? 100 : 10);
+  const int warmup = f.warmup >= 0 ? f.warmup : (gpu ? 10 : 1);
+  session.set_inputs(session.random_inputs(f.model.options.seed));
+  set_inputs_from_files(session, f.inputs);
+
+  Instance& inst = session.instance();
+  if (r.l2_config) {
+    ATOLL_CHECK(gpu, kUnsupported, "--l2 applies on the GPU (--device cuda); '{}' runs on the CPU", so.model);
+    r.l2_granted = apply_l2_config(inst, &*r.l2_config, l2_device);
+  }
+  r.latency = latency_stats(timed_runs(inst, warmup, r.iters, !f.json));
+  // Persisting lines and the limit would otherwise outlive the timed runs.
+  if (r.l2_config) apply_l2_config(inst, nullptr, l2_device);
+
+  const auto outputs = session.outputs();
+  for (size_t i = 0; i < outputs.size(); ++i) r.outputs.push_back(summarize(session.program().outputs[i].name, outputs[i]));
+  if (!f.output_dir.empty()) {
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(),
+                outputs[i]);
+    }
+  }
+  if (f.per_kernel) r.kernel_ms = inst.kernel_times_ms(std::max(5, r.iters));
+  warn_non_finite(r.outputs);
+  r.memory = inst.memory();
+  if (f.json) {
+    print_json(f, session, r);
+  } else {
+    print_text(f, session, r);
   }
 }
 }  // namespace

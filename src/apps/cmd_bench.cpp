@@ -183,14 +183,7 @@ void run_disb_command(const DisbFlags& f) {
   o.warmup_s = f.warmup_s;
   o.inflight_cap = f.cap;
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
-  o.armed_rt = f.rt_path.rt_arrival != "launch";
-  o.arrival_sentinel = f.rt_path.rt_arrival == "sentinel";
-  o.sentinel = sentinel_options(f.rt_path);
-  o.rt_sm_copies = f.rt_path.rt_copies == "sms";
-  o.be_uploads = sched::be_uploads_from_name(f.rt_path.be_uploads);
-  o.rt_single_launch = f.rt_path.rt_launch == "one";
-  o.arm_behind_running = f.rt_path.rt_arm_next == "behind";
-  o.staged_inputs = f.rt_path.inputs == "staging";
+  o.rt_path = rt_path_options(f.rt_path);
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));

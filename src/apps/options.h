@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "models/zoo.h"
+#include "sched/colocate.h"
 #include "sched/scheduler.h"
 
 namespace atl::apps {
@@ -95,8 +96,17 @@ inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
       ->default_str(f.sentinel_words);
 }
 
-inline sched::SentinelOptions sentinel_options(const RtPathFlags& f) {
-  return {f.sentinel_priority, f.sentinel_words == "spin"};
+inline sched::RtPath rt_path_options(const RtPathFlags& f) {
+  sched::RtPath p;
+  p.armed_rt = f.rt_arrival != "launch";
+  p.arrival_sentinel = f.rt_arrival == "sentinel";
+  p.sentinel = {f.sentinel_priority, f.sentinel_words == "spin"};
+  p.rt_single_launch = f.rt_launch == "one";
+  p.arm_behind_running = f.rt_arm_next == "behind";
+  p.staged_inputs = f.inputs == "staging";
+  p.rt_sm_copies = f.rt_copies == "sms";
+  p.be_uploads = sched::be_uploads_from_name(f.be_uploads);
+  return p;
 }
 
 struct ModelFlags {

@@ -144,14 +144,7 @@ struct BenchResults {
   double warmup_s = 0;            // every client together before the measured runs (0: none)
   int inflight_cap = 0;           // kernels a BE task may have on the device at once
   double be_queue_us = 0;         // SchedulerOptions::be_queue_ns, us (0: off)
-  bool armed_rt = false;          // RT tasks may be enqueued before they arrive (SchedulerOptions::armed_rt)
-  bool arrival_sentinel = false;  // SchedulerOptions::arrival_sentinel
-  sched::SentinelOptions sentinel;
-  bool staged_inputs = false;     // clients' inputs lived in staging memory (sched::Workload::staged_inputs)
-  bool rt_sm_copies = false;      // sched::Workload::rt_sm_copies
-  sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
-  bool rt_single_launch = true;  // sched::SchedulerOptions::rt_single_launch
-  bool arm_behind_running = true;  // sched::SchedulerOptions::arm_behind_running
+  sched::RtPath rt_path;           // what the runs were asked to use (DisbOptions::rt_path)
   std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;

@@ -89,14 +89,7 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.be_queue_us = static_cast<double>(o_.be_queue_ns) / 1e3;
-    r.armed_rt = o_.armed_rt;
-    r.arrival_sentinel = o_.arrival_sentinel;
-    r.sentinel = o_.sentinel;
-    r.staged_inputs = o_.staged_inputs;
-    r.rt_sm_copies = o_.rt_sm_copies;
-    r.be_uploads = o_.be_uploads;
-    r.rt_single_launch = o_.rt_single_launch;
-    r.arm_behind_running = o_.arm_behind_running;
+    r.rt_path = o_.rt_path;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
     progress_.mode_count = static_cast<int>(o_.modes.size());
@@ -180,14 +173,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.be_queue_ns = o_.be_queue_ns;
-    sw.scheduler.armed_rt = o_.armed_rt;
-    sw.scheduler.arrival_sentinel = o_.arrival_sentinel;
-    sw.scheduler.sentinel = o_.sentinel;
-    sw.scheduler.rt_single_launch = o_.rt_single_launch;
-    sw.scheduler.arm_behind_running = o_.arm_behind_running;
-    sw.staged_inputs = o_.staged_inputs;
-    sw.rt_sm_copies = o_.rt_sm_copies;
-    sw.be_uploads = o_.be_uploads;
+    o_.rt_path.apply(sw);
     sw.scheduler.rt_order = o_.rt_order;
     sw.scheduler.record_events = traced;
     for (size_t c : clients) {

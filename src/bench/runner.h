@@ -36,14 +36,7 @@ struct DisbOptions {
   uint64_t seed = 0;                                      // Poisson arrivals, inputs, weights
   int inflight_cap = 4;                                   // SchedulerOptions::inflight_cap
   sched::DeviceTime be_queue_ns = 0;                      // SchedulerOptions::be_queue_ns
-  bool armed_rt = true;                                   // SchedulerOptions::armed_rt
-  bool arrival_sentinel = true;                           // SchedulerOptions::arrival_sentinel
-  sched::SentinelOptions sentinel;                        // SchedulerOptions::sentinel
-  bool staged_inputs = true;                              // sched::Workload::staged_inputs
-  bool rt_sm_copies = false;                              // sched::Workload::rt_sm_copies
-  sched::BeUploads be_uploads = sched::BeUploads::kAuto;  // sched::Workload::be_uploads
-  bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
-  bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
+  sched::RtPath rt_path;
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;
   std::string device = "sim";  // sim or cuda, through sched::make_exec_device

@@ -392,6 +392,17 @@ WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode m
 
 }  // namespace
 
+void RtPath::apply(Workload& w) const {
+  w.scheduler.armed_rt = armed_rt;
+  w.scheduler.arrival_sentinel = arrival_sentinel;
+  w.scheduler.sentinel = sentinel;
+  w.scheduler.rt_single_launch = rt_single_launch;
+  w.scheduler.arm_behind_running = arm_behind_running;
+  w.staged_inputs = staged_inputs;
+  w.rt_sm_copies = rt_sm_copies;
+  w.be_uploads = be_uploads;
+}
+
 WorkloadReport run_colocate(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
   ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
@@ -416,15 +427,8 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.duration = static_cast<DeviceTime>(std::llround(o.duration_s * 1e9));
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
-  w.scheduler.armed_rt = o.armed_rt;
-  w.scheduler.arrival_sentinel = o.arrival_sentinel;
-  w.scheduler.sentinel = o.sentinel;
   w.scheduler.be_queue_ns = o.be_queue_ns;
-  w.scheduler.rt_single_launch = o.rt_single_launch;
-  w.scheduler.arm_behind_running = o.arm_behind_running;
-  w.staged_inputs = o.staged_inputs;
-  w.rt_sm_copies = o.rt_sm_copies;
-  w.be_uploads = o.be_uploads;
+  o.rt_path.apply(w);
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
   std::vector<int64_t> batches;

@@ -84,6 +84,22 @@ struct Workload {
   std::function<void(const RequestOutcome& outcome, DeviceTime run_start)> on_outcome;
 };
 
+// How RT requests reach the device and BE inputs theirs: the settings colocate, DISB and their
+// command-line flags share (--rt-arrival, --inputs, --rt-copies, --be-uploads, --rt-launch,
+// --rt-arm-next, --sentinel-priority, --sentinel-words).
+struct RtPath {
+  bool armed_rt = true;                     // SchedulerOptions::armed_rt
+  bool arrival_sentinel = true;             // SchedulerOptions::arrival_sentinel
+  SentinelOptions sentinel;                 // SchedulerOptions::sentinel
+  bool rt_single_launch = true;             // SchedulerOptions::rt_single_launch
+  bool arm_behind_running = true;           // SchedulerOptions::arm_behind_running
+  bool staged_inputs = true;                // Workload::staged_inputs
+  bool rt_sm_copies = false;                // Workload::rt_sm_copies
+  BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads
+  // Sets those fields of `w` and of its scheduler options.
+  void apply(Workload& w) const;
+};
+
 enum class RequestStatus : uint8_t {
   kServed,
   kFailed,   // answered with an error
@@ -182,15 +198,8 @@ struct ColocateOptions {
   // Real devices only: every client runs unmeasured in `seq` mode for this long first, so that
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
-  bool armed_rt = true;                     // SchedulerOptions::armed_rt
-  bool arrival_sentinel = true;             // SchedulerOptions::arrival_sentinel
-  SentinelOptions sentinel;                 // SchedulerOptions::sentinel
-  DeviceTime be_queue_ns = 0;               // SchedulerOptions::be_queue_ns
-  bool staged_inputs = true;                // Workload::staged_inputs
-  bool rt_sm_copies = false;                // Workload::rt_sm_copies
-  BeUploads be_uploads = BeUploads::kAuto;  // Workload::be_uploads
-  bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
-  bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
+  DeviceTime be_queue_ns = 0;  // SchedulerOptions::be_queue_ns
+  RtPath rt_path;
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

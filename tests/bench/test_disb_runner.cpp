@@ -231,7 +231,7 @@ TEST(DisbOutputs, RtTasksInOneLaunchShowAsOneSpanEach) {
   const Workload w = load_disb_workload("A", {testing::shipped_workloads_dir()});
   DisbOptions o = short_run();
   o.modes = {sched::Mode::kRtOnly, sched::Mode::kReset};
-  o.rt_single_launch = true;
+  o.rt_path.rt_single_launch = true;
   const BenchResults one = run_disb(w, o);
   const ModeRun& reset = one.runs[1];
   ASSERT_EQ(reset.mode, "reset");
@@ -256,7 +256,7 @@ TEST(DisbOutputs, RtTasksInOneLaunchShowAsOneSpanEach) {
   od.duration_s = 0.3;
   od.timeline_ms = 0;
   const BenchResults d_one = run_disb(d, od);
-  od.rt_single_launch = false;
+  od.rt_path.rt_single_launch = false;
   const BenchResults d_per_kernel = run_disb(d, od);
   EXPECT_LT(d_one.stats[1].rt_latency_ms.p50, 0.95 * d_per_kernel.stats[1].rt_latency_ms.p50);
 }

@@ -158,7 +158,7 @@ TEST(Colocate, BeUploadsAutoMovesOnlyLargeUploadsOntoTheSms) {
 
 TEST(Colocate, BeUploadsOnTheSmsOfTheSimulatedGpuIsAClearError) {
   ColocateOptions o = tiny(Mode::kReset);
-  o.be_uploads = BeUploads::kSms;
+  o.rt_path.be_uploads = BeUploads::kSms;
   try {
     run_colocate(o);
     FAIL() << "the simulated GPU has no SM copies";

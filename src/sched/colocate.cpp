@@ -403,7 +403,9 @@ void RtPath::apply(Workload& w) const {
   w.be_uploads = be_uploads;
 }
 
-WorkloadReport run_colocate(const ColocateOptions& o) {
+namespace {
+
+void check_colocate_options(const ColocateOptions& o) {
   ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
   ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
               o.duration_s);
@@ -413,6 +415,42 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
                 rt.model, rt.hz);
   }
+}
+
+// The RT client's arrivals every period from 0 until `duration`, the period its deadline.
+void schedule_periodic(WorkloadClient& c, const ColocateOptions::Rt& rt, DeviceTime duration, double duration_s) {
+  const double period_ns = 1e9 / rt.hz;
+  // Counted in doubles first: k * period_ns may not fit a DeviceTime.
+  const double count = std::ceil(static_cast<double>(duration) / period_ns);
+  ATOLL_CHECK(count <= static_cast<double>(kMaxArrivalsPerClient), kInvalidArgument,
+              "RT client '{}' at {} Hz over {} s would schedule {:.3g} requests, more than the limit of {} per "
+              "client; shorten --duration or lower the rate",
+              rt.model, rt.hz, duration_s, count, kMaxArrivalsPerClient);
+  // A period past the DeviceTime range (a rate near 0 Hz) means no deadline, not an overflow.
+  c.relative_deadline = period_ns < static_cast<double>(kNever) ? static_cast<DeviceTime>(period_ns) : kNever;
+  for (int64_t k = 0; static_cast<double>(k) < count; ++k) {
+    const DeviceTime at = static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
+    if (at >= duration) break;
+    c.arrivals.push_back(at);
+  }
+}
+
+// Every client unmeasured in seq mode for `warmup_s`, so no measured request pays for CUDA
+// loading a kernel's code at its first launch.
+void warm_up(ExecDevice& device, const Workload& w, double warmup_s) {
+  Workload warm = w;
+  warm.scheduler.mode = Mode::kSeq;
+  warm.duration = static_cast<DeviceTime>(std::llround(warmup_s * 1e9));
+  for (WorkloadClient& c : warm.clients) {
+    std::erase_if(c.arrivals, [&](DeviceTime at) { return at >= warm.duration; });
+  }
+  run_workload(device, warm);
+}
+
+}  // namespace
+
+WorkloadReport run_colocate(const ColocateOptions& o) {
+  check_colocate_options(o);
   const auto batch_of = [&](const std::string& model, const std::optional<int64_t>& batch) {
     const int64_t b = batch.value_or(o.batch);
     ATOLL_CHECK(b >= 1, kInvalidArgument, "client '{}' needs a batch of at least 1 (got {})", model, b);
@@ -447,21 +485,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
     return w.clients.back();
   };
   for (const auto& rt : o.rt) {
-    const double period_ns = 1e9 / rt.hz;
-    // Counted in doubles first: k * period_ns may not fit a DeviceTime.
-    const double count = std::ceil(static_cast<double>(w.duration) / period_ns);
-    ATOLL_CHECK(count <= static_cast<double>(kMaxArrivalsPerClient), kInvalidArgument,
-                "RT client '{}' at {} Hz over {} s would schedule {:.3g} requests, more than the limit of {} per "
-                "client; shorten --duration or lower the rate",
-                rt.model, rt.hz, o.duration_s, count, kMaxArrivalsPerClient);
-    WorkloadClient& c = add(rt.model, rt.batch, TaskClass::kRealTime);
-    // A period past the DeviceTime range (a rate near 0 Hz) means no deadline, not an overflow.
-    c.relative_deadline = period_ns < static_cast<double>(kNever) ? static_cast<DeviceTime>(period_ns) : kNever;
-    for (int64_t k = 0; static_cast<double>(k) < count; ++k) {
-      const DeviceTime at = static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
-      if (at >= w.duration) break;
-      c.arrivals.push_back(at);
-    }
+    schedule_periodic(add(rt.model, rt.batch, TaskClass::kRealTime), rt, w.duration, o.duration_s);
   }
   if (o.mode != Mode::kRtOnly) {
     for (const auto& be : o.be) add(be.model, be.batch, TaskClass::kBestEffort).closed_loop = true;
@@ -470,15 +494,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   for (const WorkloadClient& c : w.clients) programs.push_back(&device->program(c.instance));
   check_profiles_used(o.profiles, programs);
   const double warmup_s = w.real_time ? o.warmup_s : 0.0;
-  if (warmup_s > 0) {
-    Workload warm = w;
-    warm.scheduler.mode = Mode::kSeq;
-    warm.duration = static_cast<DeviceTime>(std::llround(warmup_s * 1e9));
-    for (WorkloadClient& c : warm.clients) {
-      std::erase_if(c.arrivals, [&](DeviceTime at) { return at >= warm.duration; });
-    }
-    run_workload(*device, warm);
-  }
+  if (warmup_s > 0) warm_up(*device, w, warmup_s);
   const WorkloadRun run = run_workload(*device, w);
   WorkloadReport report = colocate_report(w, run, o.mode, *device);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;

@@ -40,7 +40,11 @@ double us_since(Clock::time_point t0) {
 // Another thread's small driver calls, timed one by one while `running` holds.
 class SideCalls {
  public:
-  SideCalls() : buffer_(4), stream_(cuda::make_priority_stream(false)) {}
+  // One call first, while nothing is held: a first call may load code, which synchronizes.
+  SideCalls() : buffer_(4), stream_(cuda::make_priority_stream(false)) {
+    ATL_CUDA_CHECK(cudaMemsetAsync(buffer_.get(), 0, 4, stream_.get()));
+    ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  }
   void start() {
     running_ = true;
     longest_us_ = 0;

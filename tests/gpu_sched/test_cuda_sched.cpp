@@ -178,18 +178,25 @@ TEST(CudaScheduler, ResetModeKeepsBeOutputsExact) {
   ASSERT_FALSE(same_bytes(rt_want[0], rt_want[1]));
 
   // The default RT path, RT tasks as one graph launch, and those with the RT copies on the SMs.
-  // And BE uploads as preemptible SM copies with the first kernel.
+  // And BE uploads as preemptible SM copies with the first kernel, and the next RT task armed
+  // once the running one has ended.
   const struct {
-    bool single_launch, sm_copies, be_uploads_with_first_kernel;
-  } paths[] = {{false, false, false}, {true, false, false}, {true, true, false}, {true, false, true}};
+    bool single_launch, sm_copies, be_uploads_with_first_kernel, arm_behind_running;
+  } paths[] = {{false, false, false, true},
+               {true, false, false, true},
+               {true, true, false, true},
+               {true, false, true, true},
+               {true, false, false, false}};
   for (const auto& path : paths) {
     SCOPED_TRACE(::testing::Message() << "single launch " << path.single_launch << ", SM copies " << path.sm_copies
-                                      << ", BE uploads with the first kernel " << path.be_uploads_with_first_kernel);
+                                      << ", BE uploads with the first kernel " << path.be_uploads_with_first_kernel
+                                      << ", arm behind running " << path.arm_behind_running);
     device->set_sm_copies(rt_inst, path.sm_copies);
     device->set_uploads_with_first_kernel(be_inst, path.be_uploads_with_first_kernel);
     SchedulerOptions opts;
     opts.mode = Mode::kReset;
     opts.rt_single_launch = path.single_launch;
+    opts.arm_behind_running = path.arm_behind_running;
     Scheduler s(*device, opts);
     const ClientId be = s.add_client(TaskClass::kBestEffort, "be", be_inst);
     const ClientId rt = s.add_client(TaskClass::kRealTime, "rt", rt_inst);

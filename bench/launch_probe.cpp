@@ -85,10 +85,6 @@ constexpr Situation kSituations[] = {
     {"armed", true, true, 1},  {"second", true, true, 2},
 };
 
-nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"p50", d.p50}, {"p90", d.p90}, {"p99", d.p99}, {"max", d.max}};
-}
-
 nlohmann::json probe_situation(CudaInstance& gpu, const Situation& s, int trials, SideCalls& side) {
   cuda::Stream stream = cuda::make_priority_stream(true);
   cuda::StreamGate gate;
@@ -110,7 +106,7 @@ nlohmann::json probe_situation(CudaInstance& gpu, const Situation& s, int trials
   const Distribution d = distribution(launch_us);
   fmt::print("  {:<8} launch p50 {:8.1f}  p99 {:8.1f}  max {:8.1f} us   other thread's longest call {:8.1f} us\n",
              s.name, d.p50, d.p99, d.max, side_longest);
-  return {{"situation", s.name}, {"launch_us", dist_json(d)}, {"side_call_longest_us", side_longest}};
+  return {{"situation", s.name}, {"launch_us", distribution_json(d)}, {"side_call_longest_us", side_longest}};
 }
 
 nlohmann::json probe_model(const std::string& model, int64_t batch, int trials, SideCalls& side) {

@@ -113,11 +113,6 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
 }
 
 namespace {
-nlohmann::json dist_json(const Distribution& d) {
-  return {{"count", d.count}, {"mean", d.mean},  {"p50", d.p50}, {"p90", d.p90},
-          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}, {"p99_ci", {d.p99_low, d.p99_high}}};
-}
-
 nlohmann::json call_stats_json(const std::vector<DeviceCallStats>& calls) {
   nlohmann::json out = nlohmann::json::array();
   for (const DeviceCallStats& c : calls) {
@@ -137,9 +132,9 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["mode"] = m.mode;
   mj["duration_s"] = run.duration_ms / 1000.0;
   mj["requests"] = run.requests.size();
-  mj["rt_latency_ms"] = dist_json(m.rt_latency_ms);
-  mj["rt_wait_us"] = dist_json(m.rt_wait_us);
-  mj["rt_run_ms"] = dist_json(m.rt_run_ms);
+  mj["rt_latency_ms"] = distribution_json(m.rt_latency_ms);
+  mj["rt_wait_us"] = distribution_json(m.rt_wait_us);
+  mj["rt_run_ms"] = distribution_json(m.rt_run_ms);
   if (rt_only != nullptr && m.rt_latency_ms.count > 0) {
     const P99Change c = p99_change(m.rt_latency_ms, rt_only->rt_latency_ms);
     mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};
@@ -147,17 +142,17 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
   mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
   mj["preemptions"] = m.preemptions;
-  mj["preemption_latency_us"] = dist_json(m.preemption_latency_us);
-  mj["preemption_staging_us"] = dist_json(m.preemption_staging_us);
+  mj["preemption_latency_us"] = distribution_json(m.preemption_latency_us);
+  mj["preemption_staging_us"] = distribution_json(m.preemption_staging_us);
   mj["staging_share"] = {{"p50", m.staging_share_p50}, {"p99", m.staging_share_p99}};
-  mj["preemption_reaction_us"] = dist_json(m.preemption_reaction_us);
-  mj["preemption_reaction_by"] = {{"sentinel", dist_json(m.preemption_reaction_sentinel_us)},
-                                  {"scheduler", dist_json(m.preemption_reaction_scheduler_us)}};
-  mj["sentinel_steps_us"] = {{"wake", dist_json(m.sentinel_wake_us)},
-                             {"claim", dist_json(m.sentinel_claim_us)},
-                             {"open", dist_json(m.sentinel_open_us)}};
-  mj["preemption_entry_us"] = dist_json(m.preemption_entry_us);
-  mj["preemption_release_us"] = dist_json(m.preemption_release_us);
+  mj["preemption_reaction_us"] = distribution_json(m.preemption_reaction_us);
+  mj["preemption_reaction_by"] = {{"sentinel", distribution_json(m.preemption_reaction_sentinel_us)},
+                                  {"scheduler", distribution_json(m.preemption_reaction_scheduler_us)}};
+  mj["sentinel_steps_us"] = {{"wake", distribution_json(m.sentinel_wake_us)},
+                             {"claim", distribution_json(m.sentinel_claim_us)},
+                             {"open", distribution_json(m.sentinel_open_us)}};
+  mj["preemption_entry_us"] = distribution_json(m.preemption_entry_us);
+  mj["preemption_release_us"] = distribution_json(m.preemption_release_us);
   const sched::PollStats& polls = run.polls;
   mj["scheduler_polls"] = {{"count", polls.count},
                            {"over_50us", polls.over_50us},
@@ -188,7 +183,7 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
                              {"served", c.served},
                              {"dropped", c.dropped},
                              {"failed", c.failed},
-                             {"latency_ms", dist_json(c.latency_ms)},
+                             {"latency_ms", distribution_json(c.latency_ms)},
                              {"standalone_p50_ms", c.standalone_p50_ms},
                              {"p50_increase", c.p50_increase},
                              {"deadline_miss_rate", c.deadline_miss_rate},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <numeric>
 
 namespace atl {
@@ -60,6 +61,11 @@ Distribution distribution(std::vector<double> s) {
   d.p99_low = std::min(d.p99, at_rank(std::floor(nq - half)));
   d.p99_high = std::max(d.p99, at_rank(std::ceil(nq + half)));
   return d;
+}
+
+nlohmann::json distribution_json(const Distribution& d) {
+  return {{"count", d.count}, {"mean", d.mean},  {"p50", d.p50}, {"p90", d.p90},
+          {"p99", d.p99},     {"p99_9", d.p999}, {"max", d.max}, {"p99_ci", {d.p99_low, d.p99_high}}};
 }
 
 }  // namespace atl

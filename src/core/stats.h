@@ -1,6 +1,7 @@
 #pragma once
 // The statistics every benchmark, profiler, evaluator and report uses: nearest-rank quantiles,
 // the median, and distribution-free intervals for them. Nothing else in the tree sorts samples.
+#include <nlohmann/json_fwd.hpp>
 #include <vector>
 
 namespace atl {
@@ -22,5 +23,7 @@ struct Distribution {
   double p99_low = 0, p99_high = 0;
 };
 Distribution distribution(std::vector<double> samples);
+// count, mean, p50, p90, p99, p99_9, max and p99_ci ([low, high]): DISB's results.json form.
+nlohmann::json distribution_json(const Distribution& d);
 
 }  // namespace atl

@@ -87,7 +87,7 @@ LatencyStats latency_stats(std::vector<double> samples_ms) {
   if (samples_ms.empty()) return s;
   const Distribution d = distribution(samples_ms);
   s.samples = d.count;
-  s.min_ms = quantile(samples_ms, 0.0);
+  s.min_ms = *std::min_element(samples_ms.begin(), samples_ms.end());
   s.max_ms = d.max;
   s.median_ms = median(std::move(samples_ms));
   s.p99_ms = d.p99;

@@ -70,6 +70,15 @@ void Scheduler::Impl::arm_idle_lanes() {
   }
 }
 
+// Whether every RT lane without a task holds its client's next one (arm_idle_lanes has nothing
+// to do).
+bool Scheduler::Impl::rt_lanes_armed() const {
+  return std::all_of(rt_lanes.begin(), rt_lanes.end(), [&](int i) {
+    const Lane& l = lanes[static_cast<size_t>(i)];
+    return l.task || l.holds > 0;
+  });
+}
+
 void Scheduler::Impl::release_hold(Lane& l) {
   device.release(l.stream);
   --l.holds;

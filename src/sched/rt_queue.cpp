@@ -106,6 +106,10 @@ void Scheduler::Impl::schedule_rt_queue() {
       if (traits.pads_be) pad_be_lanes();
       return;
     }
+    // Out of RT mode with every lane armed: the sentinel takes arrivals from here on, before the
+    // BE launches below take host time. Published after them, an arrival meanwhile waited for
+    // this thread (DISB E on the H200: up to 2 ms, where one launch call blocked).
+    if (armed && !rt_queued() && rt_lanes_armed()) publish_openers();
     for (Lane& l : lanes) {
       if (!is_rt(client_of(l)) && !rt_queued()) feed(l);
     }

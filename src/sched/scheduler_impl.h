@@ -152,6 +152,7 @@ struct Scheduler::Impl {
   bool armable(const Lane& l) const;
   void arm(Lane& l);
   void arm_idle_lanes();
+  bool rt_lanes_armed() const;
   void release_hold(Lane& l);
   void start_armed(Lane& l, TaskPtr t, DeviceTime opened_at);
   void disarm();

@@ -31,17 +31,20 @@ def row(run, d, m):
     rt_done = sum(c.get("served", 0) for c in m["clients"] if c.get("priority") == "rt")
     sentinel = m.get("sentinel_rt_tasks", 0)
     share = f"{100 * sentinel / rt_done:.0f}%" if rt_done else "-"
+    st = m.get("host_stalls")
+    stalls = f"{st['over_threshold']}/{st['longest_us'] / 1e3:.2f}" if st else "-"
     return [run, d["workload"]["name"], m["mode"], f"{rt['p50']:.3f}", f"{rt['p99']:.3f}", vs,
             f"{100 * m['rt_deadline_miss_rate']:.2f}", f"{m['throughput_per_s']['be']:.1f}",
             f"{pre['p50']:.1f}/{pre['p99']:.1f}", f"{wait.get('p50', 0):.1f}/{wait.get('p99', 0):.1f}",
             f"{reaction.get('p50', 0):.1f}/{reaction.get('p99', 0):.1f}", split, sentinel_steps, f"{run_ms.get('p99', 0):.3f}", share,
-            str(dropped)]
+            str(dropped), stalls]
 
 
 def main(args):
     header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "miss %", "BE/s",
               "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "reaction p99 sentinel/scheduler us",
-              "sentinel p99 wake/claim/open us", "on device p99 ms", "sentinel", "dropped"]
+              "sentinel p99 wake/claim/open us", "on device p99 ms", "sentinel", "dropped",
+              "host stalls >500us / longest ms"]
     rows = []
     for f in results_files(args):
         d = json.loads(f.read_text())

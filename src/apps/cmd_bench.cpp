@@ -156,6 +156,11 @@ void print_table(const bench::BenchResults& r, double duration_s) {
       fmt::print("  GPU in {}: SM clock mean {:.0f} MHz (min {:.0f}, max {:.0f}), power mean {:.0f} W\n", run.mode,
                  c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean);
     }
+    if (const auto& s = run.host_stalls) {
+      fmt::print("  host in {}: {} stalls over {:.0f} us (longest {:.0f} us) in {} wakes, CPU steal {:.2f}%\n", run.mode,
+                 s->over_threshold, s->threshold_us, s->longest_us, s->wakes,
+                 run.host_load ? 100.0 * run.host_load->steal : 0.0);
+    }
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
     if (!r.runs[i].first_failure.empty()) {
@@ -166,6 +171,12 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  "warning: mode {}: other processes kept {:.0f}% of the host's CPU time busy; its latency may "
                  "include host starvation\n",
                  r.runs[i].mode, 100.0 * load->busy_others);
+    }
+    if (const auto& s = r.runs[i].host_stalls; s && s->longest_us > bench::kStallWarningUs) {
+      fmt::print(stderr,
+                 "warning: mode {}: the host stalled {} times for over {:.0f} us (longest {:.1f} ms); RT latency "
+                 "tails of that size are the host's, not the scheduler's\n",
+                 r.runs[i].mode, s->over_threshold, s->threshold_us, s->longest_us / 1e3);
     }
   }
 }

@@ -32,6 +32,7 @@ std::optional<CpuTimes> parse_proc_stat(std::string_view text) {
   CpuTimes t;
   for (int i = 0; i < n; ++i) t.total += fields[i];
   t.busy = t.total - fields[3] - (n > 4 ? fields[4] : 0);
+  t.steal = n > 7 ? fields[7] : 0;
   return t;
 }
 
@@ -60,6 +61,8 @@ std::optional<HostLoad> host_load(const std::optional<CpuTimes>& from, const std
   HostLoad l;
   l.busy = std::clamp(busy / total, 0.0, 1.0);
   l.busy_others = std::clamp((busy - self) / total, 0.0, 1.0);
+  const double steal = to->steal >= from->steal ? static_cast<double>(to->steal - from->steal) : 0.0;
+  l.steal = std::clamp(steal / total, 0.0, 1.0);
   return l;
 }
 

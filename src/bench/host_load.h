@@ -15,6 +15,7 @@ struct CpuTimes {
   uint64_t busy = 0;   // every state but idle and iowait
   uint64_t total = 0;  // every state
   uint64_t self = 0;   // this process
+  uint64_t steal = 0;  // a virtual machine's CPUs waiting while the hypervisor ran something else
 };
 
 // Parses the aggregate "cpu ..." line of /proc/stat; nullopt if there is none.
@@ -25,6 +26,7 @@ std::optional<CpuTimes> read_cpu_times();
 struct HostLoad {
   double busy = 0;         // share of all cores' time spent busy, 0..1
   double busy_others = 0;  // the same without this process's own time
+  double steal = 0;        // share of all cores' time stolen by the hypervisor (in busy too)
 };
 // Between two readings; nullopt if either is missing or no time passed.
 std::optional<HostLoad> host_load(const std::optional<CpuTimes>& from, const std::optional<CpuTimes>& to);

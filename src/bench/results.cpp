@@ -173,9 +173,17 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
     mj["gpu_clock"] = nullptr;
   }
   if (const auto& load = run.host_load) {
-    mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}};
+    mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}, {"steal", load->steal}};
   } else {
     mj["host_cpu_busy"] = nullptr;
+  }
+  if (const auto& s = run.host_stalls) {
+    mj["host_stalls"] = {{"wakes", s->wakes},
+                         {"over_threshold", s->over_threshold},
+                         {"threshold_us", s->threshold_us},
+                         {"longest_us", s->longest_us}};
+  } else {
+    mj["host_stalls"] = nullptr;
   }
   for (const ClientStats& c : m.clients) {
     mj["clients"].push_back({{"name", c.name},

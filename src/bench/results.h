@@ -9,6 +9,7 @@
 
 #include "bench/gpu_clock.h"
 #include "bench/host_load.h"
+#include "bench/host_stalls.h"
 #include "bench/workload.h"
 #include "core/stats.h"
 #include "sched/colocate.h"
@@ -68,6 +69,7 @@ struct ModeRun {
   std::vector<InstantEvent> events;
   std::string first_failure;          // the first failed request's error, empty if none failed
   std::optional<HostLoad> host_load;  // real devices only, where the host reports it
+  std::optional<HostStalls> host_stalls;  // real devices only
   std::optional<GpuClockSummary> gpu_clock;  // real devices with NVML only
   std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first

@@ -215,6 +215,7 @@ class Runner {
     sw.on_outcome = [&](const sched::RequestOutcome& o, sched::DeviceTime start) { record(run, clients, o, start); };
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
     GpuClockSampler clock(sw.real_time ? device->pci_bus_id() : std::string(), kClockSampleMs);
+    HostStallWatch stalls(sw.real_time);
     const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
     run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
@@ -227,6 +228,7 @@ class Runner {
     }
     if (traced) add_timeline(run, wr, recorder, window_from_ms);
     run.gpu_clock = clock.stop();
+    run.host_stalls = stalls.stop();
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
   }

@@ -13,6 +13,10 @@ TEST(HostLoad, ParsesTheAggregateLineOfProcStat) {
   ASSERT_TRUE(t.has_value());
   EXPECT_EQ(t->total, 621u) << "guest time is inside user and nice already";
   EXPECT_EQ(t->busy, 171u) << "idle and iowait are not busy";
+  EXPECT_EQ(t->steal, 8u);
+  const auto old_kernel = parse_proc_stat("cpu  100 20 30 400 50 6 7\n");
+  ASSERT_TRUE(old_kernel.has_value());
+  EXPECT_EQ(old_kernel->steal, 0u) << "no steal field: nothing stolen";
 }
 
 TEST(HostLoad, RejectsTextWithoutTheAggregateLine) {
@@ -28,6 +32,12 @@ TEST(HostLoad, SharesBetweenTwoReadings) {
   ASSERT_TRUE(load.has_value());
   EXPECT_DOUBLE_EQ(load->busy, 0.5);
   EXPECT_DOUBLE_EQ(load->busy_others, 0.4);
+  EXPECT_DOUBLE_EQ(load->steal, 0.0);
+  CpuTimes stolen_from{100, 1000, 10, 40};
+  CpuTimes stolen_to{600, 2000, 110, 290};
+  const auto stolen = host_load(stolen_from, stolen_to);
+  ASSERT_TRUE(stolen.has_value());
+  EXPECT_DOUBLE_EQ(stolen->steal, 0.25);
   EXPECT_FALSE(host_load(std::nullopt, CpuTimes{1, 2, 0}).has_value());
   EXPECT_FALSE(host_load(CpuTimes{1, 2, 0}, CpuTimes{1, 2, 0}).has_value()) << "no time passed";
 }

@@ -2,7 +2,9 @@
 // flag rises mid-run, on the device clock (see exit_probe.h), how long one launched with the flag
 // already up takes to pass through (a kernel queued on the device when a preemption begins), and
 // what the flag checks cost a whole model run. Prints a table per op family and per model;
-// writes one JSON document.
+// writes one JSON document. With --uploads, kernel 0 carries its input's upload as DISB's
+// large-batch BE clients do (an SM copy over mapped host memory and the f16 conversion, each
+// under the flag): in F and G on the H200 that launch set the slowest preemptions (session 22).
 #include <fmt/core.h>
 
 #include <CLI/CLI.hpp>
@@ -32,6 +34,7 @@ struct Options {
   int cost_iters = 50;
   int worst = 5;
   uint64_t seed = 1;
+  bool uploads = false;  // CudaInstance::set_uploads_with_first_kernel
   std::string json_path = "atoll_kernel_exit.json";
 };
 
@@ -154,6 +157,7 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
   so.model_options.batch = batch;
   Session s(so);
   CudaInstance& gpu = dynamic_cast<CudaInstance&>(s.instance());
+  gpu.set_uploads_with_first_kernel(o.uploads);
   s.set_inputs(s.random_inputs(o.seed));
   s.instance().run();
   std::mt19937_64 rng(o.seed * 1000003 + static_cast<uint64_t>(batch));
@@ -163,6 +167,7 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
   nlohmann::json j = summary(ptrs, o.worst);
   j["model"] = model;
   j["batch"] = batch;
+  j["uploads_with_first_kernel"] = o.uploads;
   j["flag"] = flag_cost(gpu, o.cost_iters);
   auto per_kernel = nlohmann::json::array();
   for (KernelResult& k : ks) {
@@ -193,6 +198,14 @@ void print_row(const std::string& label, const nlohmann::json& s, const std::str
              e["max"].get<double>(), extra, worst);
 }
 
+// Kernel 0 with its input's upload (--uploads): its own line, as the family table mixes it with
+// the layout kernels that carry none.
+void print_upload_row(const KernelResult& k) {
+  fmt::print("  {} with its upload: run {:.1f} us, exit p50 {:.1f} max {:.1f} us over {} raises ({} ran to the end), "
+             "entry {:.1f} us\n",
+             k.name, k.duration_us, quantile(k.exits_us, 0.5), quantile(k.exits_us, 1.0), k.exits_us.size(), k.ran_to_end, k.entry_us);
+}
+
 std::string today() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -220,6 +233,7 @@ int run(const Options& o) {
     for (int64_t batch : batches) {
       nlohmann::json j = bench_model(model, batch, probe, o, all);
       print_row(fmt::format("{} b{}", model, batch), j, fmt::format("{:+.2f}%  ", j["flag"]["cost_pct"].get<double>()));
+      if (o.uploads) print_upload_row(all[all.size() - j["per_kernel"].size()]);
       std::fflush(stdout);
       doc["models"].push_back(std::move(j));
       // Rewritten after every model, so a time limit loses only the model in progress.
@@ -252,6 +266,7 @@ int main(int argc, char** argv) {
   app.add_option("--cost-iters", o.cost_iters, "graph replays per flag-cost measurement");
   app.add_option("--worst", o.worst, "slowest-exiting kernels listed per row");
   app.add_option("--seed", o.seed, "inputs and raise times");
+  app.add_flag("--uploads", o.uploads, "kernel 0 carries its input's upload (SM copy and conversion), as BE uploads do");
   app.add_option("--json", o.json_path, "output file");
   CLI11_PARSE(app, argc, argv);
   try {

@@ -18,7 +18,10 @@ def results_files(args):
 def row(run, d, m):
     rt = m["rt_latency_ms"]
     change = m.get("rt_p99_vs_rt_only")
-    vs = f"{100 * change['change']:+.1f}% [{100 * change['ci'][0]:+.1f}, {100 * change['ci'][1]:+.1f}]" if change else "-"
+    # The interval over the same requests where the run paired them (results.json's `paired`).
+    paired = change.get("paired") if change else None
+    shown = paired or change
+    vs = f"{100 * shown['change']:+.1f}% [{100 * shown['ci'][0]:+.1f}, {100 * shown['ci'][1]:+.1f}]{' p' if paired else ''}" if change else "-"
     pre = m["preemption_latency_us"]
     wait = m.get("rt_wait_us", {})
     run_ms = m.get("rt_run_ms", {})
@@ -41,7 +44,7 @@ def row(run, d, m):
 
 
 def main(args):
-    header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "miss %", "BE/s",
+    header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%] (p: paired)", "miss %", "BE/s",
               "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "reaction p99 sentinel/scheduler us",
               "sentinel p99 wake/claim/open us", "on device p99 ms", "sentinel", "dropped",
               "host stalls >500us / longest ms"]

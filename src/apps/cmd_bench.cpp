@@ -91,7 +91,7 @@ class ProgressLine {
 void print_table(const bench::BenchResults& r, double duration_s) {
   fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
              r.device, r.rt_order);
-  fmt::print("{:<13} {:>9} {:>9} {:>21} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>11} {:>10} {:>8}\n",
+  fmt::print("{:<13} {:>9} {:>9} {:>28} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>11} {:>10} {:>8}\n",
              "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
              "preempt", "preempt p99", "staging p50/p99 (share)", "react p99", "BE wait ms", "dropped");
   for (const bench::ModeStats& m : r.stats) {
@@ -102,7 +102,7 @@ void print_table(const bench::BenchResults& r, double duration_s) {
         fmt::format("{:.1f}/{:.1f} us ({:.0f}/{:.0f}%)", m.preemption_staging_us.p50, m.preemption_staging_us.p99,
                     100.0 * m.staging_share_p50, 100.0 * m.staging_share_p99);
     fmt::print(
-        "{:<13} {:>9.3f} {:>9.3f} {:>21} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>23} "
+        "{:<13} {:>9.3f} {:>9.3f} {:>28} {:>9.3f} {:>7.2f} {:>8.1f} {:>8.1f} {:>9.1f} {:>8} {:>8.1f} us {:>23} "
         "{:>8.1f} us {:>10.2f} {:>8}\n",
         m.mode, m.rt_latency_ms.p50, m.rt_latency_ms.p99, change, m.rt_latency_ms.max, 100.0 * m.rt_deadline_miss_rate,
         m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99, staging,

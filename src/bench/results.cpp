@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -29,8 +31,50 @@ const ModeStats* find_rt_only(const std::vector<ModeStats>& stats) {
 std::string p99_change_text(const ModeStats& m, const std::vector<ModeStats>& stats) {
   const ModeStats* base = find_rt_only(stats);
   if (base == nullptr || base == &m || m.rt_latency_ms.count == 0) return "-";
+  if (const auto& p = m.rt_p99_paired) {
+    return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}] paired", 100 * p->change, 100 * p->low, 100 * p->high);
+  }
   const P99Change c = p99_change(m.rt_latency_ms, base->rt_latency_ms);
   return fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}]", 100 * c.change, 100 * c.low, 100 * c.high);
+}
+
+namespace {
+
+// A served RT request of an open-loop client, by client and scheduled arrival (ns).
+std::map<std::pair<int, int64_t>, double> rt_latencies_by_arrival(const Workload& w, const ModeRun& run) {
+  std::map<std::pair<int, int64_t>, double> out;
+  for (const RequestRecord& r : run.requests) {
+    const ClientSpec& c = w.clients.at(static_cast<size_t>(r.client));
+    if (!c.realtime || c.load == LoadType::kClosedLoop || r.dropped || r.failed) continue;
+    out[{r.client, std::llround(r.arrival_ms * 1e6)}] = r.finish_ms - r.arrival_ms;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<QuantileChange> paired_rt_p99_change(const Workload& w, const ModeRun& mode, const ModeRun& rt_only) {
+  const auto base = rt_latencies_by_arrival(w, rt_only), other = rt_latencies_by_arrival(w, mode);
+  std::vector<double> a, b;
+  for (const auto& [key, latency] : other) {
+    if (const auto it = base.find(key); it != base.end()) {
+      a.push_back(latency);
+      b.push_back(it->second);
+    }
+  }
+  const auto paired = static_cast<double>(a.size());
+  if (a.empty() || paired < kMinPairedShare * static_cast<double>(std::max(base.size(), other.size()))) {
+    return std::nullopt;
+  }
+  return paired_quantile_change(a, b, 0.99);
+}
+
+void pair_with_rt_only(BenchResults& r) {
+  const auto base = std::find_if(r.runs.begin(), r.runs.end(), [](const ModeRun& m) { return m.mode == "rt-only"; });
+  if (base == r.runs.end()) return;
+  for (size_t i = 0; i < r.runs.size() && i < r.stats.size(); ++i) {
+    if (r.runs[i].mode != "rt-only") r.stats[i].rt_p99_paired = paired_rt_p99_change(r.workload, r.runs[i], *base);
+  }
 }
 
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms) {
@@ -137,7 +181,10 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["rt_run_ms"] = distribution_json(m.rt_run_ms);
   if (rt_only != nullptr && m.rt_latency_ms.count > 0) {
     const P99Change c = p99_change(m.rt_latency_ms, rt_only->rt_latency_ms);
-    mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}};
+    mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}, {"paired", nullptr}};
+    if (const auto& p = m.rt_p99_paired) {
+      mj["rt_p99_vs_rt_only"]["paired"] = {{"change", p->change}, {"ci", {p->low, p->high}}, {"pairs", p->pairs}};
+    }
   }
   mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
   mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;

@@ -102,6 +102,10 @@ struct ModeStats {
   std::string mode;
   std::vector<ClientStats> clients;
   Distribution rt_latency_ms;  // all RT clients together
+  // The RT p99 against rt-only's over the same requests (pair_with_rt_only): arrivals are the
+  // same in every mode, so the interval leaves out what both runs share. Empty for rt-only, with
+  // no rt-only run, or where too few requests pair.
+  std::optional<QuantileChange> rt_p99_paired;
   // The same requests' latency in two parts: arrival -> first kernel start (queueing, staging,
   // preemption), and first kernel start -> last kernel end (the RT work on the device).
   Distribution rt_wait_us, rt_run_ms;
@@ -151,6 +155,14 @@ struct BenchResults {
   std::vector<ModeRun> runs;
   std::vector<ModeStats> stats;
 };
+
+// The same RT requests (client and scheduled arrival) served in both runs, their latencies
+// paired: the RT p99 change of `mode` against `rt_only`, or nullopt where fewer than
+// kMinPairedShare of either run's served RT requests pair (arrivals that differ) or none do.
+inline constexpr double kMinPairedShare = 0.9;
+std::optional<QuantileChange> paired_rt_p99_change(const Workload& w, const ModeRun& mode, const ModeRun& rt_only);
+// Sets every other mode's rt_p99_paired against the rt-only run, where there is one.
+void pair_with_rt_only(BenchResults& r);
 
 // results.json schema "atoll.disb/1": documented in docs/DISB.md.
 nlohmann::json results_json(const BenchResults& r);

@@ -131,6 +131,7 @@ class Runner {
       r.runs.push_back(run_one(mode, clients, o_.duration_s * 1000.0, i == traced));
       r.stats.push_back(summarize(w_, r.runs.back(), standalone_p50));
     }
+    pair_with_rt_only(r);
     return r;
   }
 

@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "core/rng.h"
+
 namespace atl {
 
 namespace {
@@ -61,6 +63,42 @@ Distribution distribution(std::vector<double> s) {
   d.p99_low = std::min(d.p99, at_rank(std::floor(nq - half)));
   d.p99_high = std::max(d.p99, at_rank(std::ceil(nq + half)));
   return d;
+}
+
+QuantileChange paired_quantile_change(const std::vector<double>& a, const std::vector<double>& b, double q,
+                                      int resamples, uint64_t seed) {
+  QuantileChange c;
+  const double base = quantile(b, q);
+  if (a.empty() || a.size() != b.size() || base <= 0) return c;
+  const size_t n = a.size();
+  c.pairs = static_cast<int>(n);
+  c.change = quantile(a, q) / base - 1.0;
+  const size_t rank = static_cast<size_t>(std::clamp(std::ceil(std::clamp(q, 0.0, 1.0) * static_cast<double>(n)), 1.0,
+                                                     static_cast<double>(n))) - 1;
+  const auto at_rank = [rank](std::vector<double>& v) {
+    std::nth_element(v.begin(), v.begin() + static_cast<long>(rank), v.end());
+    return v[rank];
+  };
+  Rng rng(seed);
+  std::vector<double> changes, ra(n), rb(n);
+  changes.reserve(static_cast<size_t>(std::max(resamples, 0)));
+  for (int r = 0; r < resamples; ++r) {
+    for (size_t i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(rng.next_u64() % n);
+      ra[i] = a[k];
+      rb[i] = b[k];
+    }
+    const double qb = at_rank(rb);
+    if (qb > 0) changes.push_back(at_rank(ra) / qb - 1.0);
+  }
+  if (changes.empty()) {
+    c.low = c.high = c.change;
+    return c;
+  }
+  std::sort(changes.begin(), changes.end());
+  c.low = std::min(c.change, sorted_quantile(changes, 0.025));
+  c.high = std::max(c.change, sorted_quantile(changes, 0.975));
+  return c;
 }
 
 nlohmann::json distribution_json(const Distribution& d) {

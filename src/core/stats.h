@@ -1,6 +1,7 @@
 #pragma once
 // The statistics every benchmark, profiler, evaluator and report uses: nearest-rank quantiles,
 // the median, and distribution-free intervals for them. Nothing else in the tree sorts samples.
+#include <cstdint>
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
 
@@ -23,6 +24,19 @@ struct Distribution {
   double p99_low = 0, p99_high = 0;
 };
 Distribution distribution(std::vector<double> samples);
+
+// The change of a q-quantile between paired samples, a[i] and b[i] being one item measured under
+// two conditions (DISB's requests, whose arrivals are the same in every mode): quantile(a) /
+// quantile(b) - 1, with a 95% percentile-bootstrap interval from `resamples` resamplings of the
+// pairs (seeded, so reproducible). Pairing cancels what both share (in DISB, RT requests queued
+// behind other RT requests), which an interval built from two unpaired intervals counts twice.
+// All zeros where the samples are empty, of different sizes, or b's quantile is not positive.
+struct QuantileChange {
+  double change = 0, low = 0, high = 0;
+  int pairs = 0;
+};
+QuantileChange paired_quantile_change(const std::vector<double>& a, const std::vector<double>& b, double q,
+                                      int resamples = 2000, uint64_t seed = 1);
 // count, mean, p50, p90, p99, p99_9, max and p99_ci ([low, high]): DISB's results.json form.
 nlohmann::json distribution_json(const Distribution& d);
 

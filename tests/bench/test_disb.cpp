@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "bench/results.h"
 #include "bench/runner.h"
@@ -248,6 +249,45 @@ TEST(Results, P99ConfidenceIntervalAndChangeAgainstRtOnly) {
   EXPECT_EQ(p99_change_text(modes[1], modes), "+10.0% [+8.5, +11.6]");
   modes[0].mode = "streams";
   EXPECT_EQ(p99_change_text(modes[1], modes), "-") << "no rt-only run to compare with";
+}
+
+// Two runs of the same arrivals whose RT latencies share a long tail (RT queued behind RT) and
+// differ by 1% plus a little jitter: the paired interval is narrow around +1%, the unpaired one
+// spans tens of points. Runs whose arrivals differ do not pair.
+TEST(Results, RtP99ChangeOverTheSameRequests) {
+  BenchResults r = synthetic_results();
+  const uint64_t seed = std::random_device{}();
+  SCOPED_TRACE(::testing::Message() << "seed " << seed);
+  std::mt19937_64 rng(seed);
+  std::lognormal_distribution<double> queued(0.0, 1.0);
+  std::uniform_real_distribution<double> jitter(-0.002, 0.002);
+  for (ModeRun& run : r.runs) {
+    std::erase_if(run.requests, [](const RequestRecord& q) { return q.client == 0; });
+  }
+  for (int i = 0; i < 3000; ++i) {
+    const double arrival = i * 0.333, shared = 0.5 + queued(rng);
+    r.runs[0].requests.push_back({.arrival_ms = arrival, .start_ms = arrival, .finish_ms = arrival + shared, .client = 0});
+    const double reset = shared * 1.01 * (1 + jitter(rng));
+    r.runs[1].requests.push_back({.arrival_ms = arrival, .start_ms = arrival, .finish_ms = arrival + reset, .client = 0});
+  }
+  for (size_t i = 0; i < r.runs.size(); ++i) r.stats[i] = summarize(r.workload, r.runs[i], {0.5, 0});
+  pair_with_rt_only(r);
+  EXPECT_FALSE(r.stats[0].rt_p99_paired.has_value()) << "rt-only is the base";
+  ASSERT_TRUE(r.stats[1].rt_p99_paired.has_value());
+  const QuantileChange& p = *r.stats[1].rt_p99_paired;
+  EXPECT_EQ(p.pairs, 3000);
+  EXPECT_GE(p.low, 1.01 * 0.998 - 1 - 1e-12);
+  EXPECT_LE(p.high, 1.01 * 1.002 - 1 + 1e-12);
+  const P99Change unpaired = p99_change(r.stats[1].rt_latency_ms, r.stats[0].rt_latency_ms);
+  EXPECT_GT(unpaired.high - unpaired.low, 0.1);
+  EXPECT_EQ(p99_change_text(r.stats[1], r.stats),
+            fmt::format("{:+.1f}% [{:+.1f}, {:+.1f}] paired", 100 * p.change, 100 * p.low, 100 * p.high));
+  const nlohmann::json j = results_json(r);
+  EXPECT_EQ(j["modes"][1]["rt_p99_vs_rt_only"]["paired"]["pairs"], 3000);
+  EXPECT_TRUE(j["modes"][1]["rt_p99_vs_rt_only"]["ci"].is_array()) << "the unpaired interval stays";
+
+  for (RequestRecord& q : r.runs[1].requests) q.arrival_ms += 0.05;  // another arrival schedule
+  EXPECT_FALSE(paired_rt_p99_change(r.workload, r.runs[1], r.runs[0]).has_value());
 }
 
 TEST(Results, JsonCsvTraceAndReport) {

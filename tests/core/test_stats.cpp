@@ -100,6 +100,57 @@ TEST(Stats, MedianIntervalIsHalfTheOrderStatisticsSpan) {
   EXPECT_EQ(median_ci_half_width({5}), 0.0);
 }
 
+TEST(PairedQuantileChange, SamePairsChangeNothing) {
+  std::mt19937_64 rng(fresh_seed());
+  const std::vector<double> b = fresh_samples(rng, 500);
+  const QuantileChange c = paired_quantile_change(b, b, 0.99, 200);
+  EXPECT_EQ(c.pairs, 500);
+  EXPECT_EQ(c.change, 0.0);
+  EXPECT_EQ(c.low, 0.0);
+  EXPECT_EQ(c.high, 0.0);
+}
+
+// a[i] = b[i] (1 + shift) (1 + e[i]) with |e[i]| <= jitter bounds every resample's quantile ratio:
+// the interval must lie in that band, however wide the unpaired one is.
+TEST(PairedQuantileChange, IntervalStaysInsideTheBandThePairsAllow) {
+  std::mt19937_64 rng(fresh_seed());
+  const std::vector<double> b = fresh_samples(rng, 3000);
+  constexpr double kShift = 0.02, kJitter = 0.005;
+  std::uniform_real_distribution<double> e(-kJitter, kJitter);
+  std::vector<double> a(b.size());
+  for (size_t i = 0; i < b.size(); ++i) a[i] = b[i] * (1 + kShift) * (1 + e(rng));
+  const QuantileChange c = paired_quantile_change(a, b, 0.99, 500, 7);
+  const double lo = (1 + kShift) * (1 - kJitter) - 1, hi = (1 + kShift) * (1 + kJitter) - 1;
+  EXPECT_GE(c.low, lo - 1e-12);
+  EXPECT_LE(c.high, hi + 1e-12);
+  EXPECT_LE(c.low, c.change);
+  EXPECT_GE(c.high, c.change);
+  EXPECT_NEAR(c.change, quantile(a, 0.99) / quantile(b, 0.99) - 1, 1e-12);
+  // Two unpaired p99 intervals of a long-tailed sample span tens of points: pairing is what
+  // makes a 2% change decidable from 3000 requests.
+  const Distribution da = distribution(a), db = distribution(b);
+  const double unpaired_width = da.p99_high / db.p99_low - da.p99_low / db.p99_high;
+  EXPECT_GT(unpaired_width, 4 * (hi - lo));
+}
+
+TEST(PairedQuantileChange, SameSeedSameInterval) {
+  std::mt19937_64 rng(fresh_seed());
+  const std::vector<double> a = fresh_samples(rng, 400), b = fresh_samples(rng, 400);
+  const QuantileChange x = paired_quantile_change(a, b, 0.99, 300, 11), y = paired_quantile_change(a, b, 0.99, 300, 11);
+  EXPECT_EQ(x.low, y.low);
+  EXPECT_EQ(x.high, y.high);
+  EXPECT_LT(x.low, x.high) << "unrelated samples leave room to move";
+  const QuantileChange none = paired_quantile_change(a, b, 0.99, 0);
+  EXPECT_EQ(none.low, none.change);
+  EXPECT_EQ(none.high, none.change);
+}
+
+TEST(PairedQuantileChange, UnpairableSamplesGiveZeros) {
+  EXPECT_EQ(paired_quantile_change({1, 2}, {1, 2, 3}, 0.99).pairs, 0);
+  EXPECT_EQ(paired_quantile_change({}, {}, 0.99).pairs, 0);
+  EXPECT_EQ(paired_quantile_change({1, 2}, {0, 0}, 0.99).pairs, 0) << "no base to divide by";
+}
+
 TEST(Stats, NoSamplesGiveZeros) {
   EXPECT_EQ(quantile({}, 0.5), 0.0);
   EXPECT_EQ(median({}), 0.0);

@@ -36,6 +36,10 @@ bool Scheduler::Impl::armable(const Lane& l) const {
 // Enqueues the start of the client's next task behind its holds. The launches are parked: not
 // in flight until released.
 void Scheduler::Impl::arm(Lane& l) {
+  // The sentinel opens only lanes published to it; one armed meanwhile would be left out of its
+  // openers, and the handshake assumes the scheduler arms only while the sentinel is closed.
+  ATOLL_CHECK(!sentinel || sentinel->closed(), kInternal, "arming client {}'s lane while the arrival sentinel is open",
+              l.client);
   const Client& c = client_of(l);
   device.hold(l.stream);
   ++l.holds;

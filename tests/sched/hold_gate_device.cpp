@@ -24,8 +24,7 @@ void HoldGateDevice::set_kernel_ns(InstanceId instance, DeviceTime kernel_ns) {
   instances_.at(static_cast<size_t>(instance))->kernel_ns = kernel_ns;
 }
 
-void HoldGateDevice::block_first_be_launch_after_lower(std::chrono::nanoseconds block,
-                                                       std::function<void()> on_block) {
+void HoldGateDevice::block_first_be_launch_after_lower(std::chrono::nanoseconds block, std::function<void()> on_block) {
   std::lock_guard lock(mutex_);
   block_ = block;
   on_block_ = std::move(on_block);
@@ -258,8 +257,11 @@ DeviceTime HoldGateDevice::ready_at(const Stream& s) const {
 void HoldGateDevice::start_next(Stream& s, DeviceTime at) {
   Op& op = s.ops[s.next_op++];
   switch (op.kind) {
-    case Op::Kind::kHold: break;
-    case Op::Kind::kFlag: flag_ = true; break;
+    case Op::Kind::kHold:
+      break;
+    case Op::Kind::kFlag:
+      flag_ = true;
+      break;
     case Op::Kind::kKernel: {
       const DeviceTime length = op.preemptible && flag_ ? 0 : op.length;  // exits at block entry
       op.span = {at, at + length};

@@ -10,7 +10,8 @@
 // effect when its stream reaches it; a preemptible kernel that starts while the flag is up
 // exits at once (one already running runs to its end). The timeline is worked out lazily, under
 // one mutex, whenever a call looks at it; a gate raised by another thread counts as opened when
-// the next call sees it.
+// the next call sees it (work the sentinel opens while the scheduler's thread is blocked starts
+// when that thread calls in again: test admission times, not start times, against it).
 //
 // Thread safety: now(), completion_word() and inputs_in_staging() may be called from any thread
 // (the sentinel, submitters), and GateOpener::open() writes the gate word from any thread; the
@@ -86,10 +87,10 @@ class HoldGateDevice final : public ExecDevice {
   };
   struct Stream {
     std::vector<Op> ops;
-    size_t next_op = 0;          // the first not started
-    DeviceTime free_at = 0;      // when the last started one ended
+    size_t next_op = 0;           // the first not started
+    DeviceTime free_at = 0;       // when the last started one ended
     std::vector<size_t> kernels;  // ops index of launch seq - 1
-    uint64_t ended = 0;          // kernels ended
+    uint64_t ended = 0;           // kernels ended
     uint32_t holds = 0, released = 0;
     std::vector<DeviceTime> opened_at;  // by hold number - 1; kNever while closed
     uint32_t gate_word = 0;             // raised by release() or a GateOpener (atomic_ref)

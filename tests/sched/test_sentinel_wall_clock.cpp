@@ -20,7 +20,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::HoldGateDevice;
-using Answer = testing::Answer;  // the error or the result
 
 constexpr DeviceTime kMs = 1'000'000;
 
@@ -46,7 +45,6 @@ TEST(HoldGateDevice, HeldWorkRunsOnceAnotherThreadRaisesItsGateWord) {
   EXPECT_EQ(device.completed(s), 0u) << "held work ran";
   const DeviceTime opened = device.now();
   std::thread([&] { opener->open(); }).join();
-  device.wait_until(device.now() + 100 * kMs);  // a launch ending returns it early
   while (device.completed(s) == 0 && device.now() < opened + 1000 * kMs) device.wait_until(device.now() + kMs);
   ASSERT_EQ(device.completed(s), 1u);
   EXPECT_EQ(device.completion_word(s), 1u);
@@ -111,7 +109,7 @@ TEST(SentinelWallClock, OpensTheLaneForAnArrivalWhileABeLaunchBlocksTheScheduler
   const std::vector<Tensor> rt_inputs = device.request_buffers(rt_instance);
 
   // Declared before the scheduler: its callbacks use them until it is gone.
-  std::promise<Answer> second;
+  std::promise<testing::Answer> second;
   std::atomic<bool> stopping{false};
   std::function<void()> send_be;
 
@@ -128,7 +126,9 @@ TEST(SentinelWallClock, OpensTheLaneForAnArrivalWhileABeLaunchBlocksTheScheduler
   // as completion callbacks submit), ahead of its arrival so the sentinel expects it.
   device.block_first_be_launch_after_lower(kBlockedLaunch, [&] {
     scheduler.submit(rt_client, Request{rt_inputs, device.now() + kSecondRtIntoBlock, kNever},
-                     [&](std::exception_ptr error, TaskResult r) { second.set_value({error, std::move(r)}); });
+                     [&](std::exception_ptr error, TaskResult r) {
+                       second.set_value({error, std::move(r)});
+                     });
   });
   send_be = [&] {  // closed loop: BE work is always there to feed when RT mode ends
     scheduler.submit(be_client, Request{}, [&](std::exception_ptr error, TaskResult) {
@@ -139,7 +139,7 @@ TEST(SentinelWallClock, OpensTheLaneForAnArrivalWhileABeLaunchBlocksTheScheduler
   scheduler.start();
   send_be();
   std::future<TaskResult> first = scheduler.submit(rt_client, Request{rt_inputs, device.now() + kFirstRtLead, kNever});
-  std::future<Answer> second_answer = second.get_future();
+  std::future<testing::Answer> second_answer = second.get_future();
   const bool first_ready = first.wait_for(5s) == std::future_status::ready;
   const bool second_ready = first_ready && second_answer.wait_for(5s) == std::future_status::ready;
   stopping = true;
@@ -149,7 +149,7 @@ TEST(SentinelWallClock, OpensTheLaneForAnArrivalWhileABeLaunchBlocksTheScheduler
   EXPECT_NO_THROW(first.get());
   ASSERT_NE(device.block_returned_at(), -1) << "no BE launch followed RT request 1";
   ASSERT_TRUE(second_ready) << "RT request 2 was not answered";
-  const Answer a = second_answer.get();
+  const testing::Answer a = second_answer.get();
   ASSERT_FALSE(a.error);
   const TaskResult& r = a.result;
   const DeviceTime blocked_until = device.block_returned_at() - r.arrival;

@@ -146,7 +146,15 @@ void Scheduler::Impl::disarm() {
 void Scheduler::Impl::start_sentinel() {
   const bool wanted = options.arrival_sentinel && options.armed_rt && traits.arms_rt &&
                       traits.layout == LaneLayout::kRtQueue && !traits.pads_be && device.can_hold();
-  if (!wanted || sentinel) return;
+  if (!wanted || sentinel || lanes.empty()) return;
+  // Its thread reads every lane's completion word, and a throw there would end the process: a
+  // device without them (the simulator) gets no sentinel.
+  try {
+    device.completion_word(lanes.front().stream);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kUnsupported) throw;
+    return;
+  }
   std::vector<StreamId> watched;
   for (const Lane& l : lanes) watched.push_back(l.stream);
   auto made = std::make_unique<ArrivalSentinel>([this] { return device.now(); },

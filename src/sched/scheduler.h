@@ -66,8 +66,8 @@ struct SchedulerOptions {
   int armed_kernels = 16;
   // When a client's next task is armed: right behind its running one (true: the host is done with
   // it before the running task ends) or once the running one has ended (false, also in RT mode).
-  // Behind a running graph the launch call may block the scheduler's thread until the running
-  // task ends (DISB E on the H200: graph launches of up to 6.4 ms; atoll_bench_launch measures it).
+  // DISB E on the H200 had graph launches of up to 6.4 ms (session 21), but atoll_bench_launch saw
+  // none block behind a running graph, and E was no better with false (session 22).
   bool arm_behind_running = true;
   // Armed RT lanes on a scheduler running on its own thread (start): a second thread opens an
   // idle lane at its request's arrival (ArrivalSentinel), instead of the scheduler's thread

@@ -51,8 +51,8 @@ struct CudaBackendOptions {
   // and BERT-base ran 7-15% faster at batch 1 and 8 (session 19).
   bool gemm_groups = true;
   // Instantiations of the flagless program graph each instance rotates through
-  // (CudaInstance::set_program_graphs; ATOLL_CUDA_PROGRAM_GRAPHS=2). 1 until atoll_bench_launch
-  // and DISB have run with 2 on the H200.
+  // (CudaInstance::set_program_graphs; ATOLL_CUDA_PROGRAM_GRAPHS=2). 1: on the H200 (session 22)
+  // no graph launch blocked behind a running instantiation, and DISB E was no better with 2.
   int program_graphs = 1;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's

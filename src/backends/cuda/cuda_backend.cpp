@@ -1,6 +1,7 @@
 #include "backends/cuda/cuda_backend.h"
 
 #include <array>
+#include <charconv>
 #include <cstdlib>
 #include <string_view>
 
@@ -62,6 +63,7 @@ class CudaBackend final : public Backend {
     ATOLL_CHECK(options.program_graphs >= 1, kInvalidArgument, "CUDA backend: program graphs must be >= 1, not {}",
                 options.program_graphs);
     program_graphs_ = options.program_graphs;
+    upload_copy_ = options.upload_copy;
     tuning_.autotune = options.autotune;
     tuning_.cache_path = options.tune_cache;
     int driver = 0, runtime = 0;
@@ -93,6 +95,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
     auto instance = std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, tuning_);
     instance->set_program_graphs(program_graphs_);
+    instance->set_upload_copy(upload_copy_);
     return instance;
   }
 
@@ -103,6 +106,7 @@ class CudaBackend final : public Backend {
   bool head_views_ = false;   // CudaBackendOptions::head_views
   bool gemm_groups_ = false;  // CudaBackendOptions::gemm_groups
   int program_graphs_ = 1;    // CudaBackendOptions::program_graphs
+  UploadCopy upload_copy_;    // CudaBackendOptions::upload_copy
   std::string description_;
 };
 
@@ -141,6 +145,20 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     const std::string_view v(graphs);
     ATOLL_CHECK(v == "1" || v == "2", kInvalidArgument, "ATOLL_CUDA_PROGRAM_GRAPHS must be 1 or 2, not '{}'", v);
     options.program_graphs = v == "1" ? 1 : 2;
+  }
+  if (const char* blocks = std::getenv("ATOLL_CUDA_UPLOAD_BLOCKS")) {
+    const std::string_view v(blocks);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+    ATOLL_CHECK(ec == std::errc() && end == v.data() + v.size() && n >= 1 && n <= 1024, kInvalidArgument,
+                "ATOLL_CUDA_UPLOAD_BLOCKS must be a whole number from 1 to 1024, not '{}'", v);
+    options.upload_copy.blocks = n;
+  }
+  if (const char* flag = std::getenv("ATOLL_CUDA_UPLOAD_FLAG")) {
+    const std::string_view v(flag);
+    ATOLL_CHECK(v == "ahead" || v == "fresh", kInvalidArgument, "ATOLL_CUDA_UPLOAD_FLAG must be ahead or fresh, not '{}'",
+                v);
+    options.upload_copy.fresh_flag = v == "fresh";
   }
   options.tune_cache = cuda::default_tune_cache_path();
   return make_cuda_backend(options);

@@ -24,6 +24,18 @@ std::string cuda_unavailable_reason();
 // The device's PCI bus id ("0000:19:00.0"), which NVML names devices by.
 std::string cuda_pci_bus_id(int device);
 
+// How a BE upload's SM copy runs (set_uploads_with_first_kernel): blocks of 256 threads, each
+// thread one 16-byte step per PCIe round trip, and which flag value a step tests. "Ahead" (the
+// default) tests the value read during the step before, as every grid-stride kernel does; "fresh"
+// tests the value read beside the step's own PCIe read, one round trip sooner. On the H200 the
+// launch carrying a batch-32 upload ended 91-116 us after a raise (DISB F and G, session 22);
+// ATOLL_CUDA_UPLOAD_BLOCKS and ATOLL_CUDA_UPLOAD_FLAG=fresh let atoll_bench_kernel_exit --uploads
+// and DISB compare the settings before a default changes.
+struct UploadCopy {
+  int blocks = 64;
+  bool fresh_flag = false;
+};
+
 struct CudaBackendOptions {
   int device = 0;
   // At load, time every tile/split-K alternative of each GEMM-backed kernel (once per distinct
@@ -54,6 +66,7 @@ struct CudaBackendOptions {
   // (CudaInstance::set_program_graphs; ATOLL_CUDA_PROGRAM_GRAPHS=2). 1: on the H200 (session 22)
   // no graph launch blocked behind a running instantiation, and DISB E was no better with 2.
   int program_graphs = 1;
+  UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's
   // cache folder). Only geometries not found there are timed at load.
@@ -160,6 +173,7 @@ class CudaInstance : public Instance {
   // BE upload never holds the copy engine an RT upload needs, a raise stops it like any BE kernel,
   // and a task rolled back to kernel 0 uploads again.
   virtual void set_uploads_with_first_kernel(bool on) = 0;
+  virtual void set_upload_copy(UploadCopy copy) = 0;
 
   // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
   // launches queued behind a device-side wait so that they run back to back.

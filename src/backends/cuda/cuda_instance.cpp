@@ -34,9 +34,6 @@ DType host_dtype(const TensorSpec& spec) {
 // request notices an RT arrival within a few microseconds.
 constexpr size_t kStagingChunkBytes = 64 * 1024;
 constexpr int kOutputBlocksAtLoad = 3;
-// Blocks of a BE upload's SM copy (set_uploads_with_first_kernel): 64 x 256 threads keep 256 KB
-// in flight, above PCIe's bandwidth times its ~2 us round trip, and leave the SMs to kernels.
-constexpr int kUploadBlocks = 64;
 
 // Elements a weight takes on the device: its own, or the padded filter's.
 int64_t device_elems(const TensorSpec& spec, WeightFormat f) {
@@ -246,7 +243,7 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream, const i
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
   std::byte* raw = spec.dtype == DType::kF16 ? host_io_.bytes_ptr() + input_host_offsets_[i] : stored;
   if (uploads_with_first_kernel_) {
-    launch_sm_copy(input_staging_device_[i], raw, bytes, stream, flag, kUploadBlocks);
+    launch_sm_copy(input_staging_device_[i], raw, bytes, stream, flag, upload_copy_.blocks, upload_copy_.fresh_flag);
   } else if (sm_copies_) {
     launch_sm_copy(input_staging_device_[i], raw, bytes, stream);
   } else {
@@ -256,6 +253,12 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream, const i
     launch_f32_to_storage(reinterpret_cast<const float*>(raw), stored, half_storage(spec), stream, flag);
   }
   ATL_CUDA_CHECK(cudaEventRecord(input_copied_[i].get(), stream));
+}
+
+void CudaInstanceImpl::set_upload_copy(UploadCopy copy) {
+  ATOLL_CHECK(copy.blocks >= 1 && copy.blocks <= 1024, kInvalidArgument, "an upload copy takes 1 to 1024 blocks, not {}",
+              copy.blocks);
+  upload_copy_ = copy;
 }
 
 void CudaInstanceImpl::set_input(int index, const Tensor& t) {

@@ -52,6 +52,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void set_preemptible(bool on) override;
   void set_sm_copies(bool on) override { sm_copies_ = on; }
   void set_uploads_with_first_kernel(bool on) override { uploads_with_first_kernel_ = on; }
+  void set_upload_copy(UploadCopy copy) override;
   std::vector<double> time_kernels(int repeats) override;
   std::vector<GemmTuneResult> tune_gemms(int repeats) override;
   LoadTuning load_tuning() const override { return load_tuning_; }
@@ -129,6 +130,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<void*> input_staging_device_;  // their device addresses
   bool sm_copies_ = false;                   // set_sm_copies
   bool uploads_with_first_kernel_ = false;   // set_uploads_with_first_kernel
+  UploadCopy upload_copy_;                   // set_upload_copy
   // Outputs in host memory, all of a task's in one pinned block (output i at its offset). Tensors
   // handed out alias their block, which is not written again while held.
   struct OutputBlock {

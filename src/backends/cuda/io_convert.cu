@@ -46,14 +46,17 @@ __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfS
 
 // 16 bytes per thread per step: one PCIe round trip is ~1-2 us, so the copy's speed is the bytes
 // in flight, and a grid of a few hundred blocks keeps hundreds of KB in flight.
-// With a flag (a BE upload), each step tests the flag read during the step before.
+// With a flag (a BE upload), each step tests the flag read during the step before, or with
+// kFresh the one read beside its own PCIe read: the test waits for the step's data either way,
+// and the flag's L2 read is far shorter than the PCIe one, so the fresher value costs nothing.
+template <bool kFresh>
 __global__ void sm_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t words,
                                const unsigned char* __restrict__ tail_src, unsigned char* __restrict__ tail_dst,
                                int tail, const int* flag) {
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  ItemFlag checks(flag);
+  ItemFlag checks(kFresh ? nullptr : flag);
   for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
-    const int stop = checks.next();
+    const int stop = kFresh ? (flag != nullptr ? load_flag(flag) : 0) : checks.next();
     const uint4 v = src[i];
     if (seen_after(stop, v.x)) return;
     dst[i] = v;
@@ -101,21 +104,24 @@ void load_io_kernels() {
   cudaFuncAttributes attributes{};
   ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, f32_to_storage_kernel));
   ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, storage_to_f32_kernel));
-  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<false>));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<true>));
 }
 
 void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag,
-                    int max_blocks) {
+                    int max_blocks, bool fresh_flag) {
   ATOLL_CHECK(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0, kInternal,
               "SM copies need 16-byte aligned pointers");
   ATOLL_CHECK(max_blocks >= 1, kInternal, "an SM copy needs at least one block, got {}", max_blocks);
+  ATOLL_CHECK(!fresh_flag || flag != nullptr, kInternal, "a fresh flag test needs a flag");
   if (bytes == 0) return;
   const size_t words = bytes / 16;
   const int tail = static_cast<int>(bytes % 16);
   const int64_t blocks = std::clamp<int64_t>(static_cast<int64_t>((words + kThreads - 1) / kThreads), 1, max_blocks);
   const auto* s = static_cast<const unsigned char*>(src);
   auto* d = static_cast<unsigned char*>(dst);
-  sm_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+  const auto kernel = fresh_flag ? sm_copy_kernel<true> : sm_copy_kernel<false>;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
       reinterpret_cast<const uint4*>(src), static_cast<uint4*>(dst), words, s + words * 16, d + words * 16, tail, flag);
   ATL_CUDA_CHECK_LAUNCH("sm_copy");
 }

@@ -1,0 +1,65 @@
+// The CUDA backend's switches from the environment: a bad value is refused with its name before
+// any device is touched, so these run anywhere (no GPU needed).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+#include "backends/cuda/cuda_backend.h"
+#include "core/error.h"
+
+namespace atl {
+namespace {
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) old_ = old;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (old_) {
+      setenv(name_, old_->c_str(), 1);
+    } else {
+      unsetenv(name_);
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+// The message of what make_cuda_backend threw ("" for nothing: a GPU was there and took it).
+std::string backend_error() {
+  try {
+    make_cuda_backend(0);
+  } catch (const Error& e) {
+    return e.message();
+  }
+  return "";
+}
+
+TEST(CudaOptions, BadUploadCopySettingsAreRefusedByName) {
+  for (const char* v : {"0", "1025", "64x", "", "-3"}) {
+    ScopedEnv env("ATOLL_CUDA_UPLOAD_BLOCKS", v);
+    EXPECT_NE(backend_error().find("ATOLL_CUDA_UPLOAD_BLOCKS must be a whole number from 1 to 1024"), std::string::npos)
+        << "'" << v << "'";
+  }
+  ScopedEnv env("ATOLL_CUDA_UPLOAD_FLAG", "sideways");
+  EXPECT_NE(backend_error().find("ATOLL_CUDA_UPLOAD_FLAG must be ahead or fresh, not 'sideways'"), std::string::npos);
+}
+
+TEST(CudaOptions, GoodUploadCopySettingsPass) {
+  ScopedEnv blocks("ATOLL_CUDA_UPLOAD_BLOCKS", "16");
+  ScopedEnv flag("ATOLL_CUDA_UPLOAD_FLAG", "fresh");
+  // Without a GPU the backend still fails, but not on these.
+  EXPECT_EQ(backend_error().find("ATOLL_CUDA_UPLOAD"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace atl

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan" and "launch"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch" and "upexit"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
@@ -86,6 +86,21 @@ if has_step launch; then
   # two instantiations (LAUNCH_ARGS: --models, --batch, --trials).
   # shellcheck disable=SC2086
   timeout -k 5 "${LAUNCH_LIMIT:-120}" "$bin/atoll_bench_launch" --json "$out/launch_probe.json" ${LAUNCH_ARGS:-} 2>&1 | tail -30
+fi
+if has_step upexit; then
+  # A BE upload launch's exit (kernel 0 carrying its batch-32 input's SM copy) under each setting
+  # of the upload copy (UPEXIT_VARIANTS, flag:blocks for ATOLL_CUDA_UPLOAD_FLAG and _BLOCKS), each
+  # with the restore test of uploads under the same setting.
+  for v in ${UPEXIT_VARIANTS:-ahead:64 fresh:64 fresh:16}; do
+    flag=${v%:*} blocks=${v#*:}
+    echo "upload copy: flag $flag, $blocks blocks"
+    # shellcheck disable=SC2086
+    ATOLL_CUDA_UPLOAD_FLAG=$flag ATOLL_CUDA_UPLOAD_BLOCKS=$blocks timeout -k 5 "${UPEXIT_LIMIT:-150}" \
+      "$bin/atoll_bench_kernel_exit" --models ${UPEXIT_MODELS:-vgg19 resnet152} --batches 32 --uploads \
+      --trials "${UPEXIT_TRIALS:-20}" --json "$out/upexit_${flag}_$blocks.json" 2>&1 | grep "with its upload"
+    ATOLL_CUDA_UPLOAD_FLAG=$flag ATOLL_CUDA_UPLOAD_BLOCKS=$blocks timeout -k 5 150 "$bin/test_gpu_sched" \
+      --gtest_filter='CudaPreemption.Uploads*' 2>&1 | grep -E "^\[  (PASSED|FAILED)"
+  done
 fi
 if has_step kexit; then
   # Mid-kernel flag raises on every model kernel (KEXIT_ARGS narrows: --models, --batches, --trials).

@@ -211,8 +211,19 @@ TEST(GpuInstance, SmCopiesGiveTheCopyEnginesBytes) {
     const std::vector<Tensor> by_copy_engine = run();
     gpu.set_sm_copies(true);
     const std::vector<Tensor> by_sms = run();
+    // An upload with the first kernel under every copy setting, run without a flag (a timing or
+    // flagless run): a fresh flag read has no flag to read and must not refuse the copy.
+    gpu.set_uploads_with_first_kernel(true);
+    gpu.set_upload_copy({16, true});
+    const std::vector<Tensor> fresh_flagless = run();
+    gpu.set_upload_copy({64, false});
+    const std::vector<Tensor> ahead_flagless = run();
     ASSERT_EQ(by_sms.size(), by_copy_engine.size());
-    for (size_t i = 0; i < by_sms.size(); ++i) EXPECT_TRUE(gputest::same_bytes(by_sms[i], by_copy_engine[i])) << i;
+    for (size_t i = 0; i < by_sms.size(); ++i) {
+      EXPECT_TRUE(gputest::same_bytes(by_sms[i], by_copy_engine[i])) << i;
+      EXPECT_TRUE(gputest::same_bytes(fresh_flagless[i], by_copy_engine[i])) << i;
+      EXPECT_TRUE(gputest::same_bytes(ahead_flagless[i], by_copy_engine[i])) << i;
+    }
   }
 }
 

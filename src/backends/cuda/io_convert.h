@@ -32,7 +32,8 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
 // behind a BE batch's 19 MB). Both pointers 16-byte aligned. With a flag it is preemptible (it
 // stops within a step or two of a raise, leaving `dst` partial); `max_blocks` caps the SMs it
 // takes: a PCIe-bound copy needs only enough bytes in flight. `fresh_flag`: each step tests the
-// flag read beside its own PCIe read instead of the one read during the step before (UploadCopy).
+// flag read beside its own PCIe read instead of the one read during the step before (UploadCopy);
+// without a flag it has nothing to read and is ignored.
 void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag = nullptr,
                     int max_blocks = 1024, bool fresh_flag = false);
 // Loads this file's kernels now. CUDA loads a kernel's code at its first launch, which a hold

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch" and "upexit"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit" and "ncu"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
@@ -106,6 +106,27 @@ if has_step kexit; then
   # Mid-kernel flag raises on every model kernel (KEXIT_ARGS narrows: --models, --batches, --trials).
   # shellcheck disable=SC2086
   timeout -k 5 "${KEXIT_LIMIT:-300}" "$bin/atoll_bench_kernel_exit" --json "$out/kernel_exit.json" ${KEXIT_ARGS:-} 2>&1 | tail -60
+fi
+if has_step ncu; then
+  # Hardware counters of one model pass's GEMM kernels (NCU_MODELS: model:batch ...): a plain run
+  # first fills the tuning cache, so the profiled run launches the tiles the tuner chose and no
+  # timing candidates. Raw metrics as CSV ($out/ncu_MODEL_bBATCH.csv; scripts/gpu/ncu_table.py
+  # reads them).
+  if command -v ncu >/dev/null; then
+    for mb in ${NCU_MODELS:-vgg19:32 bert_base:8}; do
+      model=${mb%:*} batch=${mb#*:}
+      timeout -k 5 120 "$bin/atoll" run "$model" --batch "$batch" --device cuda --iters 5 >/dev/null 2>&1
+      timeout -k 5 "${NCU_LIMIT:-200}" ncu --clock-control none --kernel-name "regex:${NCU_REGEX:-gemm}" \
+        --launch-count "${NCU_COUNT:-24}" --section SpeedOfLight --section WarpStateStats \
+        --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section LaunchStats \
+        --page raw --csv "$bin/atoll" run "$model" --batch "$batch" --device cuda --iters 1 --warmup 0 \
+        >"$out/ncu_${model}_b$batch.csv" 2>"$out/ncu_${model}_b$batch.log"
+      echo "ncu $model b$batch: exit $? ($(grep -c '^"[0-9]' "$out/ncu_${model}_b$batch.csv") kernels)"
+    done
+    python3 scripts/gpu/ncu_table.py "$out"/ncu_*.csv
+  else
+    echo "ncu: not on this machine's PATH"
+  fi
 fi
 if has_step l2 && [[ -f .carry/l2/sim.json ]]; then
   # Residency configs made and simulated on the build machine (scripts/l2/make_configs.py), each

@@ -70,12 +70,13 @@ class CudaBackend final : public Backend {
     ATL_CUDA_CHECK(cudaDriverGetVersion(&driver));
     ATL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     // Everything that changes which choices exist or which is fastest (the versions count kernel
-    // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads).
+    // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads, v5 and v4 the
+    // staged epilogue's addends loaded a chunk ahead).
     tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
-                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v4"
-                                                        : "mma.sync+wgmma+tma v3",
+                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
+                                                        : "mma.sync+wgmma+tma v4",
                                      info_.pingpong ? "+pingpong v1" : "");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);

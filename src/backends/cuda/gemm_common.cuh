@@ -266,26 +266,27 @@ struct QuadAddend {
   uint2 residual;  // four halves
 };
 
-__device__ __forceinline__ QuadAddend quad_addend(const GemmParams& p, const EpilogueTarget& t, int row, int col) {
-  QuadAddend a{make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_uint2(0, 0)};
-  if (t.part != nullptr || row >= p.M || col >= p.N) return a;
-  const int valid = min(4, p.N - col);
-  if (t.bias) {
-    float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+// The bias of four consecutive output columns (zeros past N, for split-K partials, or with no
+// bias): one load serves every row a thread finishes in that column group.
+__device__ __forceinline__ float4 quad_bias(const GemmParams& p, const EpilogueTarget& t, int col) {
+  float b[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  if (t.part == nullptr && t.bias != nullptr && col < p.N) {
+    const int valid = min(4, p.N - col);
     for (int e = 0; e < valid; ++e) b[e] = t.bias[col + e];
-    a.bias = make_float4(b[0], b[1], b[2], b[3]);
   }
-  if (t.residual) {
-    const __half* src = t.residual + static_cast<int64_t>(row) * p.ldc + col;
-    if (valid == 4 && reinterpret_cast<uintptr_t>(src) % 8 == 0) {
-      a.residual = *reinterpret_cast<const uint2*>(src);
-    } else {
-      __half h[4] = {__float2half(0.0f), __float2half(0.0f), __float2half(0.0f), __float2half(0.0f)};
-      for (int e = 0; e < valid; ++e) h[e] = src[e];
-      a.residual = *reinterpret_cast<const uint2*>(h);
-    }
-  }
-  return a;
+  return make_float4(b[0], b[1], b[2], b[3]);
+}
+
+// The residual of four consecutive outputs as four halves (zeros outside the matrix, for split-K
+// partials, or with no residual).
+__device__ __forceinline__ uint2 quad_residual(const GemmParams& p, const EpilogueTarget& t, int row, int col) {
+  if (t.part != nullptr || t.residual == nullptr || row >= p.M || col >= p.N) return make_uint2(0, 0);
+  const int valid = min(4, p.N - col);
+  const __half* src = t.residual + static_cast<int64_t>(row) * p.ldc + col;
+  if (valid == 4 && reinterpret_cast<uintptr_t>(src) % 8 == 0) return *reinterpret_cast<const uint2*>(src);
+  __half h[4] = {__float2half(0.0f), __float2half(0.0f), __float2half(0.0f), __float2half(0.0f)};
+  for (int e = 0; e < valid; ++e) h[e] = src[e];
+  return *reinterpret_cast<const uint2*>(h);
 }
 
 // Four consecutive outputs (row, col .. col + 3) of the fused epilogue, for epilogues that stage

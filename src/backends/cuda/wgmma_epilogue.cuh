@@ -48,17 +48,30 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
   const int frag_row = (wtid / 32) * 16 + lane / 4;
   const int frag_col = (lane & 3) * 2;
   // A thread finishes the same four columns of every 16th row of a chunk (128 threads, eight
-  // per row): its four quads' bias and residual are all loaded before the fragments go through
-  // shared memory, so their round trips overlap that and each other.
+  // per row). A chunk's addends (one bias quad, one residual quad per row) are loaded while the
+  // chunk before it is finished, ahead of that chunk's stores: their columns differ from every
+  // store before them, so a store that may alias them does not order them, and each chunk's
+  // loads wait behind the previous chunk's work instead of one round trip each in turn.
+  constexpr int kChunks = BN / kEpiCols;
   constexpr int kQuadsPerRow = kEpiCols / 4;
   constexpr int kQuads = 64 * kQuadsPerRow / 128;
   const int quad_row = wtid / kQuadsPerRow, quad_col = (wtid % kQuadsPerRow) * 4;
-#pragma unroll 1
-  for (int chunk = 0; chunk < BN / kEpiCols; ++chunk) {
+  struct ChunkAddends {
+    float4 bias;
+    uint2 residual[kQuads];
+  };
+  const auto load_addends = [&](int chunk) {
+    ChunkAddends a;
     const int col = n_base + chunk * kEpiCols + quad_col;
-    QuadAddend add[kQuads];
+    a.bias = quad_bias(p, target, col);
 #pragma unroll
-    for (int i = 0; i < kQuads; ++i) add[i] = quad_addend(p, target, m_base + quad_row + i * (128 / kQuadsPerRow), col);
+    for (int i = 0; i < kQuads; ++i) a.residual[i] = quad_residual(p, target, m_base + quad_row + i * (128 / kQuadsPerRow), col);
+    return a;
+  };
+  ChunkAddends add = load_addends(0);
+#pragma unroll 1
+  for (int chunk = 0; chunk < kChunks; ++chunk) {
+    const int col = n_base + chunk * kEpiCols + quad_col;
     // The previous chunk (or tile) has been read.
     if (chunk > 0 && chunk % kEpiCheckChunks == 0) {
       if (stop_check()) return true;
@@ -66,7 +79,7 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
       warpgroup_barrier(wg);
     }
 #pragma unroll
-    for (int cc = 0; cc < BN / kEpiCols; ++cc) {
+    for (int cc = 0; cc < kChunks; ++cc) {
       if (cc != chunk) continue;
 #pragma unroll
       for (int jj = 0; jj < kEpiCols / 8; ++jj) {
@@ -77,12 +90,14 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
       }
     }
     warpgroup_barrier(wg);
+    const ChunkAddends next = chunk + 1 < kChunks ? load_addends(chunk + 1) : add;
 #pragma unroll
     for (int i = 0; i < kQuads; ++i) {
       const int r = quad_row + i * (128 / kQuadsPerRow);
       const float4 v = *reinterpret_cast<const float4*>(buf + r * kEpiStride + quad_col);
-      finish_quad(p, target, m_base + r, col, v, add[i]);
+      finish_quad(p, target, m_base + r, col, v, QuadAddend{add.bias, add.residual[i]});
     }
+    add = next;
   }
   return false;
 }

@@ -18,6 +18,7 @@ CompiledModel compile_graph(const Graph& graph, const CompileTarget& target, con
     fuse_activation(w);
   }
   if (target.matmul_head_views) fold_head_transposes(w);
+  if (target.fused_attention) fuse_attention(w, target);
   drop_unused(w);
   assign_layouts(w);
   make_views(w);

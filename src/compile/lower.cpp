@@ -24,6 +24,11 @@ double kernel_flops(const WNode& n, const WorkGraph& w) {
       const Shape& a = shape(n.in[0]);
       return 2.0 * static_cast<double>(out.numel()) * static_cast<double>(a.dim(-1));
     }
+    case OpKind::kAttention: {
+      const AttentionShapes s = attention_shapes(n.attrs, shape(n.in[0]), shape(n.in[1]), shape(n.in[2]));
+      const double scores = static_cast<double>(s.scores.batch * s.scores.m * s.scores.n);
+      return scores * (2.0 * static_cast<double>(s.scores.k + s.context.n) + 5.0);
+    }
     case OpKind::kMaxPool:
     case OpKind::kAvgPool: {
       const PoolParams p = pool_params(n.attrs);

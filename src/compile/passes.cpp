@@ -1,4 +1,5 @@
 // Graph rewrites that change no result beyond fp32 rounding.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -200,6 +201,67 @@ void fold_head_transposes(WorkGraph& w) {
       mm.attrs.set("y_swap12", int64_t{1});
       t.dead = true;
     }
+  }
+  w.erase_dead();
+}
+
+namespace {
+
+// The Softmax node `s` as the middle of an attention chain: its producer and its consumer, or
+// {-1, -1}. Scores plain (not y_swap12) and scaled only by alpha; the context MatMul unscaled
+// and reading the probabilities as stored.
+std::pair<int, int> attention_chain(const WorkGraph& w, int s) {
+  const WNode& sm = w.nodes[static_cast<size_t>(s)];
+  const WValue& scores_v = w.values[static_cast<size_t>(sm.in[0])];
+  if (sm.dead || sm.op != OpKind::kSoftmax || scores_v.shape.rank() != 4 || !is_float(scores_v.dtype)) return {-1, -1};
+  if (sm.attrs.get_int("axis", -1) != -1 && sm.attrs.get_int("axis", -1) != 3) return {-1, -1};
+  const int p = w.producer(sm.in[0]);
+  const int c = sole_consumer(w, sm.out);
+  if (p < 0 || c < 0 || sole_consumer(w, sm.in[0]) != s) return {-1, -1};
+  const WNode& scores = w.nodes[static_cast<size_t>(p)];
+  const WNode& context = w.nodes[static_cast<size_t>(c)];
+  if (scores.op != OpKind::kMatMul || context.op != OpKind::kMatMul || context.in[0] != sm.out ||
+      context.in[1] == sm.out) {
+    return {-1, -1};
+  }
+  const bool scores_ok = scores.attrs.get_int("trans_b", 0) != 0 && scores.attrs.get_int("y_swap12", 0) == 0;
+  const bool context_ok = context.attrs.get_int("trans_b", 0) == 0 && context.attrs.get_int("a_swap12", 0) == 0 &&
+                          context.attrs.get_float("alpha", 1.0) == 1.0;
+  return scores_ok && context_ok ? std::pair{p, c} : std::pair{-1, -1};
+}
+
+bool within_attention_limits(const WorkGraph& w, const WNode& fused, const CompileTarget& t) {
+  auto shape = [&](int i) -> const Shape& { return w.values[static_cast<size_t>(fused.in[static_cast<size_t>(i)])].shape; };
+  const AttentionShapes s = attention_shapes(fused.attrs, shape(0), shape(1), shape(2));
+  if (!s.error.empty()) return false;
+  if (t.attention_max_keys > 0 && s.scores.n > t.attention_max_keys) return false;
+  for (const int64_t d : {s.scores.k, s.context.n}) {
+    if (t.attention_max_head_dim > 0 && d > t.attention_max_head_dim) return false;
+    if (d % std::max<int64_t>(t.attention_head_dim_multiple, 1) != 0) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+void fuse_attention(WorkGraph& w, const CompileTarget& target) {
+  for (size_t s = 0; s < w.nodes.size(); ++s) {
+    const auto [p, c] = attention_chain(w, static_cast<int>(s));
+    if (p < 0) continue;
+    WNode& scores = w.nodes[static_cast<size_t>(p)];
+    // The fused node takes the context MatMul's place: v may be computed after the scores.
+    WNode fused = w.nodes[static_cast<size_t>(c)];
+    fused.op = OpKind::kAttention;
+    fused.in = {scores.in[0], scores.in[1], fused.in[1]};
+    fused.attrs = Attrs{{"scale", scores.attrs.get_float("alpha", 1.0)},
+                        {"q_swap12", scores.attrs.get_int("a_swap12", 0)},
+                        {"k_swap12", scores.attrs.get_int("b_swap12", 0)},
+                        {"v_swap12", fused.attrs.get_int("b_swap12", 0)},
+                        {"y_swap12", fused.attrs.get_int("y_swap12", 0)}};
+    if (!within_attention_limits(w, fused, target)) continue;
+    w.nodes[static_cast<size_t>(c)] = std::move(fused);
+    scores.dead = true;
+    w.nodes[s].dead = true;
   }
   w.erase_dead();
 }

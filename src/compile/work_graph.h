@@ -56,6 +56,9 @@ void fuse_residual_add(WorkGraph& w);
 void fuse_activation(WorkGraph& w);
 // Heads-first transposes into the MatMuls that read or write them (CompileTarget::matmul_head_views).
 void fold_head_transposes(WorkGraph& w);
+// MatMul(q, k^T) -> Softmax(last axis) -> MatMul(., v) chains whose intermediates nothing else
+// reads become one Attention node (CompileTarget::fused_attention, within its limits).
+void fuse_attention(WorkGraph& w, const CompileTarget& target);
 void assign_layouts(WorkGraph& w);  // NHWC for convolution chains, casts where layouts meet
 void make_views(WorkGraph& w);      // Reshape/Flatten become aliases, not kernels
 // Gemms reading one input with equal attributes and weight shapes become one grouped Gemm whose

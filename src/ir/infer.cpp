@@ -102,6 +102,35 @@ MatMulShapes matmul_shapes(const Attrs& attrs, const Shape& a_stored, const Shap
   return s;
 }
 
+Attrs attention_scores_attrs(const Attrs& attention) {
+  return Attrs{{"trans_b", int64_t{1}},
+               {"alpha", attention.get_float("scale", 1.0)},
+               {"a_swap12", attention.get_int("q_swap12", 0)},
+               {"b_swap12", attention.get_int("k_swap12", 0)}};
+}
+
+Attrs attention_context_attrs(const Attrs& attention) {
+  return Attrs{{"b_swap12", attention.get_int("v_swap12", 0)}, {"y_swap12", attention.get_int("y_swap12", 0)}};
+}
+
+AttentionShapes attention_shapes(const Attrs& attrs, const Shape& q_stored, const Shape& k_stored,
+                                 const Shape& v_stored) {
+  AttentionShapes s;
+  if (q_stored.rank() != 4 || k_stored.rank() != 4 || v_stored.rank() != 4) {
+    s.error = fmt::format("attention takes rank-4 q, k and v, got {}, {} and {}", q_stored.str(), k_stored.str(),
+                          v_stored.str());
+    return s;
+  }
+  s.scores = matmul_shapes(attention_scores_attrs(attrs), q_stored, k_stored);
+  if (!s.scores.error.empty()) {
+    s.error = "q k^T: " + s.scores.error;
+    return s;
+  }
+  s.context = matmul_shapes(attention_context_attrs(attrs), s.scores.y, v_stored);
+  if (!s.context.error.empty()) s.error = "softmax(q k^T) v: " + s.context.error;
+  return s;
+}
+
 MatrixStrides matrix_strides(const Shape& logical, bool swapped) {
   const int r = logical.rank();
   const int64_t rows = logical[r - 2], cols = logical[r - 1];
@@ -349,6 +378,14 @@ std::vector<InferredType> infer_matmul(const Graph& g, const Node& n) {
   return {{in(g, n, 0).dtype, s.y_stored}};
 }
 
+std::vector<InferredType> infer_attention(const Graph& g, const Node& n) {
+  expect_inputs(n, 3, 3);
+  expect_float(n, in(g, n, 0));
+  const AttentionShapes s = attention_shapes(n.attrs, in(g, n, 0).shape, in(g, n, 1).shape, in(g, n, 2).shape);
+  NODE_CHECK(s.error.empty(), "{}", s.error);
+  return {{in(g, n, 0).dtype, s.context.y_stored}};
+}
+
 std::vector<InferredType> infer_softmax(const Graph& g, const Node& n) {
   expect_inputs(n, 1, 1);
   const Value& x = in(g, n, 0);
@@ -503,6 +540,8 @@ std::vector<InferredType> infer_node(const Graph& g, const Node& n) {
       return infer_reduce_mean(g, n);
     case OpKind::kCast:
       return infer_cast(g, n);
+    case OpKind::kAttention:
+      return infer_attention(g, n);
     case OpKind::kCount:
       break;
   }

@@ -12,7 +12,7 @@ constexpr std::array<std::string_view, static_cast<size_t>(OpKind::kCount)> kOpN
     "MaxPool", "AvgPool",   "GlobalAvgPool", "Concat", "Flatten", "Reshape", "Transpose", "Gemm",
     "MatMul",  "Softmax",   "LayerNorm", "Gather", "Slice",   "Dropout",   "LayoutToNHWC", "LayoutToNCHW", "ScaleShift",
     "Sub",     "Div",       "Pow",     "Sigmoid", "HardSigmoid", "HardSwish", "Erf",   "Sqrt",
-    "Clip",    "ReduceMean", "Cast"};
+    "Clip",    "ReduceMean", "Cast",   "Attention"};
 constexpr std::array<std::string_view, 5> kActNames = {"none", "relu", "relu6", "gelu", "tanh"};
 }  // namespace
 

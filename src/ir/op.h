@@ -44,6 +44,10 @@ enum class OpKind {
   kClip,           // attrs min, max (either may be absent: unbounded)
   kReduceMean,     // attrs axes (non-negative, ascending), keepdims
   kCast,           // attr to (dtype name): integers <-> floats by value
+  // Compiler-inserted (CompileTarget::fused_attention): softmax(scale q k^T) v in one kernel, the
+  // MatMul -> Softmax(last axis) -> MatMul chain it replaces. in: q[B, H, S, D], k[B, H, T, D],
+  // v[B, H, T, Dv] (logical); attrs scale, q_swap12 / k_swap12 / v_swap12 / y_swap12 as MatMul's.
+  kAttention,
   kCount,
 };
 

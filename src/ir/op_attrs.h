@@ -44,6 +44,18 @@ struct MatMulShapes {
 };
 MatMulShapes matmul_shapes(const Attrs& attrs, const Shape& a_stored, const Shape& b_stored);
 
+// An Attention's two products as MatMuls: scores = scale q k^T ([B, H, S, T], stored plain), then
+// context = softmax(scores) v, stored as y_swap12 says. `error` is empty when the shapes agree
+// (rank-4 operands, k and v with as many keys).
+struct AttentionShapes {
+  MatMulShapes scores, context;
+  std::string error;
+};
+Attrs attention_scores_attrs(const Attrs& attention);
+Attrs attention_context_attrs(const Attrs& attention);
+AttentionShapes attention_shapes(const Attrs& attrs, const Shape& q_stored, const Shape& k_stored,
+                                 const Shape& v_stored);
+
 // Where matrix i of a batched MatMul operand starts, as a two-level batch: i = i0 * inner + i1,
 // offset = i0 * outer_stride + i1 * inner_stride, rows ld elements apart (inner = the logical
 // dim 1 of rank-4 operands, else the whole batch). Stored with dims 1, 2 swapped, heads are

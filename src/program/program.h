@@ -34,6 +34,14 @@ struct CompileTarget {
   // Each group's N is a multiple of this (CUDA: its narrowest tile, so every output tile lies in
   // one group's slice and the epilogue resolves the slice once per tile).
   int64_t gemm_group_columns = 1;
+  // Attention kernels (OpKind::kAttention) take what a MatMul -> Softmax -> MatMul chain over
+  // rank-4 heads computes, so the compiler fuses each such chain into one kernel: no scores
+  // tensor in the arena, one launch instead of three. Limits of the target's kernel (0: none):
+  // the most keys, the widest head, and what every head size (q, k and v alike) is a multiple of.
+  bool fused_attention = false;
+  int64_t attention_max_keys = 0;
+  int64_t attention_max_head_dim = 0;
+  int64_t attention_head_dim_multiple = 1;
 };
 
 struct Binding {

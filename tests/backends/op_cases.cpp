@@ -333,6 +333,24 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                               {act_input("p", Shape{2, 3, 10, 12}), act_input("v", Shape{2, 12, 3, 16})}));
   cases.push_back(simple_case("matmul_heads_odd_rows", OpKind::kMatMul, {{"a_swap12", int64_t{1}}, {"y_swap12", int64_t{1}}},
                               {act_input("a", Shape{1, 5, 2, 7}), act_input("b", Shape{1, 2, 7, 3})}));
+  // Fused attention (compiler-inserted): heads stored seq-first as BERT's; queries past one
+  // 64-row tile and keys not a multiple of 16; many keys with a wide head, the context stored
+  // seq-first alone.
+  const Attrs all_swapped{{"scale", 0.25},
+                          {"q_swap12", int64_t{1}},
+                          {"k_swap12", int64_t{1}},
+                          {"v_swap12", int64_t{1}},
+                          {"y_swap12", int64_t{1}}};
+  cases.push_back(simple_case("attention_heads", OpKind::kAttention, all_swapped,
+                              {act_input("q", Shape{2, 10, 3, 16}), act_input("k", Shape{2, 12, 3, 16}),
+                               act_input("v", Shape{2, 12, 3, 16})}));
+  cases.push_back(simple_case("attention_plain_odd", OpKind::kAttention, {{"scale", 0.17}},
+                              {act_input("q", Shape{1, 2, 70, 32}), act_input("k", Shape{1, 2, 33, 32}),
+                               act_input("v", Shape{1, 2, 33, 32})}));
+  cases.push_back(simple_case("attention_many_keys", OpKind::kAttention,
+                              {{"scale", 0.125}, {"k_swap12", int64_t{1}}, {"v_swap12", int64_t{1}}, {"y_swap12", int64_t{1}}},
+                              {act_input("q", Shape{1, 2, 5, 64}), act_input("k", Shape{1, 200, 2, 64}),
+                               act_input("v", Shape{1, 200, 2, 64})}));
   cases.push_back(simple_case("softmax_last_axis", OpKind::kSoftmax, {{"axis", int64_t{-1}}},
                               {act_input("x", Shape{3, 4, 37}, Layout::kRowMajor, 10.0f)}));
   cases.push_back(simple_case("softmax_axis1", OpKind::kSoftmax, {{"axis", int64_t{1}}},

@@ -221,6 +221,13 @@ Tensor softmax(const Attrs& attrs, const Tensor& x) {
   });
 }
 
+// The chain Attention replaces, from the references of its parts.
+Tensor attention(const Attrs& attrs, const std::vector<Tensor>& ops, const Shape& out) {
+  const AttentionShapes s = attention_shapes(attrs, ops[0].shape(), ops[1].shape(), ops[2].shape());
+  const Tensor scores = matmul(attention_scores_attrs(attrs), ops[0], ops[1], s.scores.y_stored);
+  return matmul(attention_context_attrs(attrs), softmax(Attrs{{"axis", int64_t{-1}}}, scores), ops[2], out);
+}
+
 Tensor layer_norm(const Attrs& attrs, const std::vector<Tensor>& ops) {
   const Tensor& x = ops[0];
   const double eps = attrs.get_float("epsilon", 1e-5);
@@ -366,6 +373,8 @@ Tensor reference_op(OpKind op, const Attrs& attrs, const std::vector<Tensor>& op
       return matmul(attrs, ops[0], ops[1], out);
     case OpKind::kSoftmax:
       return softmax(attrs, ops[0]);
+    case OpKind::kAttention:
+      return attention(attrs, ops, out);
     case OpKind::kLayerNorm:
       return layer_norm(attrs, ops);
     default:

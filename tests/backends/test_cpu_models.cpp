@@ -130,9 +130,10 @@ TEST(CpuModelHeads, HeadViewsReplaceTheAttentionTransposes) {
   EXPECT_EQ(folded.program.kernels.size() + 8, unfolded.program.kernels.size());
   int swapped = 0;
   for (const Kernel& k : folded.program.kernels) {
-    if (k.op != OpKind::kMatMul) continue;
-    swapped += static_cast<int>(k.attrs.get_int("a_swap12", 0) + k.attrs.get_int("b_swap12", 0) +
-                                k.attrs.get_int("y_swap12", 0));
+    if (k.op != OpKind::kAttention) continue;
+    for (const char* attr : {"q_swap12", "k_swap12", "v_swap12", "y_swap12"}) {
+      swapped += static_cast<int>(k.attrs.get_int(attr, 0));
+    }
   }
   EXPECT_EQ(swapped, 8) << "Q, K, V and the context of each of the 2 layers";
   expect_same_outputs(folded, unfolded, 7, 1e-6);
@@ -155,10 +156,27 @@ TEST(CpuModelHeads, SharedInputGemmsBecomeOneGroupedGemm) {
   EXPECT_EQ(merged.program.kernels.size() + 4, separate.program.kernels.size());
   // The views of a grouped output start where its slices do.
   for (const Kernel& k : merged.program.kernels) {
-    if (k.op != OpKind::kMatMul || k.inputs[0].kind != Binding::Kind::kArena) continue;
+    if (k.op != OpKind::kAttention || k.inputs[0].kind != Binding::Kind::kArena) continue;
     EXPECT_EQ(k.inputs[0].offset % 64, 0) << k.name << ": a slice starts where the arena's buffers may";
   }
   expect_same_outputs(merged, separate, 7, 1e-6);
+}
+
+// CompileTarget::fused_attention: each layer's scores MatMul, Softmax and context MatMul become
+// one Attention kernel reading Q, K and V where the projections left them, and the outputs are
+// those of the three kernels.
+TEST(CpuModelHeads, AttentionChainsBecomeOneKernel) {
+  const auto [fused, chained] = compile_tiny_bert(2, 13, &CompileTarget::fused_attention);
+  const auto count = [](const Program& p, OpKind op) {
+    return std::count_if(p.kernels.begin(), p.kernels.end(), [&](const Kernel& k) { return k.op == op; });
+  };
+  EXPECT_EQ(count(fused.program, OpKind::kAttention), 2) << "one per layer";
+  EXPECT_EQ(count(fused.program, OpKind::kSoftmax) + count(fused.program, OpKind::kMatMul), 0);
+  EXPECT_EQ(count(chained.program, OpKind::kAttention), 0);
+  EXPECT_EQ(count(chained.program, OpKind::kSoftmax), 2);
+  EXPECT_EQ(fused.program.kernels.size() + 4, chained.program.kernels.size());
+  EXPECT_LE(fused.program.arena_bytes, chained.program.arena_bytes) << "no scores or probabilities in the arena";
+  expect_same_outputs(fused, chained, 7, 1e-5);
 }
 
 double median_run_ms(Instance& inst, int iters) {

@@ -1,5 +1,6 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -226,6 +227,56 @@ TEST(Compiler, FoldsOnlyHeadTransposesTheMatMulAloneReads) {
 
   target.matmul_head_views = false;
   EXPECT_EQ(compile_graph(g, target).program.kernels.size(), 7u);
+}
+
+// fuse_attention takes a scores MatMul -> Softmax(last axis) -> context MatMul chain only where
+// nothing else reads the scores or the probabilities, and only within the target's limits; the
+// fused kernel sits where the context MatMul was (its v may be computed after the scores).
+TEST(Compiler, FusesOnlyAttentionChainsNothingElseReads) {
+  const Attrs heads{{"perm", std::vector<int64_t>{0, 2, 1, 3}}};
+  Graph g("attention");
+  auto input = [&](const std::string& name, int64_t seq) { return g.add_input(name, DType::kF32, Shape{2, seq, 3, 16}); };
+  // Chain `tag` over inputs of `keys` keys; `probs_out`: its probabilities are also a graph output.
+  auto chain = [&](const std::string& tag, int64_t keys, int64_t axis, bool probs_out) {
+    ValueId q = g.add(OpKind::kTranspose, tag + ".q", {input(tag + ".qin", 6)}, heads);
+    ValueId k = g.add(OpKind::kTranspose, tag + ".k", {input(tag + ".kin", keys)}, heads);
+    ValueId s = g.add(OpKind::kMatMul, tag + ".scores", {q, k}, Attrs{{"trans_b", int64_t{1}}, {"alpha", 0.25}});
+    ValueId p = g.add(OpKind::kSoftmax, tag + ".probs", {s}, Attrs{{"axis", axis}});
+    ValueId v = g.add(OpKind::kTranspose, tag + ".v", {input(tag + ".vin", keys)}, heads);
+    g.mark_output(g.add(OpKind::kTranspose, tag + ".out", {g.add(OpKind::kMatMul, tag + ".context", {p, v})}, heads));
+    if (probs_out) g.mark_output(p);
+  };
+  chain("a", 7, -1, false);
+  chain("b", 7, -1, true);
+  chain("c", 7, 2, false);
+  chain("d", 40, -1, false);
+  g.init_weights(1);
+  CompileTarget target;
+  target.matmul_head_views = true;
+  target.fused_attention = true;
+  target.attention_max_keys = 32;
+  target.attention_max_head_dim = 64;
+  target.attention_head_dim_multiple = 16;
+  const Program p = compile_graph(g, target).program;
+  std::vector<std::string> fused;
+  for (const Kernel& k : p.kernels) {
+    if (k.op == OpKind::kAttention) fused.push_back(k.name);
+  }
+  EXPECT_EQ(fused, std::vector<std::string>{"a.context"}) << "b's probabilities are an output, c's softmax is over "
+                                                             "queries, d has more keys than the target takes";
+  const Kernel& a = *std::find_if(p.kernels.begin(), p.kernels.end(), [](const Kernel& k) { return k.name == "a.context"; });
+  EXPECT_EQ(a.attrs.get_float("scale"), 0.25);
+  for (const char* attr : {"q_swap12", "k_swap12", "v_swap12", "y_swap12"}) EXPECT_EQ(a.attrs.get_int(attr), 1) << attr;
+  ASSERT_EQ(a.inputs.size(), 3u);
+  EXPECT_EQ(a.inputs[1].shape, Shape({2, 7, 3, 16}));
+  EXPECT_EQ(a.outputs[0].shape, Shape({2, 6, 3, 16}));
+  EXPECT_EQ(a.outputs[0].kind, Binding::Kind::kOutput);
+
+  target.attention_head_dim_multiple = 32;  // 16-wide heads no longer fit
+  for (const Kernel& k : compile_graph(g, target).program.kernels) EXPECT_NE(k.op, OpKind::kAttention) << k.name;
+  target.attention_head_dim_multiple = 16;
+  target.fused_attention = false;
+  for (const Kernel& k : compile_graph(g, target).program.kernels) EXPECT_NE(k.op, OpKind::kAttention) << k.name;
 }
 
 // Gemms of one input with equal attributes and weight shapes become one grouped Gemm (their

@@ -2,6 +2,9 @@
 // weights and inputs: relative L2 error of every output <= 1e-2 (f16 storage, f32 accumulation).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "gpu_test_util.h"
 #include "runtime/session.h"
 
@@ -69,6 +72,46 @@ INSTANTIATE_TEST_SUITE_P(Zoo, GpuModelTest, ::testing::ValuesIn(model_cases()),
                          [](const ::testing::TestParamInfo<ModelCase>& info) {
                            return info.param.model + "_b" + std::to_string(info.param.batch);
                          });
+
+// The attention models with each layer's attention fused into one kernel
+// (ATOLL_CUDA_FUSED_ATTENTION=1, read when a session makes its backend): one Attention kernel per
+// layer, outputs within the model tolerance of the CPU reference, graph and kernel-by-kernel
+// runs bit-identical.
+TEST(GpuModelFusedAttention, AttentionModelsMatchCpuReference) {
+  ATL_REQUIRE_GPU();
+  struct EnvOn {
+    EnvOn() { setenv("ATOLL_CUDA_FUSED_ATTENTION", "1", 1); }
+    ~EnvOn() { unsetenv("ATOLL_CUDA_FUSED_ATTENTION"); }
+  } env;
+  for (const char* model : {"tiny_bert", "bert_base", "distilbert"}) {
+    for (int64_t batch : {1, 8}) {
+      const ModelCase c{model, batch};
+      const uint64_t seed = gputest::fresh_seed();
+      SCOPED_TRACE(::testing::Message() << model << " batch " << batch << " seed " << seed);
+      Session cpu(options(c, "cpu"));
+      Session gpu(options(c, "cuda"));
+      const auto fused = std::count_if(gpu.program().kernels.begin(), gpu.program().kernels.end(),
+                                       [](const Kernel& k) { return k.op == OpKind::kAttention; });
+      EXPECT_GT(fused, 0) << "no attention was fused";
+      const std::vector<Tensor> inputs = cpu.random_inputs(seed);
+      cpu.set_inputs(inputs);
+      cpu.instance().run();
+      const std::vector<Tensor> want = cpu.outputs();
+      CudaInstance& cuda = gputest::as_cuda(gpu.instance());
+      gpu.set_inputs(inputs);
+      cuda.poison(0xFF);
+      gpu.instance().run();
+      const std::vector<Tensor> got = gpu.outputs();
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_LE(gputest::rel_l2(got[i], want[i]), kModelTolerance) << i;
+      cuda.set_use_graph(false);
+      cuda.poison(0xFF);
+      gpu.instance().run();
+      const std::vector<Tensor> again = gpu.outputs();
+      for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(gputest::same_bytes(again[i], got[i])) << i;
+    }
+  }
+}
 
 }  // namespace
 }  // namespace atl

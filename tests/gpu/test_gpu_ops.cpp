@@ -447,9 +447,10 @@ TEST_P(GpuOpTest, MatchesReferenceAndCpuBackend) {
     EXPECT_LE(opcases::max_rel_error(inst->get_output(0), want), tol) << "choice " << gpu.gemm_choice(0);
   }
 
-  // The imported ops' kernels (the zoo's are checked per model in test_gpu_preempt) stop at
-  // entry while the flag is raised: the poison survives.
-  if (gputest::is_imported_op(c.op)) {
+  // The imported ops' kernels and the fused attention (the zoo's are checked per model in
+  // test_gpu_preempt, without it unless asked) stop at entry while the flag is raised: the
+  // poison survives.
+  if (gputest::is_imported_op(c.op) || c.op == OpKind::kAttention) {
     gpu.poison(0xFF);
     gputest::set_flag(gpu.preempt_flag(), 1);
     gpu.launch(0, gpu.stream(), gpu.preempt_flag());

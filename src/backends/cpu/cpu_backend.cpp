@@ -232,7 +232,11 @@ class CpuBackend final : public Backend {
   std::string device_description() const override {
     return fmt::format("host CPU, {} OpenMP threads, fp32", omp_get_max_threads());
   }
-  CompileTarget target() const override { return CompileTarget{DType::kF32, 64, /*matmul_head_views=*/true, /*gemm_groups=*/true}; }
+  CompileTarget target() const override {
+    CompileTarget t{DType::kF32, 64, /*matmul_head_views=*/true, /*gemm_groups=*/true};
+    t.fused_attention = true;
+    return t;
+  }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
     return std::make_unique<CpuInstance>(program, weights);
   }

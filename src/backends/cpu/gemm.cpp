@@ -1,5 +1,5 @@
-// Matrix products: the threaded gemm helper over Eigen's blocked kernel, and the Gemm and
-// MatMul kernels. Eigen runs single-threaded with packing buffers taken from the instance's
+// Matrix products: the threaded gemm helper over Eigen's blocked kernel, and the Gemm, MatMul
+// and Attention kernels. Eigen runs single-threaded with packing buffers taken from the instance's
 // workspace (its usual path allocates them on every product); gemm() splits the work across
 // threads itself, so threads never wait on each other inside a product (Eigen's own threading
 // spins on shared packing, which stalls badly when a core is busy with something else).
@@ -8,6 +8,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <cmath>
 
 #include "backends/cpu/cpu_math.h"
 #include "backends/cpu/kernel_registry.h"
@@ -248,19 +249,10 @@ struct MatMulPlan {
   MatrixStrides a, b, y;  // where each operand's matrix i starts (matrix_strides)
 };
 
-KernelPlan validate_matmul(const Kernel& k, int threads) {
-  expect_arity(k, 2, 1);
-  expect_f32(k);
+MatMulPlan plan_matmul(const MatMulShapes& s, float alpha) {
   MatMulPlan p;
-  const Binding& a = k.inputs[0];
-  const Binding& b = k.inputs[1];
-  const Binding& y = k.outputs[0];
-  for (const auto* t : {&a, &b, &y}) expect_layout(*t, Layout::kRowMajor, "operand");
-  const MatMulShapes s = matmul_shapes(k.attrs, a.shape, b.shape);
-  ATOLL_CHECK(s.error.empty(), kUnsupported, "{}", s.error);
-  expect_shape(y, s.y_stored, "output");
   p.trans_b = s.trans_b;
-  p.alpha = static_cast<float>(k.attrs.get_float("alpha", 1.0));
+  p.alpha = alpha;
   p.batch = s.batch;
   p.m = s.m;
   p.n = s.n;
@@ -268,21 +260,18 @@ KernelPlan validate_matmul(const Kernel& k, int threads) {
   p.a = matrix_strides(s.a, s.swap_a);
   p.b = matrix_strides(s.b, s.swap_b);
   p.y = matrix_strides(s.y, s.swap_y);
-  // Many small products (attention heads) run one per thread, each with its own packing space;
-  // a single product splits across the threads instead.
-  const int64_t workspace =
-      p.batch > 1 ? threads * gemm_workspace_bytes(p.m, p.n, p.k, 1) : gemm_workspace_bytes(p.m, p.n, p.k, threads);
-  return {p, workspace};
+  return p;
 }
 
-void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
-  const auto& p = *std::any_cast<MatMulPlan>(&plan.params);
-  const float* a = args.in_f32(0);
-  const float* b = args.in_f32(1);
-  float* y = args.out_f32(0);
-  auto* workspace = reinterpret_cast<float*>(args.workspace);
+// Many small products (attention heads) run one per thread, each with its own packing space;
+// a single product splits across the threads instead.
+int64_t matmul_workspace_bytes(const MatMulPlan& p, int threads) {
+  return p.batch > 1 ? threads * gemm_workspace_bytes(p.m, p.n, p.k, 1) : gemm_workspace_bytes(p.m, p.n, p.k, threads);
+}
+
+void matmul(const MatMulPlan& p, const float* a, const float* b, float* y, int threads, float* workspace) {
   if (p.batch == 1) {
-    gemm(p.m, p.n, p.k, p.alpha, a, p.a.ld, b, p.b.ld, p.trans_b, y, p.y.ld, {}, args.threads, workspace);
+    gemm(p.m, p.n, p.k, p.alpha, a, p.a.ld, b, p.b.ld, p.trans_b, y, p.y.ld, {}, threads, workspace);
     return;
   }
   const int64_t slot = gemm_workspace_bytes(p.m, p.n, p.k, 1) / static_cast<int64_t>(sizeof(float));
@@ -291,12 +280,76 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
          p.y.ld, {}, 1, packing);
   };
   // No region for one thread: libgomp allocates a team even for a serialized one.
-  if (args.threads == 1 || omp_in_parallel()) {
+  if (threads == 1 || omp_in_parallel()) {
     for (int64_t i = 0; i < p.batch; ++i) product(i, workspace);
     return;
   }
-#pragma omp parallel for schedule(static) num_threads(args.threads)
+#pragma omp parallel for schedule(static) num_threads(threads)
   for (int64_t i = 0; i < p.batch; ++i) product(i, workspace + omp_get_thread_num() * slot);
+}
+
+KernelPlan validate_matmul(const Kernel& k, int threads) {
+  expect_arity(k, 2, 1);
+  expect_f32(k);
+  const Binding& a = k.inputs[0];
+  const Binding& b = k.inputs[1];
+  const Binding& y = k.outputs[0];
+  for (const auto* t : {&a, &b, &y}) expect_layout(*t, Layout::kRowMajor, "operand");
+  const MatMulShapes s = matmul_shapes(k.attrs, a.shape, b.shape);
+  ATOLL_CHECK(s.error.empty(), kUnsupported, "{}", s.error);
+  expect_shape(y, s.y_stored, "output");
+  const MatMulPlan p = plan_matmul(s, static_cast<float>(k.attrs.get_float("alpha", 1.0)));
+  return {p, matmul_workspace_bytes(p, threads)};
+}
+
+void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
+  const auto& p = *std::any_cast<MatMulPlan>(&plan.params);
+  matmul(p, args.in_f32(0), args.in_f32(1), args.out_f32(0), args.threads, reinterpret_cast<float*>(args.workspace));
+}
+
+// --- Attention: softmax(scale q k^T) v, the scores in the workspace ----------------------------
+
+struct AttentionPlan {
+  MatMulPlan scores, context;
+  int64_t packing_floats = 0;  // the products' packing space, ahead of the scores
+};
+
+KernelPlan validate_attention(const Kernel& k, int threads) {
+  expect_arity(k, 3, 1);
+  expect_f32(k);
+  for (const Binding* t : {&k.inputs[0], &k.inputs[1], &k.inputs[2], &k.outputs[0]}) {
+    expect_layout(*t, Layout::kRowMajor, "operand");
+  }
+  const AttentionShapes s = attention_shapes(k.attrs, k.inputs[0].shape, k.inputs[1].shape, k.inputs[2].shape);
+  ATOLL_CHECK(s.error.empty(), kUnsupported, "{}", s.error);
+  expect_shape(k.outputs[0], s.context.y_stored, "output");
+  AttentionPlan p;
+  p.scores = plan_matmul(s.scores, static_cast<float>(k.attrs.get_float("scale", 1.0)));
+  p.context = plan_matmul(s.context, 1.0f);
+  const int64_t packing = std::max(matmul_workspace_bytes(p.scores, threads), matmul_workspace_bytes(p.context, threads));
+  p.packing_floats = round_up(packing, 64) / static_cast<int64_t>(sizeof(float));
+  const int64_t scores_bytes = s.scores.y.numel() * static_cast<int64_t>(sizeof(float));
+  return {p, p.packing_floats * static_cast<int64_t>(sizeof(float)) + scores_bytes};
+}
+
+void run_attention(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
+  const auto& p = *std::any_cast<AttentionPlan>(&plan.params);
+  auto* packing = reinterpret_cast<float*>(args.workspace);
+  float* scores = packing + p.packing_floats;
+  matmul(p.scores, args.in_f32(0), args.in_f32(1), scores, args.threads, packing);
+  const int64_t rows = p.scores.batch * p.scores.m, len = p.scores.n;
+  parallel_for(rows, rows * len, [&](int64_t row) {
+    float* x = scores + row * len;
+    const float max = *std::max_element(x, x + len);
+    double sum = 0.0;
+    for (int64_t i = 0; i < len; ++i) {
+      x[i] = std::exp(x[i] - max);
+      sum += x[i];
+    }
+    const auto inv = static_cast<float>(1.0 / sum);
+    for (int64_t i = 0; i < len; ++i) x[i] *= inv;
+  });
+  matmul(p.context, scores, args.in_f32(2), args.out_f32(0), args.threads, packing);
 }
 
 }  // namespace
@@ -304,6 +357,7 @@ void run_matmul(const Kernel&, const KernelPlan& plan, const KernelArgs& args) {
 void register_gemm_kernels(KernelRegistry& r) {
   r[static_cast<size_t>(OpKind::kGemm)] = {validate_gemm, run_gemm};
   r[static_cast<size_t>(OpKind::kMatMul)] = {validate_matmul, run_matmul};
+  r[static_cast<size_t>(OpKind::kAttention)] = {validate_attention, run_attention};
 }
 
 }  // namespace atl::cpu

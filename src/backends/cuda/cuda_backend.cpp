@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
     info_.pingpong = info_.wgmma && options.pingpong;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
+    fused_attention_ = options.fused_attention;
     ATOLL_CHECK(options.program_graphs >= 1, kInvalidArgument, "CUDA backend: program graphs must be >= 1, not {}",
                 options.program_graphs);
     program_graphs_ = options.program_graphs;
@@ -91,6 +92,9 @@ class CudaBackend final : public Backend {
     t.matmul_head_views = head_views_;
     t.gemm_groups = gemm_groups_;
     t.gemm_group_columns = cuda::kGemmSegmentColumns;
+    t.fused_attention = fused_attention_;
+    t.attention_max_keys = cuda::kAttentionMaxKeys;
+    t.attention_max_head_dim = cuda::kAttentionMaxHeadDim;
     return t;
   }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
@@ -106,6 +110,7 @@ class CudaBackend final : public Backend {
   cuda::DeviceInfo info_;
   bool head_views_ = false;   // CudaBackendOptions::head_views
   bool gemm_groups_ = false;  // CudaBackendOptions::gemm_groups
+  bool fused_attention_ = false;  // CudaBackendOptions::fused_attention
   int program_graphs_ = 1;    // CudaBackendOptions::program_graphs
   UploadCopy upload_copy_;    // CudaBackendOptions::upload_copy
   std::string description_;
@@ -142,6 +147,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.head_views = views == nullptr || std::string_view(views) != "0";
   const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
   options.gemm_groups = groups == nullptr || std::string_view(groups) != "0";
+  const char* attention = std::getenv("ATOLL_CUDA_FUSED_ATTENTION");
+  options.fused_attention = attention != nullptr && std::string_view(attention) == "1";
   if (const char* graphs = std::getenv("ATOLL_CUDA_PROGRAM_GRAPHS")) {
     const std::string_view v(graphs);
     ATOLL_CHECK(v == "1" || v == "2", kInvalidArgument, "ATOLL_CUDA_PROGRAM_GRAPHS must be 1 or 2, not '{}'", v);

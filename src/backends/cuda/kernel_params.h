@@ -297,4 +297,34 @@ struct LayerNormArgs {
 };
 void launch_layer_norm(const LayerNormArgs& p, cudaStream_t s, const int* flag, const char* name);
 
+// ---- attention (attention.cu) ---------------------------------------------------------------
+// Where matrix i of a batched operand starts (MatrixStrides, as int64 elements): i = i0 * inner +
+// i1 at i0 * outer_stride + i1 * inner_stride, rows ld apart.
+struct HeadStrides {
+  int64_t inner = 1, outer_stride = 0, inner_stride = 0, ld = 0;
+};
+// softmax(scale q k^T) v for `matrices` (batch x heads) matrices of `queries` x `head_dim` q,
+// `keys` x `head_dim` k and `keys` x `value_dim` v: one block per `tile_rows` queries of one
+// matrix, everything in shared memory (attention_smem_bytes).
+struct AttentionArgs {
+  const __half* q = nullptr;
+  const __half* k = nullptr;
+  const __half* v = nullptr;
+  __half* y = nullptr;
+  HeadStrides qs, ks, vs, ys;
+  int matrices = 0, queries = 0, keys = 0, head_dim = 0, value_dim = 0;
+  int tile_rows = 64;  // 16, 32 or 64 (attention_tile_rows)
+  float scale = 1.0f;
+  bool vec = false;    // every row of q, k and v starts 16-byte aligned and holds whole 8-half units
+};
+constexpr int kAttentionMaxKeys = 512;
+constexpr int kAttentionMaxHeadDim = 128;
+constexpr int kAttentionHeadDimMultiple = 16;
+// The query rows per block that fit the block's shared memory (0: none fits); its bytes.
+int attention_tile_rows(int queries, int keys, int head_dim, int value_dim);
+size_t attention_smem_bytes(int tile_rows, int keys, int head_dim, int value_dim);
+// Lets the kernels take the shared memory a block of the widest tile needs (at load).
+void prepare_attention_kernels();
+void launch_attention(const AttentionArgs& p, cudaStream_t s, const int* flag, const char* name);
+
 }  // namespace atl::cuda

@@ -114,6 +114,7 @@ std::vector<WeightFormat> plan_weight_formats(const Program& p);
 std::unique_ptr<KernelLaunch> prepare_conv2d(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_gemm(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_matmul(const Kernel& k, const LoadContext& ctx);
+std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_pool(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_global_avg_pool(const Kernel& k, const LoadContext& ctx);
 std::unique_ptr<KernelLaunch> prepare_unary(const Kernel& k, const LoadContext& ctx);

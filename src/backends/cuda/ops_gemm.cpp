@@ -312,4 +312,47 @@ std::unique_ptr<KernelLaunch> prepare_matmul(const Kernel& k, const LoadContext&
   return std::make_unique<GemmLaunch>(k.name, p, vec, !s.trans_b, ctx.device());
 }
 
+std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadContext& ctx) {
+  expect_arity(k, 3, 1);
+  for (const Binding* b : {&k.inputs[0], &k.inputs[1], &k.inputs[2], &k.outputs[0]}) {
+    expect_layout(*b, Layout::kRowMajor, "operand");
+  }
+  const AttentionShapes s = attention_shapes(k.attrs, k.inputs[0].shape, k.inputs[1].shape, k.inputs[2].shape);
+  ATOLL_CHECK(s.error.empty(), kUnsupported, "kernel '{}': {}", k.name, s.error);
+  ATOLL_CHECK(k.outputs[0].shape == s.context.y_stored, kUnsupported, "kernel '{}': output {} is not {}", k.name,
+              k.outputs[0].shape.str(), s.context.y_stored.str());
+  AttentionArgs p;
+  p.matrices = checked_int(s.scores.batch, "batch x heads");
+  p.queries = checked_int(s.scores.m, "queries");
+  p.keys = checked_int(s.scores.n, "keys");
+  p.head_dim = checked_int(s.scores.k, "head size");
+  p.value_dim = checked_int(s.context.n, "value head size");
+  ATOLL_CHECK(p.keys <= kAttentionMaxKeys && p.head_dim <= kAttentionMaxHeadDim && p.value_dim <= kAttentionMaxHeadDim &&
+                  p.matrices <= 65535,
+              kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} in {} matrices (at most {} "
+              "keys, heads of {}, 65535 matrices)", k.name, p.keys, p.head_dim, p.value_dim, p.matrices,
+              kAttentionMaxKeys, kAttentionMaxHeadDim);
+  p.tile_rows = attention_tile_rows(p.queries, p.keys, p.head_dim, p.value_dim);
+  ATOLL_CHECK(p.tile_rows > 0, kInternal, "kernel '{}': no query tile fits shared memory", k.name);
+  p.q = half_in(k, ctx, 0, "q");
+  p.k = half_in(k, ctx, 1, "k");
+  p.v = half_in(k, ctx, 2, "v");
+  p.y = half_out(k, ctx, 0);
+  const auto strides = [](const Shape& logical, bool swapped) {
+    const MatrixStrides m = matrix_strides(logical, swapped);
+    return HeadStrides{m.inner, m.outer_stride, m.inner_stride, m.ld};
+  };
+  p.qs = strides(s.scores.a, s.scores.swap_a);
+  p.ks = strides(s.scores.b, s.scores.swap_b);
+  p.vs = strides(s.context.b, s.context.swap_b);
+  p.ys = strides(s.context.y, s.context.swap_y);
+  p.scale = static_cast<float>(k.attrs.get_float("scale", 1.0));
+  // 16-byte accesses need every row of every matrix to start on a 16-byte boundary.
+  const auto rows8 = [](const HeadStrides& h) { return h.ld % 8 == 0 && h.inner_stride % 8 == 0 && h.outer_stride % 8 == 0; };
+  p.vec = p.head_dim % 8 == 0 && p.value_dim % 8 == 0 && rows8(p.qs) && rows8(p.ks) && rows8(p.vs) && rows8(p.ys) &&
+          aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.y);
+  prepare_attention_kernels();
+  return make_param_launch(k, p, launch_attention);
+}
+
 }  // namespace atl::cuda

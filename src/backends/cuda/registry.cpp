@@ -43,6 +43,7 @@ std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext&
       case OpKind::kConv2d: return prepare_conv2d(k, ctx);
       case OpKind::kGemm: return prepare_gemm(k, ctx);
       case OpKind::kMatMul: return prepare_matmul(k, ctx);
+      case OpKind::kAttention: return prepare_attention(k, ctx);
       case OpKind::kMaxPool:
       case OpKind::kAvgPool: return prepare_pool(k, ctx);
       case OpKind::kGlobalAvgPool: return prepare_global_avg_pool(k, ctx);

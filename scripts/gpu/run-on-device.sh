@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit" and "ncu"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit", "ncu" and "attn"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
@@ -106,6 +106,25 @@ if has_step kexit; then
   # Mid-kernel flag raises on every model kernel (KEXIT_ARGS narrows: --models, --batches, --trials).
   # shellcheck disable=SC2086
   timeout -k 5 "${KEXIT_LIMIT:-300}" "$bin/atoll_bench_kernel_exit" --json "$out/kernel_exit.json" ${KEXIT_ARGS:-} 2>&1 | tail -60
+fi
+if has_step attn; then
+  # The fused attention's first checks: its op cases (reference, CPU backend, rerun, stop at
+  # entry) and the attention models against the CPU reference, then the attention models timed
+  # with it off and on, alternated, and kernel exit with it on (ATTN_MODELS, ATTN_BATCHES).
+  timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu" \
+    --gtest_filter='AllOps/GpuOpTest.*attention*:GpuModelFusedAttention.*' >"$out/attn_tests.log" 2>&1
+  echo "attention tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/attn_tests.log" | tr '\n' ' ')"
+  for round in 1 2; do
+    for on in 0 1; do
+      # shellcheck disable=SC2086
+      ATOLL_CUDA_FUSED_ATTENTION=$on timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" \
+        --models ${ATTN_MODELS:-bert_base distilbert} --batches ${ATTN_BATCHES:-1 8 32} \
+        --json "$out/attn_bench_${on}_$round.json" 2>&1 | sed "s/^/fused $on: /" | grep -v "^fused $on: *$"
+    done
+  done
+  # shellcheck disable=SC2086
+  ATOLL_CUDA_FUSED_ATTENTION=1 timeout -k 5 "${KEXIT_LIMIT:-300}" "$bin/atoll_bench_kernel_exit" \
+    --models ${ATTN_MODELS:-bert_base distilbert} --batches 8 32 --json "$out/attn_kexit.json" 2>&1 | tail -12
 fi
 if has_step ncu; then
   # Hardware counters of one model pass's GEMM kernels (NCU_MODELS: model:batch ...): a plain run

@@ -25,7 +25,8 @@ using namespace nvcuda;
 
 constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
-constexpr size_t kMaxSmemBytes = 227 * 1024;
+// Shared memory the kernel's own variables take beside the dynamic buffers.
+constexpr size_t kStaticSmemBytes = 128;
 
 __host__ __device__ constexpr int round16(int x) { return (x + 15) / 16 * 16; }
 __host__ __device__ constexpr size_t align128(size_t bytes) { return (bytes + 127) / 128 * 128; }
@@ -184,18 +185,24 @@ size_t attention_smem_bytes(int tile_rows, int keys, int head_dim, int value_dim
   return smem_layout(tile_rows, keys, head_dim, value_dim).total;
 }
 
-int attention_tile_rows(int queries, int keys, int head_dim, int value_dim) {
+int attention_tile_rows(int queries, int keys, int head_dim, int value_dim, size_t smem_optin) {
   for (const int rows : {64, 32, 16}) {
     if (rows > 16 && round16(queries) <= rows / 2) continue;  // half the tile covers every query
-    if (attention_smem_bytes(rows, keys, head_dim, value_dim) <= kMaxSmemBytes) return rows;
+    if (attention_smem_bytes(rows, keys, head_dim, value_dim) + kStaticSmemBytes <= smem_optin) return rows;
   }
   return 0;
 }
 
-void prepare_attention_kernels() {
+int attention_max_keys(int head_dim, size_t smem_optin) {
+  int keys = kAttentionMaxKeys;
+  while (keys > 0 && attention_tile_rows(16, keys, head_dim, head_dim, smem_optin) == 0) keys -= 16;
+  return keys;
+}
+
+void prepare_attention_kernels(size_t smem_optin) {
+  const int dynamic = static_cast<int>(smem_optin - std::min(smem_optin, kStaticSmemBytes));
   for (const auto kernel : {attention_kernel<true>, attention_kernel<false>}) {
-    ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        static_cast<int>(kMaxSmemBytes)));
+    ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, dynamic));
   }
 }
 

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
     cudaDeviceProp prop{};
     ATL_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
     info_.sm_count = prop.multiProcessorCount;
+    info_.smem_optin = prop.sharedMemPerBlockOptin;
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     info_.pingpong = info_.wgmma && options.pingpong;
@@ -93,7 +94,7 @@ class CudaBackend final : public Backend {
     t.gemm_groups = gemm_groups_;
     t.gemm_group_columns = cuda::kGemmSegmentColumns;
     t.fused_attention = fused_attention_;
-    t.attention_max_keys = cuda::kAttentionMaxKeys;
+    t.attention_max_keys = cuda::attention_max_keys(cuda::kAttentionMaxHeadDim, info_.smem_optin);
     t.attention_max_head_dim = cuda::kAttentionMaxHeadDim;
     return t;
   }

@@ -319,12 +319,14 @@ struct AttentionArgs {
 };
 constexpr int kAttentionMaxKeys = 512;
 constexpr int kAttentionMaxHeadDim = 128;
-constexpr int kAttentionHeadDimMultiple = 16;
-// The query rows per block that fit the block's shared memory (0: none fits); its bytes.
-int attention_tile_rows(int queries, int keys, int head_dim, int value_dim);
+// The query rows per block (64, 32 or 16) whose buffers fit `smem_optin`, the shared memory one
+// block may take (0: none fits); a block's bytes; the most keys (a multiple of 16, at most
+// kAttentionMaxKeys) a 16-row block with heads of `head_dim` fits in.
+int attention_tile_rows(int queries, int keys, int head_dim, int value_dim, size_t smem_optin);
 size_t attention_smem_bytes(int tile_rows, int keys, int head_dim, int value_dim);
-// Lets the kernels take the shared memory a block of the widest tile needs (at load).
-void prepare_attention_kernels();
+int attention_max_keys(int head_dim, size_t smem_optin);
+// Lets the kernels take up to `smem_optin` of shared memory (at load).
+void prepare_attention_kernels(size_t smem_optin);
 void launch_attention(const AttentionArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 }  // namespace atl::cuda

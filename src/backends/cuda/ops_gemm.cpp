@@ -332,8 +332,10 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
               kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} in {} matrices (at most {} "
               "keys, heads of {}, 65535 matrices)", k.name, p.keys, p.head_dim, p.value_dim, p.matrices,
               kAttentionMaxKeys, kAttentionMaxHeadDim);
-  p.tile_rows = attention_tile_rows(p.queries, p.keys, p.head_dim, p.value_dim);
-  ATOLL_CHECK(p.tile_rows > 0, kInternal, "kernel '{}': no query tile fits shared memory", k.name);
+  const size_t smem = ctx.device().smem_optin;
+  p.tile_rows = attention_tile_rows(p.queries, p.keys, p.head_dim, p.value_dim, smem);
+  ATOLL_CHECK(p.tile_rows > 0, kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} does not fit "
+              "one block's {} bytes of shared memory", k.name, p.keys, p.head_dim, p.value_dim, smem);
   p.q = half_in(k, ctx, 0, "q");
   p.k = half_in(k, ctx, 1, "k");
   p.v = half_in(k, ctx, 2, "v");
@@ -351,7 +353,7 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
   const auto rows8 = [](const HeadStrides& h) { return h.ld % 8 == 0 && h.inner_stride % 8 == 0 && h.outer_stride % 8 == 0; };
   p.vec = p.head_dim % 8 == 0 && p.value_dim % 8 == 0 && rows8(p.qs) && rows8(p.ks) && rows8(p.vs) && rows8(p.ys) &&
           aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.y);
-  prepare_attention_kernels();
+  prepare_attention_kernels(smem);
   return make_param_launch(k, p, launch_attention);
 }
 

@@ -1,5 +1,6 @@
 // Kernels of atoll_bench_preempt (see preempt_sweep.cpp): a BE kernel of fixed duration that
-// checks the preemption flag the way atoll's kernels do, and the RT request's probe kernel.
+// checks the preemption flag the way atoll's kernels do, and the RT request's probe kernel; and
+// atoll_bench_gate's watcher (gate_probe.cpp).
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/device_common.cuh"
 #include "bench/preempt_kernels.h"
@@ -46,7 +47,34 @@ __global__ void clock_echo_kernel(const volatile int* ask, volatile int* echo, v
   }
 }
 
+__global__ void watch_kernel(const volatile unsigned* word, unsigned target, volatile uint64_t* seen_ns,
+                             volatile int* started, int* flag, uint64_t timeout_ns) {
+  const uint64_t t0 = cuda::global_ns();
+  *started = 1;
+  __threadfence_system();
+  while (*word < target) {
+    if (cuda::global_ns() - t0 > timeout_ns) {
+      *seen_ns = 0;
+      __threadfence_system();
+      return;
+    }
+  }
+  const uint64_t seen = cuda::global_ns();
+  if (flag != nullptr) {
+    atomicExch(flag, 1);
+    __threadfence();
+  }
+  *seen_ns = seen;
+  __threadfence_system();
+}
+
 }  // namespace
+
+void launch_watch(const volatile unsigned* word, unsigned target, volatile uint64_t* seen_ns, volatile int* started,
+                  int* flag, uint64_t timeout_ns, cudaStream_t stream) {
+  watch_kernel<<<1, 1, 0, stream>>>(word, target, seen_ns, started, flag, timeout_ns);
+  ATL_CUDA_CHECK_LAUNCH("watch");
+}
 
 int be_spin_blocks_per_sm(int threads) {
   int per_sm = 0;

@@ -29,11 +29,17 @@ DeviceTime span_of(const LaunchSpan& s) {
 
 // ---- the device itself ----
 
-TEST(HoldGateDevice, HeldWorkRunsOnceAnotherThreadRaisesItsGateWord) {
-  HoldGateDevice device;
+// The BE test model loaded on `device`, each kernel 1 ms.
+InstanceId load_be_model(HoldGateDevice& device) {
   const auto& m = testing::be_model();
   const InstanceId inst = device.load(m.program, m.weights);
   device.set_kernel_ns(inst, kMs);
+  return inst;
+}
+
+TEST(HoldGateDevice, HeldWorkRunsOnceAnotherThreadRaisesItsGateWord) {
+  HoldGateDevice device;
+  const InstanceId inst = load_be_model(device);
   const StreamId s = device.create_stream(StreamPriority::kHigh);
   device.hold(s);
   EXPECT_EQ(device.launch(s, inst, 0, LaunchOptions{}), 1u);
@@ -59,9 +65,7 @@ TEST(HoldGateDevice, HeldWorkRunsOnceAnotherThreadRaisesItsGateWord) {
 
 TEST(HoldGateDevice, PreemptibleKernelsStartingUnderTheFlagExitAtOnce) {
   HoldGateDevice device;
-  const auto& m = testing::be_model();
-  const InstanceId inst = device.load(m.program, m.weights);
-  device.set_kernel_ns(inst, kMs);
+  const InstanceId inst = load_be_model(device);
   const StreamId be = device.create_stream(StreamPriority::kLow);
   const StreamId rt = device.create_stream(StreamPriority::kHigh);
   LaunchOptions preemptible;

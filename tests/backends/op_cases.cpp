@@ -351,6 +351,14 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                               {{"scale", 0.125}, {"k_swap12", int64_t{1}}, {"v_swap12", int64_t{1}}, {"y_swap12", int64_t{1}}},
                               {act_input("q", Shape{1, 2, 5, 64}), act_input("k", Shape{1, 200, 2, 64}),
                                act_input("v", Shape{1, 200, 2, 64})}));
+  // Heads wider than 64 (the 128-wide kernel) with a narrower value head; heads whose rows are
+  // not whole 16-byte units (element loads and stores).
+  cases.push_back(simple_case("attention_wide_heads", OpKind::kAttention, {{"scale", 0.1}},
+                              {act_input("q", Shape{1, 2, 40, 96}), act_input("k", Shape{1, 2, 130, 96}),
+                               act_input("v", Shape{1, 2, 130, 72})}));
+  cases.push_back(simple_case("attention_unaligned", OpKind::kAttention, {{"scale", 0.3}},
+                              {act_input("q", Shape{1, 2, 9, 20}), act_input("k", Shape{1, 2, 70, 20}),
+                               act_input("v", Shape{1, 2, 70, 12})}));
   cases.push_back(simple_case("softmax_last_axis", OpKind::kSoftmax, {{"axis", int64_t{-1}}},
                               {act_input("x", Shape{3, 4, 37}, Layout::kRowMajor, 10.0f)}));
   cases.push_back(simple_case("softmax_axis1", OpKind::kSoftmax, {{"axis", int64_t{1}}},

@@ -36,19 +36,20 @@ SessionOptions options(const ModelCase& c, const char* device) {
   return o;
 }
 
-// `c` on the GPU against the CPU reference, same weights and inputs; with `attention_fused`, the
-// GPU program must hold at least one fused Attention kernel.
-void expect_matches_cpu(const ModelCase& c, bool attention_fused) {
+// How many fused Attention kernels a GPU program must hold.
+enum class Attention { kAny, kFused, kUnfused };
+
+// `c` on the GPU against the CPU reference, same weights and inputs.
+void expect_matches_cpu(const ModelCase& c, Attention attention) {
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE(::testing::Message() << c.model << " batch " << c.batch << " seed " << seed);
   Session cpu(options(c, "cpu"));
   Session gpu(options(c, "cuda"));
-  if (attention_fused) {
-    const auto& kernels = gpu.program().kernels;
-    EXPECT_GT(std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return k.op == OpKind::kAttention; }),
-              0)
-        << "no attention was fused";
-  }
+  const auto& kernels = gpu.program().kernels;
+  const auto fused =
+      std::count_if(kernels.begin(), kernels.end(), [](const Kernel& k) { return k.op == OpKind::kAttention; });
+  if (attention == Attention::kFused) EXPECT_GT(fused, 0) << "no attention was fused";
+  if (attention == Attention::kUnfused) EXPECT_EQ(fused, 0) << "attention was fused";
   const std::vector<Tensor> inputs = cpu.random_inputs(seed);
   cpu.set_inputs(inputs);
   cpu.instance().run();
@@ -76,7 +77,7 @@ class GpuModelTest : public ::testing::TestWithParam<ModelCase> {};
 
 TEST_P(GpuModelTest, MatchesCpuReference) {
   ATL_REQUIRE_GPU();
-  expect_matches_cpu(GetParam(), false);
+  expect_matches_cpu(GetParam(), Attention::kAny);
 }
 
 INSTANTIATE_TEST_SUITE_P(Zoo, GpuModelTest, ::testing::ValuesIn(model_cases()),
@@ -84,17 +85,18 @@ INSTANTIATE_TEST_SUITE_P(Zoo, GpuModelTest, ::testing::ValuesIn(model_cases()),
                            return info.param.model + "_b" + std::to_string(info.param.batch);
                          });
 
-// The attention models with each layer's attention fused into one kernel
-// (ATOLL_CUDA_FUSED_ATTENTION=1, read when a session makes its backend).
-TEST(GpuModelFusedAttention, AttentionModelsMatchCpuReference) {
+// The attention models with each layer's attention fused into one kernel (the default), and
+// with ATOLL_CUDA_FUSED_ATTENTION=0 (read when a session makes its backend) as three.
+TEST(GpuModelFusedAttention, AttentionModelsMatchCpuReferenceFusedOrNot) {
   ATL_REQUIRE_GPU();
-  struct EnvOn {
-    EnvOn() { setenv("ATOLL_CUDA_FUSED_ATTENTION", "1", 1); }
-    ~EnvOn() { unsetenv("ATOLL_CUDA_FUSED_ATTENTION"); }
-  } env;
   for (const char* model : {"tiny_bert", "bert_base", "distilbert"}) {
-    for (int64_t batch : {1, 8}) expect_matches_cpu({model, batch}, true);
+    for (int64_t batch : {1, 8}) expect_matches_cpu({model, batch}, Attention::kFused);
   }
+  struct EnvOff {
+    EnvOff() { setenv("ATOLL_CUDA_FUSED_ATTENTION", "0", 1); }
+    ~EnvOff() { unsetenv("ATOLL_CUDA_FUSED_ATTENTION"); }
+  } env;
+  for (const char* model : {"tiny_bert", "distilbert"}) expect_matches_cpu({model, 8}, Attention::kUnfused);
 }
 
 }  // namespace

@@ -325,37 +325,47 @@ TEST(GpuOps, RefusesReduceMeanOverNhwc) {
 // The TMA tiles read A through a tensor map: a plain row-major [M, K], or a convolution's im2col
 // in K tiles of 64 channels of one tap. Never for fewer or odd channel counts, groups, unaligned
 // rows, or windows a rank-4 im2col map cannot encode. Needs no GPU.
-// The fused attention's query tile and the target's key limit follow the device's shared memory
-// per block (H200, A100, L4): the chosen tile always fits, a wider one would not or would be half
-// empty, and the key limit is the largest whose 16-row tile fits. Needs no GPU.
+// The fused attention's query tile follows the device's shared memory per block (H200, A100,
+// L4): the chosen tile always fits, a wider one would not or would be half empty, and the widest
+// heads fit everywhere, so the key limit is the same on every device. Needs no GPU.
 TEST(GpuAttentionPlan, TilesFitTheDeviceSharedMemory) {
   const size_t h200 = 232448, a100 = 166912, l4 = 101376;
-  EXPECT_EQ(cuda::attention_tile_rows(128, 128, 64, 64, h200), 64) << "BERT-base: 64 queries per block";
-  EXPECT_EQ(cuda::attention_tile_rows(10, 128, 64, 64, h200), 16) << "10 queries take one 16-row tile";
-  EXPECT_EQ(cuda::attention_tile_rows(512, 512, 128, 128, h200), 16);
-  EXPECT_EQ(cuda::attention_max_keys(64, h200), cuda::kAttentionMaxKeys);
+  EXPECT_EQ(cuda::attention_tile_rows(128, 64, 64, h200), 64) << "BERT-base: 64 queries per block";
+  EXPECT_EQ(cuda::attention_tile_rows(10, 64, 64, h200), 16) << "10 queries take one 16-row tile";
+  EXPECT_EQ(cuda::attention_tile_rows(33, 64, 64, h200), 64) << "33 queries fill more than half of 64 rows";
   for (const size_t smem : {h200, a100, l4}) {
-    const int most = cuda::attention_max_keys(cuda::kAttentionMaxHeadDim, smem);
-    ASSERT_GT(most, 0) << smem;
-    EXPECT_EQ(most % 16, 0);
-    EXPECT_GT(cuda::attention_tile_rows(1, most, cuda::kAttentionMaxHeadDim, cuda::kAttentionMaxHeadDim, smem), 0);
-    if (most < cuda::kAttentionMaxKeys) {
-      EXPECT_EQ(cuda::attention_tile_rows(1, most + 16, cuda::kAttentionMaxHeadDim, cuda::kAttentionMaxHeadDim, smem), 0);
-    }
     for (int queries : {1, 17, 33, 128, 500}) {
-      for (int keys : {1, 33, 128, most}) {
-        for (int d : {8, 64, 128}) {
-          const int rows = cuda::attention_tile_rows(queries, keys, d, d, smem);
-          ASSERT_GT(rows, 0) << queries << " " << keys << " " << d;
-          EXPECT_LE(cuda::attention_smem_bytes(rows, keys, d, d), smem);
-          if (rows < 64 && queries > rows) {
-            EXPECT_GT(cuda::attention_smem_bytes(rows * 2, keys, d, d) + 128, smem) << "a wider tile fit";
-          }
+      for (int d : {8, 64, 100, 128}) {
+        const int rows = cuda::attention_tile_rows(queries, d, d, smem);
+        ASSERT_GT(rows, 0) << queries << " " << d;
+        EXPECT_LE(cuda::attention_smem_bytes(rows, d, d), smem);
+        if (rows < 64 && queries > rows) {
+          EXPECT_GT(cuda::attention_smem_bytes(rows * 2, d, d) + 128, smem) << "a wider tile fit";
         }
       }
     }
   }
-  EXPECT_LT(cuda::attention_max_keys(cuda::kAttentionMaxHeadDim, l4), cuda::kAttentionMaxKeys) << "L4 takes fewer keys";
+  EXPECT_LT(cuda::attention_smem_bytes(64, 64, 64), cuda::attention_smem_bytes(64, 128, 128)) << "wide heads pay";
+  EXPECT_EQ(cuda::attention_smem_bytes(16, 8, 64), cuda::attention_smem_bytes(16, 64, 8)) << "one width for both";
+}
+
+// A grid of fewer than two blocks per SM takes narrower query tiles, never below 16 rows and never
+// wider than the tile that fits (BERT-base, 12 heads of 128 queries, on 132 SMs). Needs no GPU.
+TEST(GpuAttentionPlan, SmallGridsTakeNarrowerTiles) {
+  EXPECT_EQ(cuda::attention_grid_rows(64, 12, 128, 132), 16) << "batch 1: 96 blocks of 16 rows";
+  EXPECT_EQ(cuda::attention_grid_rows(64, 96, 128, 132), 32) << "batch 8: 384 blocks of 32 rows";
+  EXPECT_EQ(cuda::attention_grid_rows(64, 384, 128, 132), 64) << "batch 32 fills the GPU with 64 rows";
+  EXPECT_EQ(cuda::attention_grid_rows(32, 384, 128, 132), 32) << "never wider than what fits";
+  EXPECT_EQ(cuda::attention_grid_rows(16, 1, 16, 132), 16);
+  for (int matrices : {1, 7, 96, 1000}) {
+    for (int queries : {1, 50, 128, 512}) {
+      const int rows = cuda::attention_grid_rows(64, matrices, queries, 132);
+      EXPECT_TRUE(rows == 16 || rows == 32 || rows == 64);
+      if (rows > 16) {
+        EXPECT_GE(matrices * ((queries + rows - 1) / rows), 2 * 132) << matrices << " " << queries;
+      }
+    }
+  }
 }
 
 TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {

@@ -94,7 +94,7 @@ class CudaBackend final : public Backend {
     t.gemm_groups = gemm_groups_;
     t.gemm_group_columns = cuda::kGemmSegmentColumns;
     t.fused_attention = fused_attention_;
-    t.attention_max_keys = cuda::attention_max_keys(cuda::kAttentionMaxHeadDim, info_.smem_optin);
+    t.attention_max_keys = cuda::kAttentionMaxKeys;
     t.attention_max_head_dim = cuda::kAttentionMaxHeadDim;
     return t;
   }
@@ -149,7 +149,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
   options.gemm_groups = groups == nullptr || std::string_view(groups) != "0";
   const char* attention = std::getenv("ATOLL_CUDA_FUSED_ATTENTION");
-  options.fused_attention = attention != nullptr && std::string_view(attention) == "1";
+  options.fused_attention = attention == nullptr || std::string_view(attention) != "0";
   if (const char* graphs = std::getenv("ATOLL_CUDA_PROGRAM_GRAPHS")) {
     const std::string_view v(graphs);
     ATOLL_CHECK(v == "1" || v == "2", kInvalidArgument, "ATOLL_CUDA_PROGRAM_GRAPHS must be 1 or 2, not '{}'", v);

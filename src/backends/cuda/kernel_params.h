@@ -305,7 +305,7 @@ struct HeadStrides {
 };
 // softmax(scale q k^T) v for `matrices` (batch x heads) matrices of `queries` x `head_dim` q,
 // `keys` x `head_dim` k and `keys` x `value_dim` v: one block per `tile_rows` queries of one
-// matrix, everything in shared memory (attention_smem_bytes).
+// matrix, one warp per 16 of them, keys in chunks through shared memory (attention.cu).
 struct AttentionArgs {
   const __half* q = nullptr;
   const __half* k = nullptr;
@@ -313,18 +313,22 @@ struct AttentionArgs {
   __half* y = nullptr;
   HeadStrides qs, ks, vs, ys;
   int matrices = 0, queries = 0, keys = 0, head_dim = 0, value_dim = 0;
-  int tile_rows = 64;  // 16, 32 or 64 (attention_tile_rows)
+  int tile_rows = 64;  // 16, 32 or 64 (attention_tile_rows, attention_grid_rows)
   float scale = 1.0f;
   bool vec = false;    // every row of q, k and v starts 16-byte aligned and holds whole 8-half units
 };
-constexpr int kAttentionMaxKeys = 512;
+// Keys stream through the kernel in chunks, so their count costs time, not shared memory; the
+// limit only keeps one block's walk (and its stop latency between chunks) bounded.
+constexpr int kAttentionMaxKeys = 4096;
 constexpr int kAttentionMaxHeadDim = 128;
 // The query rows per block (64, 32 or 16) whose buffers fit `smem_optin`, the shared memory one
-// block may take (0: none fits); a block's bytes; the most keys (a multiple of 16, at most
-// kAttentionMaxKeys) a 16-row block with heads of `head_dim` fits in.
-int attention_tile_rows(int queries, int keys, int head_dim, int value_dim, size_t smem_optin);
-size_t attention_smem_bytes(int tile_rows, int keys, int head_dim, int value_dim);
-int attention_max_keys(int head_dim, size_t smem_optin);
+// block may take (0: none fits), never a tile twice the queries; a block's bytes.
+int attention_tile_rows(int queries, int head_dim, int value_dim, size_t smem_optin);
+size_t attention_smem_bytes(int tile_rows, int head_dim, int value_dim);
+// The query rows per block for a grid: `fitting_rows` (attention_tile_rows) halved, down to 16,
+// while the grid has fewer than two blocks per SM. A block's steps are mostly waits on memory, so
+// a small batch runs faster on more, smaller blocks that each read the whole of k and v.
+int attention_grid_rows(int fitting_rows, int matrices, int queries, int sm_count);
 // Lets the kernels take up to `smem_optin` of shared memory (at load).
 void prepare_attention_kernels(size_t smem_optin);
 void launch_attention(const AttentionArgs& p, cudaStream_t s, const int* flag, const char* name);

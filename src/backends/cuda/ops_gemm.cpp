@@ -327,15 +327,16 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
   p.keys = checked_int(s.scores.n, "keys");
   p.head_dim = checked_int(s.scores.k, "head size");
   p.value_dim = checked_int(s.context.n, "value head size");
-  ATOLL_CHECK(p.keys <= kAttentionMaxKeys && p.head_dim <= kAttentionMaxHeadDim && p.value_dim <= kAttentionMaxHeadDim &&
-                  p.matrices <= 65535,
-              kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} in {} matrices (at most {} "
-              "keys, heads of {}, 65535 matrices)", k.name, p.keys, p.head_dim, p.value_dim, p.matrices,
+  ATOLL_CHECK(p.keys >= 1 && p.keys <= kAttentionMaxKeys && p.head_dim <= kAttentionMaxHeadDim &&
+                  p.value_dim <= kAttentionMaxHeadDim && p.matrices <= 65535,
+              kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} in {} matrices (1 to {} "
+              "keys, heads of at most {}, 65535 matrices)", k.name, p.keys, p.head_dim, p.value_dim, p.matrices,
               kAttentionMaxKeys, kAttentionMaxHeadDim);
   const size_t smem = ctx.device().smem_optin;
-  p.tile_rows = attention_tile_rows(p.queries, p.keys, p.head_dim, p.value_dim, smem);
-  ATOLL_CHECK(p.tile_rows > 0, kUnsupported, "kernel '{}': attention over {} keys with heads of {} and {} does not fit "
-              "one block's {} bytes of shared memory", k.name, p.keys, p.head_dim, p.value_dim, smem);
+  p.tile_rows = attention_tile_rows(p.queries, p.head_dim, p.value_dim, smem);
+  ATOLL_CHECK(p.tile_rows > 0, kUnsupported, "kernel '{}': attention with heads of {} and {} does not fit one "
+              "block's {} bytes of shared memory", k.name, p.head_dim, p.value_dim, smem);
+  p.tile_rows = attention_grid_rows(p.tile_rows, p.matrices, p.queries, ctx.device().sm_count);
   p.q = half_in(k, ctx, 0, "q");
   p.k = half_in(k, ctx, 1, "k");
   p.v = half_in(k, ctx, 2, "v");

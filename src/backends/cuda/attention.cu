@@ -65,24 +65,6 @@ __device__ void load_rows(__half* dst, const __half* src, int64_t src_ld, int ro
   }
 }
 
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const __half* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(gemm::smem_addr(p)));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const __half* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(gemm::smem_addr(p)));
-}
-// c += a (16x16, row) b (16x8, col), f16 in, f32 accumulate.
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 __device__ __forceinline__ uint32_t pack_half2(float lo, float hi) {
   const __half2 h = __floats2half2_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&h);
@@ -111,9 +93,9 @@ __device__ void attend_chunk(WarpRows<D>& w, const __half* ks, const __half* vs,
     for (int k = 0; k < D / 16; ++k) {
       uint32_t b[4];
       const int mat = lane / 8;
-      ldmatrix_x4(b, ks + (n * 16 + (mat / 2) * 8 + lane % 8) * row_pitch(D) + k * 16 + (mat % 2) * 8);
-      mma16816(s[2 * n], w.q[k], b[0], b[1]);
-      mma16816(s[2 * n + 1], w.q[k], b[2], b[3]);
+      gemm::ldmatrix_x4(b, ks + (n * 16 + (mat / 2) * 8 + lane % 8) * row_pitch(D) + k * 16 + (mat % 2) * 8);
+      gemm::mma16816(s[2 * n], w.q[k], b[0], b[1]);
+      gemm::mma16816(s[2 * n + 1], w.q[k], b[2], b[3]);
     }
   }
   float chunk_max[2] = {-INFINITY, -INFINITY};
@@ -157,9 +139,9 @@ __device__ void attend_chunk(WarpRows<D>& w, const __half* ks, const __half* vs,
     for (int n = 0; n < D / 16; ++n) {  // two 8-column tiles per ldmatrix
       uint32_t b[4];
       const int mat = lane / 8;
-      ldmatrix_x4_trans(b, vs + (k * 16 + (mat % 2) * 8 + lane % 8) * row_pitch(D) + n * 16 + (mat / 2) * 8);
-      mma16816(w.o[2 * n], p[k], b[0], b[1]);
-      mma16816(w.o[2 * n + 1], p[k], b[2], b[3]);
+      gemm::ldmatrix_x4_trans(b, vs + (k * 16 + (mat % 2) * 8 + lane % 8) * row_pitch(D) + n * 16 + (mat / 2) * 8);
+      gemm::mma16816(w.o[2 * n], p[k], b[0], b[1]);
+      gemm::mma16816(w.o[2 * n + 1], p[k], b[2], b[3]);
     }
   }
 }
@@ -200,7 +182,7 @@ __global__ void __launch_bounds__(128) attention_kernel(const AttentionArgs p, c
     if (c == 0) {
 #pragma unroll
       for (int k = 0; k < D / 16; ++k) {
-        ldmatrix_x4(w.q[k], qs + (warp * 16 + lane % 16) * row_pitch(D) + k * 16 + (lane / 16) * 8);
+        gemm::ldmatrix_x4(w.q[k], qs + (warp * 16 + lane % 16) * row_pitch(D) + k * 16 + (lane / 16) * 8);
       }
     }
     const int stage = c % 2;

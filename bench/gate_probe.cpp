@@ -6,7 +6,8 @@
 // host; two one-thread watcher kernels stamp %globaltimer, one when the gate word (mapped host
 // memory, read over PCIe) changes, one when the device flag rises:
 //   stream    the flag is the held stream's memory write (what the scheduler does)
-//   doorbell  the gate watcher writes the flag itself the moment it sees the gate (no stream op)
+//   doorbell  the scheduler's doorbell kernel (backends/cuda/doorbell.h), watching the same word,
+//             writes the flag the moment it sees the gate (no stream op)
 // Both idle and with the GPU full of BE spin kernels that poll the flag. Reported: the flag's
 // landing minus the gate seen (what the front-end adds), over the trials.
 #include <fmt/core.h>
@@ -20,6 +21,7 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/doorbell.h"
 #include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 #include "bench/preempt_kernels.h"
@@ -69,8 +71,12 @@ class GateProbe {
     ATL_CUDA_CHECK(cudaDeviceSynchronize());
     bench::launch_watch(reinterpret_cast<const volatile unsigned*>(flag), 1, &stamps_dev_->flag_seen_ns,
                         &stamps_dev_->flag_started, nullptr, kWatchTimeoutNs, flag_watch_.get());
+    if (doorbell) {
+      cuda::launch_doorbell(gate_.device_word(), gate_.token_after(1), flag,
+                            doorbell_.get());
+    }
     bench::launch_watch(gate_word_, gate_.token_after(1), &stamps_dev_->gate_seen_ns, &stamps_dev_->gate_started,
-                        doorbell ? flag : nullptr, kWatchTimeoutNs, gate_watch_.get());
+                        nullptr, kWatchTimeoutNs, gate_watch_.get());
     wait_started(s->flag_started, "the flag watcher");
     wait_started(s->gate_started, "the gate watcher");
     if (busy) {
@@ -92,6 +98,7 @@ class GateProbe {
  private:
   cuda::Stream held_ = cuda::make_priority_stream(true);
   cuda::Stream gate_watch_ = cuda::make_stream();
+  cuda::Stream doorbell_ = cuda::make_priority_stream(true);
   cuda::Stream flag_watch_ = cuda::make_stream();
   cuda::Stream be_ = cuda::make_priority_stream(false);
   cuda::DeviceBuffer flag_{sizeof(int)};

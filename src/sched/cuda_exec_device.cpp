@@ -9,12 +9,16 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
+#include <iterator>
 #include <deque>
 #include <span>
+#include <string_view>
 #include <thread>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/doorbell.h"
 #include "backends/cuda/stream_gate.h"
 #include "backends/cuda/stream_write.h"
 #include "runtime/kernel_profiler.h"
@@ -48,13 +52,18 @@ struct StreamState {
   std::vector<uint64_t> ring_seq;
   std::unique_ptr<cuda::StreamGate> gate;  // made at the stream's first hold
   std::deque<uint64_t> holds;              // launches made before each pending hold
+  // Doorbells (raise_flag behind a hold) on their own stream, with the gate token each waits
+  // for and an event recorded after it, oldest first; made with the gate.
+  cuda::Stream doorbell_stream;
+  std::deque<std::pair<uint32_t, cuda::Event>> doorbells;
   // Launches not held back: what wait_until may wait for.
   uint64_t released_launches() const { return holds.empty() ? launched : holds.front(); }
 };
 
 class CudaExecDevice final : public ExecDevice {
  public:
-  explicit CudaExecDevice(int device) : device_(bound(device)), backend_(make_cuda_backend(device)) {
+  explicit CudaExecDevice(int device)
+      : device_(bound(device)), backend_(make_cuda_backend(device)), doorbells_on_(doorbells_wanted()) {
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
     control_ = cuda::make_stream();
     base_event_ = cuda::make_event(true);
@@ -197,10 +206,28 @@ class CudaExecDevice final : public ExecDevice {
     return std::exchange(st.error, nullptr);
   }
 
-  void raise_flag(StreamId via) override { cuda::stream_write_value32(state(via).stream.get(), flag(), 1); }
+  // Behind a hold, a doorbell raises the flag as soon as the GPU sees the gate open, several
+  // microseconds before the held stream's own write (doorbell.h); the write stays, for a
+  // doorbell that found no SM free.
+  void raise_flag(StreamId via) override {
+    StreamState& st = state(via);
+    if (doorbells_on_ && st.gate && st.gate->pending() > 0) {
+      const uint32_t token = st.gate->newest_hold_token();
+      cuda::launch_doorbell(st.gate->device_word(), token, flag(), st.doorbell_stream.get());
+      cuda::Event done = take_event();
+      ATL_CUDA_CHECK(cudaEventRecord(done.get(), st.doorbell_stream.get()));
+      st.doorbells.emplace_back(token, std::move(done));
+    }
+    cuda::stream_write_value32(st.stream.get(), flag(), 1);
+  }
 
+  // A doorbell whose gate opened may still be waiting for an SM; lowering the flag before it
+  // rings would leave the flag up behind the scheduler's back, so the lowering waits for it.
   void lower_flag() override {
     bind_thread();  // also called where the scheduler is destroyed, off its thread
+    for (cuda::Event& e : rung_) ATL_CUDA_CHECK(cudaStreamWaitEvent(control_.get(), e.get(), 0));
+    std::move(rung_.begin(), rung_.end(), std::back_inserter(spare_events_));
+    rung_.clear();
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     wait_bounded(control_.get(), "lowering the preemption flag");
   }
@@ -240,7 +267,10 @@ class CudaExecDevice final : public ExecDevice {
 
   void hold(StreamId stream) override {
     StreamState& st = state(stream);
-    if (!st.gate) st.gate = std::make_unique<cuda::StreamGate>();
+    if (!st.gate) {
+      st.gate = std::make_unique<cuda::StreamGate>();
+      if (doorbells_on_) st.doorbell_stream = cuda::make_priority_stream(true);
+    }
     st.gate->hold(st.stream.get());
     st.holds.push_back(st.launched);
   }
@@ -250,6 +280,11 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(!st.holds.empty(), kInvalidArgument, "stream {} has no hold to release", stream);
     st.gate->open();
     st.holds.pop_front();
+    const uint32_t opened = st.gate->token_after(0);
+    while (!st.doorbells.empty() && static_cast<int32_t>(opened - st.doorbells.front().first) >= 0) {
+      rung_.push_back(std::move(st.doorbells.front().second));
+      st.doorbells.pop_front();
+    }
   }
 
   void enqueue_inputs(InstanceId instance, StreamId stream) override {
@@ -331,6 +366,17 @@ class CudaExecDevice final : public ExecDevice {
     return device;
   }
   int* flag() const { return static_cast<int*>(flag_buffer_.get()); }
+  // ATOLL_CUDA_DOORBELL=0 leaves the flag to the held stream's write alone.
+  static bool doorbells_wanted() {
+    const char* env = std::getenv("ATOLL_CUDA_DOORBELL");
+    return env == nullptr || std::string_view(env) != "0";
+  }
+  cuda::Event take_event() {
+    if (spare_events_.empty()) return cuda::make_event();
+    cuda::Event e = std::move(spare_events_.back());
+    spare_events_.pop_back();
+    return e;
+  }
   CudaInstance& inst(InstanceId id) const {
     ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
     return *instances_[static_cast<size_t>(id)];
@@ -400,6 +446,9 @@ class CudaExecDevice final : public ExecDevice {
 
   int device_;  // first: the members below allocate on it
   std::unique_ptr<Backend> backend_;
+  bool doorbells_on_;                  // doorbells_wanted()
+  std::vector<cuda::Event> rung_;      // after doorbells whose gates opened: lower_flag waits for them
+  std::vector<cuda::Event> spare_events_;
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;

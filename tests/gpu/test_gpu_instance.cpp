@@ -2,9 +2,12 @@
 // running without the preemption flag, and what memory() reports.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/doorbell.h"
 #include "backends/cuda/stream_gate.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
@@ -238,6 +241,50 @@ TEST(GpuInstance, MemoryReportCoversWeightsArenaAndIo) {
   EXPECT_LE(m.weight_bytes, 8 * weight_elems + 256 * static_cast<int64_t>(s.program().weights.size()));
   EXPECT_EQ(m.arena_bytes, s.program().arena_bytes);
   EXPECT_GT(m.io_bytes, 0);
+}
+
+// A doorbell rings (raises its flag) when the GPU sees its own hold's gate open, not before and
+// not at an earlier hold's opening; two doorbells on their own streams wait side by side.
+TEST(GpuStreamGate, DoorbellRingsWhenItsHoldOpens) {
+  ATL_REQUIRE_GPU();
+  cuda::DeviceBuffer flags(2 * sizeof(int));
+  auto* flag = static_cast<int*>(flags.get());
+  ATL_CUDA_CHECK(cudaMemset(flag, 0, 2 * sizeof(int)));
+  ATL_CUDA_CHECK(cudaDeviceSynchronize());
+  cuda::Stream held = cuda::make_stream(), bell0 = cuda::make_priority_stream(true), bell1 = cuda::make_stream();
+  cuda::Stream reader = cuda::make_stream();
+  const auto read = [&](int i) {
+    int v = -1;
+    ATL_CUDA_CHECK(cudaMemcpyAsync(&v, flag + i, sizeof(int), cudaMemcpyDeviceToHost, reader.get()));
+    ATL_CUDA_CHECK(cudaStreamSynchronize(reader.get()));
+    return v;
+  };
+  const auto rings_within = [&](int i, std::chrono::milliseconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (read(i) != 1) {
+      if (std::chrono::steady_clock::now() - t0 > limit) return false;
+    }
+    return true;
+  };
+  cuda::StreamGate gate;
+  struct OpenAll {  // a failed check must not leave held work that blocks the next test's sync
+    cuda::StreamGate& g;
+    ~OpenAll() { g.open_all(); }
+  } open_all{gate};
+  gate.hold(held.get());
+  cuda::launch_doorbell(gate.device_word(), gate.newest_hold_token(), flag, bell0.get());
+  gate.hold(held.get());
+  cuda::launch_doorbell(gate.device_word(), gate.newest_hold_token(), flag + 1, bell1.get());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(read(0), 0) << "rang before its gate opened";
+  EXPECT_EQ(read(1), 0);
+  gate.open();
+  EXPECT_TRUE(rings_within(0, std::chrono::milliseconds(1000))) << "the first doorbell never rang";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(read(1), 0) << "the second doorbell rang at the first hold's opening";
+  gate.open();
+  EXPECT_TRUE(rings_within(1, std::chrono::milliseconds(1000))) << "the second doorbell never rang";
+  ATL_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 }  // namespace

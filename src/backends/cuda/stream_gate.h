@@ -28,6 +28,9 @@ class StreamGate {
   // (raise_gate_word): the later open() calls then find the word already there.
   uint32_t* host_word() const { return static_cast<uint32_t*>(word_.get()); }
   uint32_t token_after(uint32_t n) const { return opened_ + n; }
+  // The token whose write opens the newest hold, and the word's device alias (launch_doorbell).
+  uint32_t newest_hold_token() const { return held_; }
+  const uint32_t* device_word() const { return static_cast<const uint32_t*>(word_device_); }
 
  private:
   PinnedBuffer word_{sizeof(uint32_t), /*mapped=*/true};

@@ -72,8 +72,7 @@ class GateProbe {
     bench::launch_watch(reinterpret_cast<const volatile unsigned*>(flag), 1, &stamps_dev_->flag_seen_ns,
                         &stamps_dev_->flag_started, nullptr, kWatchTimeoutNs, flag_watch_.get());
     if (doorbell) {
-      cuda::launch_doorbell(gate_.device_word(), gate_.token_after(1), flag,
-                            doorbell_.get());
+      cuda::launch_doorbell(gate_.device_word(), gate_.token_after(1), flag, nullptr, doorbell_.get());
     }
     bench::launch_watch(gate_word_, gate_.token_after(1), &stamps_dev_->gate_seen_ns, &stamps_dev_->gate_started,
                         nullptr, kWatchTimeoutNs, gate_watch_.get());

@@ -10,11 +10,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
-#include <iterator>
 #include <deque>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <thread>
+
+#include <spdlog/spdlog.h>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -52,10 +54,12 @@ struct StreamState {
   std::vector<uint64_t> ring_seq;
   std::unique_ptr<cuda::StreamGate> gate;  // made at the stream's first hold
   std::deque<uint64_t> holds;              // launches made before each pending hold
-  // Doorbells (raise_flag behind a hold) on their own stream, with the gate token each waits
-  // for and an event recorded after it, oldest first; made with the gate.
+  // Doorbells (raise_flag behind a hold) on their own stream, made with the gate: the gate
+  // tokens they wait for, oldest first, and the mapped word each writes its token to once rung.
   cuda::Stream doorbell_stream;
-  std::deque<std::pair<uint32_t, cuda::Event>> doorbells;
+  cuda::PinnedBuffer rung;
+  std::deque<uint32_t> doorbells;
+  std::optional<uint32_t> must_ring;  // the newest doorbell whose gate opened, until seen rung
   // Launches not held back: what wait_until may wait for.
   uint64_t released_launches() const { return holds.empty() ? launched : holds.front(); }
 };
@@ -65,6 +69,7 @@ class CudaExecDevice final : public ExecDevice {
   explicit CudaExecDevice(int device)
       : device_(bound(device)), backend_(make_cuda_backend(device)), doorbells_on_(doorbells_wanted()) {
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
+    if (doorbells_on_) cuda::load_doorbell_kernel();
     control_ = cuda::make_stream();
     base_event_ = cuda::make_event(true);
     reanchor();
@@ -213,10 +218,9 @@ class CudaExecDevice final : public ExecDevice {
     StreamState& st = state(via);
     if (doorbells_on_ && st.gate && st.gate->pending() > 0) {
       const uint32_t token = st.gate->newest_hold_token();
-      cuda::launch_doorbell(st.gate->device_word(), token, flag(), st.doorbell_stream.get());
-      cuda::Event done = take_event();
-      ATL_CUDA_CHECK(cudaEventRecord(done.get(), st.doorbell_stream.get()));
-      st.doorbells.emplace_back(token, std::move(done));
+      cuda::launch_doorbell(st.gate->device_word(), token, flag(), static_cast<uint32_t*>(st.rung.device_alias()),
+                            st.doorbell_stream.get());
+      st.doorbells.push_back(token);
     }
     cuda::stream_write_value32(st.stream.get(), flag(), 1);
   }
@@ -225,9 +229,7 @@ class CudaExecDevice final : public ExecDevice {
   // rings would leave the flag up behind the scheduler's back, so the lowering waits for it.
   void lower_flag() override {
     bind_thread();  // also called where the scheduler is destroyed, off its thread
-    for (cuda::Event& e : rung_) ATL_CUDA_CHECK(cudaStreamWaitEvent(control_.get(), e.get(), 0));
-    std::move(rung_.begin(), rung_.end(), std::back_inserter(spare_events_));
-    rung_.clear();
+    wait_for_opened_doorbells();
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     wait_bounded(control_.get(), "lowering the preemption flag");
   }
@@ -245,6 +247,23 @@ class CudaExecDevice final : public ExecDevice {
         others.push_back(streams_[s].stream.get());
       }
     }
+    // A doorbell stuck behind another stream's hold would ring late, and lowering the flag waits
+    // for it: the held streams' doorbell streams must pass too, or there are no doorbells.
+    for (const StreamId s : held) {
+      make_gate(state(s));
+      if (doorbells_on_) others.push_back(state(s).doorbell_stream.get());
+    }
+    const bool isolated = probe_holds(held, others);
+    if (isolated || !doorbells_on_) return isolated;
+    spdlog::warn("cuda: doorbell streams share hardware queues with held streams; the flag is raised by the held "
+                 "streams alone");
+    doorbells_on_ = false;
+    others.resize(others.size() - held.size());
+    return probe_holds(held, others);
+  }
+
+  // Whether every stream of `others` gets past a mapped write while `held` hold work.
+  bool probe_holds(std::span<const StreamId> held, std::span<const cudaStream_t> others) {
     cuda::PinnedBuffer words(others.size() * sizeof(uint32_t), /*mapped=*/true);
     auto* word = static_cast<uint32_t*>(words.get());
     std::fill(word, word + others.size(), 0u);
@@ -267,10 +286,7 @@ class CudaExecDevice final : public ExecDevice {
 
   void hold(StreamId stream) override {
     StreamState& st = state(stream);
-    if (!st.gate) {
-      st.gate = std::make_unique<cuda::StreamGate>();
-      if (doorbells_on_) st.doorbell_stream = cuda::make_priority_stream(true);
-    }
+    make_gate(st);
     st.gate->hold(st.stream.get());
     st.holds.push_back(st.launched);
   }
@@ -281,8 +297,8 @@ class CudaExecDevice final : public ExecDevice {
     st.gate->open();
     st.holds.pop_front();
     const uint32_t opened = st.gate->token_after(0);
-    while (!st.doorbells.empty() && static_cast<int32_t>(opened - st.doorbells.front().first) >= 0) {
-      rung_.push_back(std::move(st.doorbells.front().second));
+    while (!st.doorbells.empty() && static_cast<int32_t>(opened - st.doorbells.front()) >= 0) {
+      st.must_ring = st.doorbells.front();
       st.doorbells.pop_front();
     }
   }
@@ -371,11 +387,28 @@ class CudaExecDevice final : public ExecDevice {
     const char* env = std::getenv("ATOLL_CUDA_DOORBELL");
     return env == nullptr || std::string_view(env) != "0";
   }
-  cuda::Event take_event() {
-    if (spare_events_.empty()) return cuda::make_event();
-    cuda::Event e = std::move(spare_events_.back());
-    spare_events_.pop_back();
-    return e;
+  void make_gate(StreamState& st) {
+    if (st.gate) return;
+    st.gate = std::make_unique<cuda::StreamGate>();
+    if (!doorbells_on_) return;
+    st.doorbell_stream = cuda::make_priority_stream(true);
+    st.rung = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
+    *static_cast<uint32_t*>(st.rung.get()) = 0;
+  }
+  // Each doorbell whose gate opened rings within microseconds of getting an SM, which the flag
+  // (raised by the held stream's write too) frees: a bounded wait.
+  void wait_for_opened_doorbells() {
+    const DeviceTime deadline = host_now() + kStuckWait;
+    for (StreamState& st : streams_) {
+      if (!st.must_ring) continue;
+      std::atomic_ref<uint32_t> rung(*static_cast<uint32_t*>(st.rung.get()));
+      while (static_cast<int32_t>(rung.load(std::memory_order_acquire) - *st.must_ring) < 0) {
+        ATOLL_CHECK(host_now() < deadline, kInternal, "a doorbell whose gate opened did not ring in {} s",
+                    kStuckWait / 1'000'000'000);
+        std::this_thread::yield();
+      }
+      st.must_ring.reset();
+    }
   }
   CudaInstance& inst(InstanceId id) const {
     ATOLL_CHECK(id >= 0 && id < static_cast<InstanceId>(instances_.size()), kInvalidArgument, "no instance {}", id);
@@ -447,8 +480,6 @@ class CudaExecDevice final : public ExecDevice {
   int device_;  // first: the members below allocate on it
   std::unique_ptr<Backend> backend_;
   bool doorbells_on_;                  // doorbells_wanted()
-  std::vector<cuda::Event> rung_;      // after doorbells whose gates opened: lower_flag waits for them
-  std::vector<cuda::Event> spare_events_;
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;

@@ -253,11 +253,14 @@ TEST(GpuStreamGate, DoorbellRingsWhenItsHoldOpens) {
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
   cuda::Stream held = cuda::make_stream(), bell0 = cuda::make_priority_stream(true), bell1 = cuda::make_stream();
   cuda::Stream reader = cuda::make_stream();
+  // Pinned, so that the copy never stages through a buffer it might allocate while work is held.
+  cuda::PinnedBuffer seen(sizeof(int), /*mapped=*/false);
   const auto read = [&](int i) {
-    int v = -1;
-    ATL_CUDA_CHECK(cudaMemcpyAsync(&v, flag + i, sizeof(int), cudaMemcpyDeviceToHost, reader.get()));
+    auto* v = static_cast<int*>(seen.get());
+    *v = -1;
+    ATL_CUDA_CHECK(cudaMemcpyAsync(v, flag + i, sizeof(int), cudaMemcpyDeviceToHost, reader.get()));
     ATL_CUDA_CHECK(cudaStreamSynchronize(reader.get()));
-    return v;
+    return *v;
   };
   const auto rings_within = [&](int i, std::chrono::milliseconds limit) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -266,20 +269,30 @@ TEST(GpuStreamGate, DoorbellRingsWhenItsHoldOpens) {
     }
     return true;
   };
+  cuda::load_doorbell_kernel();  // a first (lazy) load behind the hold would wait for it forever
   cuda::StreamGate gate;
   struct OpenAll {  // a failed check must not leave held work that blocks the next test's sync
     cuda::StreamGate& g;
     ~OpenAll() { g.open_all(); }
   } open_all{gate};
   gate.hold(held.get());
-  cuda::launch_doorbell(gate.device_word(), gate.newest_hold_token(), flag, bell0.get());
+  cuda::PinnedBuffer rung(sizeof(uint32_t), /*mapped=*/true);
+  auto* rung_word = static_cast<volatile uint32_t*>(rung.get());
+  *rung_word = 0;
+  const uint32_t first_token = gate.newest_hold_token();
+  cuda::launch_doorbell(gate.device_word(), first_token, flag, static_cast<uint32_t*>(rung.device_alias()), bell0.get());
   gate.hold(held.get());
-  cuda::launch_doorbell(gate.device_word(), gate.newest_hold_token(), flag + 1, bell1.get());
+  cuda::launch_doorbell(gate.device_word(), gate.newest_hold_token(), flag + 1, nullptr, bell1.get());
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(read(0), 0) << "rang before its gate opened";
+  EXPECT_EQ(*rung_word, 0u);
   EXPECT_EQ(read(1), 0);
   gate.open();
   EXPECT_TRUE(rings_within(0, std::chrono::milliseconds(1000))) << "the first doorbell never rang";
+  const auto t0 = std::chrono::steady_clock::now();  // the report lands just after the flag
+  while (*rung_word != first_token && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1)) {
+  }
+  EXPECT_EQ(*rung_word, first_token) << "the ring was not reported";
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(read(1), 0) << "the second doorbell rang at the first hold's opening";
   gate.open();

@@ -11,9 +11,17 @@
 
 namespace atl::cuda {
 
+// Loads the doorbell's code now. Doorbells are launched behind pending holds, where a kernel's
+// first (lazy) load would wait for the held work that only the gate's opening frees: load it
+// before the first hold.
+void load_doorbell_kernel();
+
 // Launches on `stream` one thread that spins until (int32_t)(*word - token) >= 0 (the
 // comparison of stream_wait_value32_geq; `word` a mapped host word's device alias), then stores
-// 1 to *flag. Throws atl::Error(kCuda).
-void launch_doorbell(const uint32_t* word, uint32_t token, int* flag, cudaStream_t stream);
+// 1 to *flag and, where `rung` is given (a mapped host word's device alias), `token` to *rung
+// after it. The ring is reported in memory rather than by an event recorded behind the kernel:
+// such an event would block every stream sharing the doorbell stream's hardware queue until
+// the gate opens. Throws atl::Error(kCuda).
+void launch_doorbell(const uint32_t* word, uint32_t token, int* flag, uint32_t* rung, cudaStream_t stream);
 
 }  // namespace atl::cuda

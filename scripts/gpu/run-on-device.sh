@@ -70,7 +70,8 @@ if has_step disb; then
     # shellcheck disable=SC2086
     timeout -k 5 "${DISB_LIMIT:-300}" "${DISB_ATOLL:-$bin/atoll}" bench disb --workload "$w" --device cuda \
       --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} ${DISB_ARGS:-} \
-      --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tail -14
+      --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tee "$out/disb_$w${DISB_TAG:-}.log" | tail -14
+    grep -h "warn" "$out/disb_$w${DISB_TAG:-}.log" | head -3
     echo "disb $w: $((SECONDS - started)) s of wall time"
   done
   python3 scripts/gpu/disb_table.py "$out"

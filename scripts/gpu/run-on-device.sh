@@ -246,7 +246,30 @@ if has_step csan; then
   # shards side by side, with load-time tuning off (the tile tests cover every tile). The default
   # filters take the op-level tests: the model tests run the same kernels at larger sizes and take
   # minutes each under memcheck (session 10). CSAN_FILTER="*" is the whole suite.
-  if command -v compute-sanitizer >/dev/null; then
+  # CSAN_PLAN=buckets: memcheck over the tests the op-level runs leave (CSAN_FILTER overrides),
+  # of test_gpu in CSAN_SHARDS buckets and of test_gpu_sched in CSAN_SCHED_SHARDS, each bucket of
+  # about equal weight (scripts/gpu/csan_buckets.py) instead of gtest's shards by index.
+  if command -v compute-sanitizer >/dev/null && [[ ${CSAN_PLAN:-} == buckets ]]; then
+    pids=()
+    op_level='*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*'
+    for spec in "test_gpu ${CSAN_SHARDS:-12} ${CSAN_FILTER:--$op_level}" "test_gpu_sched ${CSAN_SCHED_SHARDS:-3} *"; do
+      read -r binary n filter <<<"$spec"
+      i=0
+      while read -r bucket; do
+        ATOLL_CUDA_AUTOTUNE=0 timeout -k 5 "${CSAN_LIMIT:-540}" compute-sanitizer --tool memcheck --leak-check full \
+          --error-exitcode 3 "$bin/$binary" --gtest_filter="$bucket" >"$out/csan_${binary}_$i.log" 2>&1 &
+        pids+=("$binary $i $!")
+        i=$((i + 1))
+      done < <("$bin/$binary" --gtest_list_tests --gtest_filter="$filter" | python3 scripts/gpu/csan_buckets.py "$n")
+    done
+    for entry in "${pids[@]}"; do
+      read -r binary i pid <<<"$entry"
+      wait "$pid"
+      st=$?
+      log=$out/csan_${binary}_$i.log
+      echo "memcheck $binary bucket $i: exit $st; $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
+    done
+  elif command -v compute-sanitizer >/dev/null; then
     shards=${CSAN_SHARDS:-6}
     pids=()
     for tool in ${CSAN_TOOLS:-memcheck racecheck}; do

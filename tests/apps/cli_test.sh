@@ -153,6 +153,8 @@ expect_ok "bench serve JSON" '"p50_overhead_us"' cat "$work/serve_bench.json"
 expect_ok "bench serve server-side split" '"grpc_server"' cat "$work/serve_bench.json"
 expect_error "bench serve unknown model" "--rt 'resnet51:5': unknown model" "$atoll" bench serve --device sim --rt resnet51:5
 expect_error "bench serve fractional concurrency" "whole number" "$atoll" bench serve --device sim --be tiny_cnn:1.5
+expect_error "bench serve window with no request due" "no request was due in the measured 0.1 s window" "$atoll" bench serve \
+  --device sim --rt tiny_cnn:1 --be tiny_vgg:1 --duration 0.1 --warmup 0.5 --requests 10
 sed 's/"name": "cli"/"name": "..\/..\/X"/' "$work/w.json" >"$work/escape.json"
 expect_error "disb workload name with a path" "field 'name': '../../X' holds a path separator" \
   "$atoll" bench disb --workload "$work/escape.json" --modes rt-only --duration 0.01 --out "$work/escape"

@@ -249,6 +249,17 @@ if has_step csan; then
   # CSAN_PLAN=buckets: memcheck over the tests the op-level runs leave (CSAN_FILTER overrides),
   # of test_gpu in CSAN_SHARDS buckets and of test_gpu_sched in CSAN_SCHED_SHARDS, each bucket of
   # about equal weight (scripts/gpu/csan_buckets.py) instead of gtest's shards by index.
+  # Waits for each "name index pid" run and prints what its log ($out/csan_NAME_INDEX.log) says.
+  wait_csan() {
+    local entry name i pid st log
+    for entry in "$@"; do
+      read -r name i pid <<<"$entry"
+      wait "$pid"
+      st=$?
+      log=$out/csan_${name}_$i.log
+      echo "compute-sanitizer $name $i: exit $st; $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+    done
+  }
   if command -v compute-sanitizer >/dev/null && [[ ${CSAN_PLAN:-} == buckets ]]; then
     pids=()
     op_level='*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*'
@@ -262,13 +273,7 @@ if has_step csan; then
         i=$((i + 1))
       done < <("$bin/$binary" --gtest_list_tests --gtest_filter="$filter" | python3 scripts/gpu/csan_buckets.py "$n")
     done
-    for entry in "${pids[@]}"; do
-      read -r binary i pid <<<"$entry"
-      wait "$pid"
-      st=$?
-      log=$out/csan_${binary}_$i.log
-      echo "memcheck $binary bucket $i: exit $st; $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY' "$log" | tail -1)"
-    done
+    wait_csan "${pids[@]}"
   elif command -v compute-sanitizer >/dev/null; then
     shards=${CSAN_SHARDS:-6}
     pids=()
@@ -284,13 +289,7 @@ if has_step csan; then
         pids+=("$tool $i $!")
       done
     done
-    for entry in "${pids[@]}"; do
-      read -r tool i pid <<<"$entry"
-      wait "$pid"
-      st=$?
-      log=$out/csan_${tool}_$i.log
-      echo "compute-sanitizer $tool shard $i: exit $st; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
-    done
+    wait_csan "${pids[@]}"
   else
     echo "compute-sanitizer: not on this machine's PATH"
   fi

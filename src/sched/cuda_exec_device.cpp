@@ -1,5 +1,6 @@
 #include "sched/cuda_exec_device.h"
 
+#include "core/env.h"
 #include "core/error.h"
 
 #ifdef ATOLL_HAVE_CUDA
@@ -9,11 +10,9 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <deque>
 #include <optional>
 #include <span>
-#include <string_view>
 #include <thread>
 
 #include <spdlog/spdlog.h>
@@ -385,10 +384,7 @@ class CudaExecDevice final : public ExecDevice {
   // Off unless ATOLL_CUDA_DOORBELL=1: on the H200 (DISB B and C, session 25) the doorbell stopped
   // the running BE kernels 5 us sooner but moved no RT task's start, and its spinning block cost
   // the RT tasks 12 us on the device and 2-3 points of RT p99.
-  static bool doorbells_wanted() {
-    const char* env = std::getenv("ATOLL_CUDA_DOORBELL");
-    return env != nullptr && std::string_view(env) == "1";
-  }
+  static bool doorbells_wanted() { return env_switch("ATOLL_CUDA_DOORBELL", false); }
   void make_gate(StreamState& st) {
     if (st.gate) return;
     st.gate = std::make_unique<cuda::StreamGate>();

@@ -61,5 +61,21 @@ TEST(CudaOptions, GoodUploadCopySettingsPass) {
   EXPECT_EQ(backend_error().find("ATOLL_CUDA_UPLOAD"), std::string::npos);
 }
 
+// The on/off switches take 0 or 1 only: "false" once turned fused attention on.
+TEST(CudaOptions, SwitchesTakeZeroOrOneOnly) {
+  for (const char* name : {"ATOLL_CUDA_AUTOTUNE", "ATOLL_CUDA_WGMMA", "ATOLL_CUDA_TMA_IM2COL", "ATOLL_CUDA_PINGPONG",
+                           "ATOLL_CUDA_HEAD_VIEWS", "ATOLL_CUDA_GEMM_GROUPS", "ATOLL_CUDA_FUSED_ATTENTION"}) {
+    for (const char* v : {"false", "off", "yes", "2", " 1"}) {
+      ScopedEnv env(name, v);
+      EXPECT_NE(backend_error().find(std::string(name) + " must be 0 or 1, not '" + v + "'"), std::string::npos)
+          << name << "='" << v << "'";
+    }
+    for (const char* v : {"0", "1", ""}) {
+      ScopedEnv env(name, v);
+      EXPECT_EQ(backend_error().find(name), std::string::npos) << name << "='" << v << "'";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace atl

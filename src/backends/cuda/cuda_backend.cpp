@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_instance.h"
 #include "backends/cuda/kernel_params.h"
 #include "backends/cuda/tune_cache.h"
+#include "core/env.h"
 #include "core/error.h"
 
 namespace atl {
@@ -136,20 +137,13 @@ std::unique_ptr<Backend> make_cuda_backend(const CudaBackendOptions& options) {
 std::unique_ptr<Backend> make_cuda_backend(int device) {
   CudaBackendOptions options;
   options.device = device;
-  const char* env = std::getenv("ATOLL_CUDA_AUTOTUNE");
-  options.autotune = env == nullptr || std::string_view(env) != "0";
-  const char* wgmma = std::getenv("ATOLL_CUDA_WGMMA");
-  options.wgmma = wgmma == nullptr || std::string_view(wgmma) != "0";
-  const char* im2col = std::getenv("ATOLL_CUDA_TMA_IM2COL");
-  options.tma_im2col = im2col == nullptr || std::string_view(im2col) != "0";
-  const char* pingpong = std::getenv("ATOLL_CUDA_PINGPONG");
-  options.pingpong = pingpong != nullptr && std::string_view(pingpong) == "1";
-  const char* views = std::getenv("ATOLL_CUDA_HEAD_VIEWS");
-  options.head_views = views == nullptr || std::string_view(views) != "0";
-  const char* groups = std::getenv("ATOLL_CUDA_GEMM_GROUPS");
-  options.gemm_groups = groups == nullptr || std::string_view(groups) != "0";
-  const char* attention = std::getenv("ATOLL_CUDA_FUSED_ATTENTION");
-  options.fused_attention = attention == nullptr || std::string_view(attention) != "0";
+  options.autotune = env_switch("ATOLL_CUDA_AUTOTUNE", true);
+  options.wgmma = env_switch("ATOLL_CUDA_WGMMA", true);
+  options.tma_im2col = env_switch("ATOLL_CUDA_TMA_IM2COL", true);
+  options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
+  options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);
+  options.gemm_groups = env_switch("ATOLL_CUDA_GEMM_GROUPS", true);
+  options.fused_attention = env_switch("ATOLL_CUDA_FUSED_ATTENTION", true);
   if (const char* graphs = std::getenv("ATOLL_CUDA_PROGRAM_GRAPHS")) {
     const std::string_view v(graphs);
     ATOLL_CHECK(v == "1" || v == "2", kInvalidArgument, "ATOLL_CUDA_PROGRAM_GRAPHS must be 1 or 2, not '{}'", v);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit", "ncu", "attn" and "gate"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
@@ -92,6 +92,11 @@ if has_step gate; then
   # How long after an opened gate is visible the preemption flag lands: the held stream's write
   # (the scheduler's way) against a doorbell kernel, idle and with BE spin kernels on every SM.
   timeout -k 5 "${GATE_LIMIT:-120}" "$bin/atoll_bench_gate" --trials "${GATE_TRIALS:-200}" --json "$out/gate_probe.json" 2>&1 | tail -8
+fi
+if has_step green; then
+  # Green contexts (issue 14): RT latency and BE throughput with BE, then RT too, on disjoint SMs.
+  # shellcheck disable=SC2086
+  timeout -k 5 "${GREEN_LIMIT:-180}" "$bin/atoll_bench_green" --json "$out/green_probe.json" ${GREEN_ARGS:-} 2>&1 | tail -14
 fi
 if has_step upexit; then
   # A BE upload launch's exit (kernel 0 carrying its batch-32 input's SM copy) under each setting

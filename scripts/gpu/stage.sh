@@ -8,7 +8,7 @@ root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD_DIR:-$root/build-cuda}
 stage=$root/.carry/gpu
 cmake -S "$root" -B "$build" -G Ninja -DATOLL_CUDA=ON >/dev/null
-bins=(tests/test_gpu tests/test_gpu_sched tests/run_onnx_cases bench/atoll_bench_cuda bench/atoll_bench_preempt bench/atoll_bench_kernel_exit bench/atoll_bench_staging bench/atoll_bench_launch bench/atoll_bench_gate src/apps/atoll)
+bins=(tests/test_gpu tests/test_gpu_sched tests/run_onnx_cases bench/atoll_bench_cuda bench/atoll_bench_preempt bench/atoll_bench_kernel_exit bench/atoll_bench_staging bench/atoll_bench_launch bench/atoll_bench_gate bench/atoll_bench_green src/apps/atoll)
 targets=()
 for b in "${bins[@]}"; do targets+=("$(basename "$b")"); done
 cmake --build "$build" -j2 --target "${targets[@]}"

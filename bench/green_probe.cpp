@@ -19,6 +19,7 @@
 #include <CLI/CLI.hpp>
 #include <array>
 #include <atomic>
+#include <exception>
 #include <chrono>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -37,12 +38,13 @@ namespace atl {
 namespace {
 
 // Driver entry points through the runtime, as backends/cuda/stream_write.cpp does: linking libcuda
-// would stop the binary from starting where no driver is installed.
+// would stop the binary from starting where no driver is installed. Asked at the runtime's own
+// version: the green-context calls are younger than the 12.0 that stream_write.cpp asks for.
 template <typename Fn>
 Fn driver(const char* symbol) {
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult status{};
-  ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, 12040, cudaEnableDefault, &status));
+  ATL_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &fn, CUDART_VERSION, cudaEnableDefault, &status));
   ATOLL_CHECK(fn != nullptr && status == cudaDriverEntryPointSuccess, kCuda, "the driver has no {}", symbol);
   return reinterpret_cast<Fn>(fn);
 }
@@ -147,20 +149,31 @@ class BeLoad {
   BeLoad(CudaInstance& gpu, const Lane& lane) : gpu_(gpu), lane_(lane) {
     thread_ = std::thread([this] { loop(); });
   }
-  ~BeLoad() { stop(); }
+  ~BeLoad() { join(); }  // an error it met is dropped here only when another one is on its way
   BeLoad(const BeLoad&) = delete;
   BeLoad& operator=(const BeLoad&) = delete;
-  // Passes ended per second since the start, after waiting for the ones in flight.
+  // Passes ended per second since the start, after waiting for the ones in flight; rethrows what
+  // stopped the thread.
   double stop() {
-    if (thread_.joinable()) {
-      running_ = false;
-      thread_.join();
-    }
+    join();
+    if (error_) std::rethrow_exception(error_);
     return rate_;
   }
 
  private:
+  void join() {
+    if (!thread_.joinable()) return;
+    running_ = false;
+    thread_.join();
+  }
   void loop() {
+    try {
+      passes();
+    } catch (...) {
+      error_ = std::current_exception();
+    }
+  }
+  void passes() {
     make_current(lane_.context);
     std::array<cuda::Event, 2> ends{cuda::make_event(), cuda::make_event()};
     const auto t0 = std::chrono::steady_clock::now();
@@ -180,6 +193,7 @@ class BeLoad {
   std::thread thread_;
   std::atomic<bool> running_{true};
   double rate_ = 0;  // written by the thread, read after join
+  std::exception_ptr error_;
 };
 
 // RT tasks one at a time on the lane, device time of each in microseconds.
@@ -271,9 +285,14 @@ int main(int argc, char** argv) {
     probe.arrangement("alone", 0, rt_all, std::nullopt);
     probe.arrangement("shared", 0, rt_all, atl::Lane{low.get(), nullptr});
     for (const unsigned r : rt_sms) {
-      const atl::GreenSplit split(r);
-      probe.arrangement("be-green", static_cast<int>(split.rt_sms()), rt_all, split.be_lane());
-      probe.arrangement("split", static_cast<int>(split.rt_sms()), split.rt_lane(), split.be_lane());
+      try {  // whether work runs on a green context is part of what is probed
+        const atl::GreenSplit split(r);
+        probe.arrangement("be-green", static_cast<int>(split.rt_sms()), rt_all, split.be_lane());
+        probe.arrangement("split", static_cast<int>(split.rt_sms()), split.rt_lane(), split.be_lane());
+      } catch (const atl::Error& e) {
+        fmt::print("green contexts for {} RT SMs failed: {}\n", r, e.message());
+        probe.rows.push_back({{"arrangement", "green"}, {"rt_sms", r}, {"error", e.message()}});
+      }
     }
     atl::write_file_atomic(json_path, nlohmann::json{{"rt", rt_model}, {"be", be_model}, {"be_batch", be_batch},
                                                      {"arrangements", probe.rows}}

@@ -70,12 +70,12 @@ class GateProbe {
     ATL_CUDA_CHECK(cudaMemset(flag, 0, sizeof(int)));
     ATL_CUDA_CHECK(cudaDeviceSynchronize());
     bench::launch_watch(reinterpret_cast<const volatile unsigned*>(flag), 1, &stamps_dev_->flag_seen_ns,
-                        &stamps_dev_->flag_started, nullptr, kWatchTimeoutNs, flag_watch_.get());
+                        &stamps_dev_->flag_started, kWatchTimeoutNs, flag_watch_.get());
     if (doorbell) {
       cuda::launch_doorbell(gate_.device_word(), gate_.token_after(1), flag, nullptr, doorbell_.get());
     }
     bench::launch_watch(gate_word_, gate_.token_after(1), &stamps_dev_->gate_seen_ns, &stamps_dev_->gate_started,
-                        nullptr, kWatchTimeoutNs, gate_watch_.get());
+                        kWatchTimeoutNs, gate_watch_.get());
     wait_started(s->flag_started, "the flag watcher");
     wait_started(s->gate_started, "the gate watcher");
     if (busy) {

@@ -60,6 +60,7 @@ struct Lane {
 };
 
 void make_current(CUcontext context) {
+  static const auto set_current = driver<decltype(&cuCtxSetCurrent)>("cuCtxSetCurrent");
   if (context == nullptr) {
     ATL_CUDA_CHECK(cudaSetDevice(0));
     static const CUcontext primary = [] {
@@ -69,7 +70,7 @@ void make_current(CUcontext context) {
     }();
     context = primary;
   }
-  check(driver<decltype(&cuCtxSetCurrent)>("cuCtxSetCurrent")(context), "cuCtxSetCurrent");
+  check(set_current(context), "cuCtxSetCurrent");
 }
 
 // Two green contexts over disjoint SMs of device 0: `rt` with at least `rt_sms`, `be` with the

@@ -48,7 +48,7 @@ __global__ void clock_echo_kernel(const volatile int* ask, volatile int* echo, v
 }
 
 __global__ void watch_kernel(const volatile unsigned* word, unsigned target, volatile uint64_t* seen_ns,
-                             volatile int* started, int* flag, uint64_t timeout_ns) {
+                             volatile int* started, uint64_t timeout_ns) {
   const uint64_t t0 = cuda::global_ns();
   *started = 1;
   __threadfence_system();
@@ -59,20 +59,15 @@ __global__ void watch_kernel(const volatile unsigned* word, unsigned target, vol
       return;
     }
   }
-  const uint64_t seen = cuda::global_ns();
-  if (flag != nullptr) {
-    atomicExch(flag, 1);
-    __threadfence();
-  }
-  *seen_ns = seen;
+  *seen_ns = cuda::global_ns();
   __threadfence_system();
 }
 
 }  // namespace
 
 void launch_watch(const volatile unsigned* word, unsigned target, volatile uint64_t* seen_ns, volatile int* started,
-                  int* flag, uint64_t timeout_ns, cudaStream_t stream) {
-  watch_kernel<<<1, 1, 0, stream>>>(word, target, seen_ns, started, flag, timeout_ns);
+                  uint64_t timeout_ns, cudaStream_t stream) {
+  watch_kernel<<<1, 1, 0, stream>>>(word, target, seen_ns, started, timeout_ns);
   ATL_CUDA_CHECK_LAUNCH("watch");
 }
 

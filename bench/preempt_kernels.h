@@ -26,9 +26,9 @@ void launch_clock_echo(const volatile int* ask, volatile int* echo, volatile uin
                        cudaStream_t stream);
 
 // One thread that waits until *word >= target (a device word, or mapped host memory read over
-// PCIe), then stores 1 to *flag when `flag` is set and the device clock to *seen_ns (0: it gave
-// up after timeout_ns). It stores 1 to *started first. atoll_bench_gate's watcher and doorbell.
+// PCIe), then stores the device clock to *seen_ns (0: it gave up after timeout_ns). It stores 1
+// to *started first. atoll_bench_gate's watchers.
 void launch_watch(const volatile unsigned* word, unsigned target, volatile uint64_t* seen_ns, volatile int* started,
-                  int* flag, uint64_t timeout_ns, cudaStream_t stream);
+                  uint64_t timeout_ns, cudaStream_t stream);
 
 }  // namespace atl::bench

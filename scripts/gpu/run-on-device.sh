@@ -265,9 +265,11 @@ if has_step csan; then
       echo "compute-sanitizer $name $i: exit $st; $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
     done
   }
+  # The op-level tests: every kernel at small sizes (the shard plan's default, the bucket plan's
+  # complement).
+  op_level='*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*'
   if command -v compute-sanitizer >/dev/null && [[ ${CSAN_PLAN:-} == buckets ]]; then
     pids=()
-    op_level='*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*'
     for spec in "test_gpu ${CSAN_SHARDS:-12} ${CSAN_FILTER:--$op_level}" "test_gpu_sched ${CSAN_SCHED_SHARDS:-3} *"; do
       read -r binary n filter <<<"$spec"
       i=0
@@ -283,7 +285,7 @@ if has_step csan; then
     shards=${CSAN_SHARDS:-6}
     pids=()
     for tool in ${CSAN_TOOLS:-memcheck racecheck}; do
-      filter=${CSAN_FILTER:-*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*}
+      filter=${CSAN_FILTER:-$op_level}
       [[ $tool == racecheck ]] && filter=${CSAN_RACE_FILTER:-*GpuOpTest*:*GpuLongBlocks*}
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <system_error>
 
 #include "core/error.h"
 
@@ -60,11 +61,15 @@ void expect_requests_conserved(const Workload& w, const ModeRun& run, uint64_t s
   }
 }
 
-std::string scratch_dir(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / fmt::format("atoll_disb_{}_{}", getpid(), name);
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  return dir.string();
+ScratchDir::ScratchDir(const std::string& name)
+    : path_((std::filesystem::temp_directory_path() / fmt::format("atoll_disb_{}_{}", getpid(), name)).string()) {
+  std::filesystem::remove_all(path_);
+  std::filesystem::create_directories(path_);
+}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ignored;  // a destructor must not throw; a leftover folder is harmless
+  std::filesystem::remove_all(path_, ignored);
 }
 
 std::string shipped_workloads_dir() {

@@ -15,8 +15,19 @@ namespace atl::bench::testing {
 // rt-only mode BE clients send nothing.
 void expect_requests_conserved(const Workload& w, const ModeRun& run, uint64_t seed);
 
-// A directory for this test process only (ctest runs tests in parallel processes).
-std::string scratch_dir(const std::string& name);
+// A directory for this test process only (ctest runs tests in parallel processes), removed with
+// the object, so test runs leave nothing in the temporary folder.
+class ScratchDir {
+ public:
+  explicit ScratchDir(const std::string& name);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 // The workloads shipped in bench/workloads/.
 std::string shipped_workloads_dir();

@@ -16,7 +16,7 @@ namespace atl::bench {
 namespace {
 
 using testing::expect_requests_conserved;
-using testing::scratch_dir;
+using testing::ScratchDir;
 
 // Two RT clients (Poisson, trace) and two BE clients (closed loop with 3 outstanding, periodic).
 Workload mixed_workload(const std::string& dir) {
@@ -62,7 +62,8 @@ DisbOptions quick(std::vector<sched::Mode> modes, double duration_s) {
 }
 
 TEST(DisbLoads, EveryLoadTypeConservesRequestsAndReportsProgress) {
-  const Workload w = mixed_workload(scratch_dir("mixed"));
+  const ScratchDir dir("mixed");
+  const Workload w = mixed_workload(dir.path());
   DisbOptions o = quick({sched::Mode::kRtOnly, sched::Mode::kSeq, sched::Mode::kReset}, 0.2);
   SCOPED_TRACE("seed " + std::to_string(o.seed));
   std::vector<DisbProgress> seen;
@@ -93,7 +94,8 @@ TEST(DisbLoads, EveryLoadTypeConservesRequestsAndReportsProgress) {
 }
 
 TEST(DisbLoads, SimulatedRunsRepeatExactly) {
-  const Workload w = mixed_workload(scratch_dir("repeat"));
+  const ScratchDir dir("repeat");
+  const Workload w = mixed_workload(dir.path());
   DisbOptions o = quick({sched::Mode::kStreams, sched::Mode::kReset}, 0.1);
   const nlohmann::json first = results_json(run_disb(w, o));
   EXPECT_EQ(results_json(run_disb(w, o)), first);
@@ -105,7 +107,8 @@ TEST(DisbLoads, SimulatedRunsRepeatExactly) {
 
 TEST(DisbLoads, OverloadDropsRequestsInsteadOfSkippingThem) {
   // 100,000 requests/s of a model that takes tens of us: most cannot be answered in time.
-  const Workload w = single_rt(scratch_dir("overload"), 100000);
+  const ScratchDir dir("overload");
+  const Workload w = single_rt(dir.path(), 100000);
   DisbOptions o = quick({sched::Mode::kReset}, 0.02);
   o.grace_s = 0.005;
   const BenchResults r = run_disb(w, o);
@@ -124,7 +127,8 @@ TEST(DisbLoads, OverloadDropsRequestsInsteadOfSkippingThem) {
 constexpr sched::DeviceTime kWallKernelNs = 20'000;
 
 TEST(DisbRealTime, SchedulerThreadAndSubmitterOnTheWallClock) {
-  const Workload w = single_rt(scratch_dir("wall"), 200);
+  const ScratchDir dir("wall");
+  const Workload w = single_rt(dir.path(), 200);
   DisbOptions o = quick({sched::Mode::kRtOnly, sched::Mode::kReset}, 0.3);
   o.grace_s = 0.2;
   o.make_device = [] { return std::make_unique<testing::WallClockDevice>(kWallKernelNs); };
@@ -156,7 +160,8 @@ TEST(DisbRealTime, SchedulerThreadAndSubmitterOnTheWallClock) {
 
 TEST(DisbRealTime, LateRequestsAreDroppedOnTheWallClockToo) {
   // 20,000/s of 8 x 20 us requests: about an eighth can be served.
-  const Workload w = single_rt(scratch_dir("wall_overload"), 20000);
+  const ScratchDir dir("wall_overload");
+  const Workload w = single_rt(dir.path(), 20000);
   DisbOptions o = quick({sched::Mode::kRtOnly}, 0.1);
   o.grace_s = 0.02;
   o.make_device = [] { return std::make_unique<testing::WallClockDevice>(kWallKernelNs); };

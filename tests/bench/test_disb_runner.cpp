@@ -20,7 +20,7 @@ namespace atl::bench {
 namespace {
 
 using testing::expect_requests_conserved;
-using testing::scratch_dir;
+using testing::ScratchDir;
 
 constexpr double kDurationS = 1.0;
 constexpr double kTimelineMs = 100;
@@ -133,7 +133,8 @@ void collect_keys(const nlohmann::json& j, const std::string& prefix, std::set<s
 
 TEST(DisbOutputs, FilesParseAndEveryResultsKeyIsDocumented) {
   const ShippedRun& s = shipped("C");
-  const std::string dir = scratch_dir("outputs");
+  const ScratchDir scratch("outputs");
+  const std::string& dir = scratch.path();
   write_disb_outputs(s.results, dir);
 
   std::ifstream rf(dir + "/results.json");
@@ -170,7 +171,8 @@ TEST(DisbOutputs, FilesParseAndEveryResultsKeyIsDocumented) {
 
 TEST(DisbOutputs, TraceShowsAWindowOfTheResetMode) {
   const ShippedRun& s = shipped("C");
-  const std::string dir = scratch_dir("trace");
+  const ScratchDir scratch("trace");
+  const std::string& dir = scratch.path();
   write_disb_outputs(s.results, dir);
   std::ifstream tf(dir + "/trace.json");
   const nlohmann::json trace = nlohmann::json::parse(tf);
@@ -272,7 +274,8 @@ std::string coded_error_of(const std::function<void()>& f) {
 }
 
 TEST(DisbErrors, WorkloadsAreCheckedBeforeRunning) {
-  const std::string dir = scratch_dir("errors");
+  const ScratchDir scratch("errors");
+  const std::string& dir = scratch.path();
   const std::string path = dir + "/mine.json";
   {
     std::ofstream f(path);
@@ -310,7 +313,8 @@ TEST(DisbErrors, OptionsAndDevicesAreChecked) {
   o = short_run();
   o.device = "cuda";
   EXPECT_EQ(coded_error_of([&] { run_disb(w, o); }).rfind("unsupported", 0), 0u);
-  EXPECT_NE(coded_error_of([&] { write_disb_outputs(BenchResults{}, scratch_dir("empty")); }).find("no mode"),
+  const ScratchDir scratch("empty");
+  EXPECT_NE(coded_error_of([&] { write_disb_outputs(BenchResults{}, scratch.path()); }).find("no mode"),
             std::string::npos);
 }
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <system_error>
 
 #include "backends/cuda/tune_cache.h"
 #include "core/error.h"
@@ -17,8 +18,20 @@ namespace {
 
 using cuda::TuneCache;
 
+std::filesystem::path scratch_root() {
+  return std::filesystem::temp_directory_path() / ("atoll_tune_cache_" + std::to_string(getpid()));
+}
+
+// This process's scratch folder goes when the process ends, so test runs leave nothing behind.
+struct RemoveScratchAtExit {
+  ~RemoveScratchAtExit() {
+    std::error_code ignored;
+    std::filesystem::remove_all(scratch_root(), ignored);
+  }
+} const remove_scratch_at_exit;
+
 std::string scratch_file(const std::string& name) {
-  const auto dir = std::filesystem::temp_directory_path() / ("atoll_tune_cache_" + std::to_string(getpid()));
+  const auto dir = scratch_root();
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
   std::filesystem::remove(path);

@@ -116,8 +116,9 @@ std::vector<double> read_trace_file(const Reader& r, const std::string& path, co
     out.push_back(t);
   }
   if (out.empty()) r.fail(field, fmt::format("trace file '{}' holds no arrival", path));
-  // The trace repeats with its span as the period: a zero span would repeat forever at time 0.
-  if (out.size() > 1 && !(out.back() > 0))
+  // The trace repeats with its span as the period: a zero span would repeat forever at time 0
+  // (a single arrival at 0 too: its period would be a gap invented from nothing).
+  if (!(out.back() > 0))
     r.fail(field, fmt::format("trace file '{}': its arrivals span no time (all at 0 ms), so it cannot repeat", path));
   return out;
 }
@@ -126,13 +127,7 @@ std::vector<double> read_trace_file(const Reader& r, const std::string& path, co
 
 Workload parse_workload(const std::string& json_text, const std::string& source_name, const std::string& base_dir) {
   Reader r(source_name);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(json_text);
-  } catch (const nlohmann::json::exception& e) {
-    // Also out-of-range numbers such as 1e400, which nlohmann reports apart from syntax errors.
-    ATOLL_THROW(kParse, "workload '{}': not valid JSON: {}", source_name, printable(e.what()));
-  }
+  const nlohmann::json j = parse_json_document(json_text, fmt::format("workload '{}'", source_name));
   r.only_keys(j, {"name", "description", "clients"}, "");
   Workload w;
   w.name = r.name(r.need(j, "name", "name"), "name");
@@ -205,10 +200,10 @@ Workload load_workload(const std::string& path) {
 
 namespace {
 
-// A trace shorter than the run repeats, shifted by its span plus one mean gap.
+// A trace shorter than the run repeats, shifted by its span plus one mean gap (a single
+// arrival's gap is its time from the start).
 double trace_period(const ClientSpec& c) {
-  return c.trace_ms.back() +
-         (c.trace_ms.size() > 1 ? c.trace_ms.back() / static_cast<double>(c.trace_ms.size() - 1) : 1.0);
+  return c.trace_ms.back() + c.trace_ms.back() / static_cast<double>(std::max<size_t>(c.trace_ms.size() - 1, 1));
 }
 
 [[noreturn]] void refuse_arrivals(const ClientSpec& c, double duration_ms, double count) {

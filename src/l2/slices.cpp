@@ -194,6 +194,8 @@ void to_json(nlohmann::json& j, const ResidencyConfig& c) {
 void from_json(const nlohmann::json& j, ResidencyConfig& c) {
   std::string bits;
   int64_t slices = 0;
+  json_only_keys(j, {"format", "model", "batch", "fingerprint", "slice_bytes", "slices", "resident", "setaside_bytes",
+                     "hit_ratio"}, "L2 config");
   try {
     const std::string format = j.at("format").get<std::string>();
     ATOLL_CHECK(format == kConfigFormat, kParse, "not an atoll L2 config (format '{}', expected '{}')", format,
@@ -207,7 +209,7 @@ void from_json(const nlohmann::json& j, ResidencyConfig& c) {
     c.setaside_bytes = json_int64(j.at("setaside_bytes"), "setaside_bytes");
     c.hit_ratio = j.at("hit_ratio").get<double>();
   } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "L2 config JSON: {}", e.what());
+    ATOLL_THROW(kParse, "L2 config JSON: {}", json_error_text(e));
   }
   ATOLL_CHECK(static_cast<int64_t>(bits.size()) == slices, kParse,
               "L2 config: 'resident' has {} bits but 'slices' says {}", bits.size(), slices);
@@ -228,13 +230,7 @@ std::string config_to_json_string(const ResidencyConfig& c) {
 }
 
 ResidencyConfig config_from_json_string(const std::string& text) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "L2 config JSON: {}", e.what());
-  }
-  return j.get<ResidencyConfig>();
+  return parse_json_document(text, "L2 config").get<ResidencyConfig>();
 }
 
 ResidencyConfig load_config(const std::string& path) {

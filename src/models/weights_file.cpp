@@ -16,6 +16,7 @@
 
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "core/json_value.h"
 #include "core/half.h"
 
 namespace atl {
@@ -178,7 +179,7 @@ nlohmann::json parse_header(const std::string& path, const std::string& text) {
   try {
     j = nlohmann::json::parse(text, unique_names);
   } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "{}: bad header JSON: {}", path, e.what());
+    ATOLL_THROW(kParse, "{}: bad header JSON: {}", path, json_error_text(e));
   }
   ATOLL_CHECK(j.is_object(), kParse, "{}: bad header JSON: expected an object of tensors, got {}", path, j.type_name());
   return j;

@@ -1,11 +1,13 @@
 #include "onnx/proto_tensor.h"
 
+#include <charconv>
 #include <cstring>
 #include <fstream>
 #include <limits>
 
 #include "core/error.h"
 #include "core/half.h"
+#include "core/text.h"
 
 namespace atl::onnx_detail {
 
@@ -68,14 +70,18 @@ void store_raw(int32_t type, const char* src, int64_t i, Tensor& out) {
 std::string read_external(const TP& t, const std::filesystem::path& model_dir, size_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
+  // The whole value must be a decimal integer: stoll would read "5abc" as 5, misaligning the weights.
+  const auto whole_number = [&](const std::string& key, const std::string& value) {
+    int64_t v = 0;
+    const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    ATOLL_CHECK(ec == std::errc{} && end == value.data() + value.size(), kParse,
+                "tensor '{}': external data {} '{}' is not a whole number", printable(t.name()), key, printable(value));
+    return v;
+  };
   for (const auto& kv : t.external_data()) {
-    try {
-      if (kv.key() == "location") location = kv.value();
-      if (kv.key() == "offset") offset = std::stoll(kv.value());
-      if (kv.key() == "length") length = std::stoll(kv.value());
-    } catch (const std::exception&) {
-      ATOLL_THROW(kParse, "tensor '{}': external data {} '{}' is not a number", t.name(), kv.key(), kv.value());
-    }
+    if (kv.key() == "location") location = kv.value();
+    if (kv.key() == "offset") offset = whole_number(kv.key(), kv.value());
+    if (kv.key() == "length") length = whole_number(kv.key(), kv.value());
   }
   const std::filesystem::path rel(location);
   ATOLL_CHECK(!location.empty() && rel.is_relative(), kParse,

@@ -114,7 +114,7 @@ std::string profile_to_json(const ModelProfile& p) {
 ModelProfile profile_from_json(const std::string& text, const std::string& source) {
   ModelProfile p;
   try {
-    const nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json j = parse_json_document(text, source);
     const std::string format = j.at("format").get<std::string>();
     ATOLL_CHECK(format == kProfileFormat, kParse, "{}: not an atoll kernel profile (format '{}', expected '{}')",
                 source, format, kProfileFormat);
@@ -126,7 +126,7 @@ ModelProfile profile_from_json(const std::string& text, const std::string& sourc
     p.repeats = json_int(j.at("repeats"), "repeats");
     for (const nlohmann::json& k : j.at("kernels")) p.kernels.push_back(kernel_from(k));
   } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "{}: kernel profile JSON: {}", source, e.what());
+    ATOLL_THROW(kParse, "{}: kernel profile JSON: {}", source, json_error_text(e));
   }
   check_fields(p, ErrorCode::kParse, source);
   return p;

@@ -161,12 +161,12 @@ std::string program_to_json_string(const Program& p, int indent) {
 Program program_from_json_string(const std::string& text) {
   Program p;
   try {
-    nlohmann::json j = nlohmann::json::parse(text);
+    const nlohmann::json j = parse_json_document(text, "program JSON");
     ATOLL_CHECK(j.value("format", "") == "atoll.program/1", kParse, "not an atoll program (format '{}')",
                 j.value("format", ""));
     p = j.get<Program>();
   } catch (const nlohmann::json::exception& e) {
-    ATOLL_THROW(kParse, "program JSON: {}", e.what());
+    ATOLL_THROW(kParse, "program JSON: {}", json_error_text(e));
   }
   ATOLL_CHECK(p.fingerprint == p.compute_fingerprint(), kParse,
               "program fingerprint {} does not match its contents ({}): the file was edited or is corrupt",

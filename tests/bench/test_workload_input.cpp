@@ -70,6 +70,10 @@ TEST(WorkloadInput, ReportsOutOfRangeNumbersAsInvalidJson) {
   const std::string e =
       workload_error(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 1e400}})"));
   EXPECT_NE(e.find("not valid JSON"), std::string::npos) << e;
+  EXPECT_EQ(e.find("[json.exception"), std::string::npos) << e;
+  const std::string twice =
+      workload_error(one_client(R"({"model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 100, "rate": 200}})"));
+  EXPECT_NE(twice.find("'rate' appears twice"), std::string::npos) << twice;
 }
 
 TEST(WorkloadInput, TraceLinesHoldExactlyOneTime) {
@@ -78,6 +82,7 @@ TEST(WorkloadInput, TraceLinesHoldExactlyOneTime) {
     EXPECT_NE(e.find("line 1"), std::string::npos) << bad << ": " << e;
   }
   EXPECT_NE(trace_error("0\n0\n").find("span no time"), std::string::npos);
+  EXPECT_NE(trace_error("0\n").find("span no time"), std::string::npos) << "one arrival at 0";
 }
 
 TEST(WorkloadInput, ArrivalSchedulesAreBounded) {

@@ -21,6 +21,34 @@ std::optional<ErrorCode> code_of(const std::function<void()>& f) {
   return std::nullopt;
 }
 
+// Documents from files: a key twice in one object (at any depth) is refused, the same key in two
+// objects is not, and nlohmann's exception prefix never reaches the user.
+TEST(JsonValue, DocumentsRefuseRepeatedKeysAndReadAsOneLine) {
+  EXPECT_EQ(parse_json_document(R"({"a": {"b": 1}, "c": [{"b": 2}, {"b": 3}]})", "f.json")["c"][1]["b"], 3);
+  for (const char* text : {R"({"rate": 100, "rate": 200})", R"({"x": [{"k": 1, "k": 1}]})"}) {
+    try {
+      parse_json_document(text, "f.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kParse);
+      EXPECT_NE(e.message().find("appears twice"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("f.json"), std::string::npos) << e.message();
+    }
+  }
+  for (const char* text : {R"({"rate": 1e400})", "{", "[1, 2"}) {
+    try {
+      parse_json_document(text, "f.json");
+      ADD_FAILURE() << "accepted " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.message().find("[json.exception"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("not valid JSON"), std::string::npos) << e.message();
+    }
+  }
+  EXPECT_EQ(code_of([] { json_only_keys(json::parse(R"({"a": 1, "hti_ratio": 2})"), {"a", "hit_ratio"}, "cfg"); }),
+            ErrorCode::kParse);
+  EXPECT_EQ(code_of([] { json_only_keys(json::parse(R"({"a": 1})"), {"a", "hit_ratio"}, "cfg"); }), std::nullopt);
+}
+
 TEST(JsonValue, ReadsIntegersInRange) {
   EXPECT_EQ(json_int64(json::parse("-9223372036854775808"), "x"), INT64_MIN);
   EXPECT_EQ(json_int64(json::parse("9223372036854775807"), "x"), INT64_MAX);

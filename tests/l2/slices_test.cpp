@@ -129,6 +129,11 @@ TEST(ResidencyConfig, MalformedJsonIsAParseError) {
   expect_error([&] { config_from_json_string(missing.dump()); }, ErrorCode::kParse);
   expect_error([&] { config_from_json_string(with("hit_ratio", 1.5)); }, ErrorCode::kInvalidArgument);
   expect_error([&] { config_from_json_string(with("slice_bytes", 0)); }, ErrorCode::kInvalidArgument);
+  // A misspelt key is refused, not ignored; a key given twice too.
+  expect_error([&] { config_from_json_string(with("hti_ratio", 0.5)); }, ErrorCode::kParse);
+  std::string twice = good.dump();
+  twice.insert(twice.size() - 1, R"(,"hit_ratio":0.5)");
+  expect_error([&] { config_from_json_string(twice); }, ErrorCode::kParse);
 }
 
 TEST(ResidencyConfig, RejectsAConfigMadeForAnotherProgram) {

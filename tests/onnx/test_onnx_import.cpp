@@ -171,14 +171,14 @@ TEST(OnnxImport, Fp16InitializersDecodeFromRawDataAndTypedFields) {
   EXPECT_FLOAT_EQ(y.as<float>()[2], 4.0f * 0.25f - 1.0f);
 }
 
-// A Mul by an initializer stored in `file` at `offset`, `length` bytes.
-ModelBuilder external_model(const std::string& file, int64_t offset, int64_t length) {
+// A Mul by an initializer stored in `file` at `offset` (as written in the model), `length` bytes.
+ModelBuilder external_model(const std::string& file, const std::string& offset, int64_t length) {
   ModelBuilder m;
   m.input("x", {-1, 4}).output("y");
   onnx::TensorProto& t = m.initializer("scale", {4}, {});
   t.set_data_location(onnx::TensorProto::EXTERNAL);
   for (auto [k, v] :
-       {std::pair{"location", file}, {"offset", std::to_string(offset)}, {"length", std::to_string(length)}}) {
+       {std::pair{"location", file}, {"offset", offset}, {"length", std::to_string(length)}}) {
     auto* e = t.add_external_data();
     e->set_key(k);
     e->set_value(v);
@@ -193,7 +193,7 @@ TEST(OnnxImport, ExternalDataLoadsRelativeToTheModelWithBoundsChecks) {
   std::filesystem::create_directories(dir);
   const float values[6] = {9.0f, 1.0f, 2.0f, 3.0f, 4.0f, 9.0f};
   std::ofstream(dir / "weights.bin", std::ios::binary).write(reinterpret_cast<const char*>(values), sizeof(values));
-  const Graph g = import_onnx_bytes(external_model("weights.bin", 4, 16).bytes(), dir.string(), {});
+  const Graph g = import_onnx_bytes(external_model("weights.bin", "4", 16).bytes(), dir.string(), {});
   Tensor x(DType::kF32, Shape{1, 4});
   for (float& v : x.as<float>()) v = 2.0f;
   const Tensor y = run_cpu(g, {x})[0];
@@ -207,10 +207,14 @@ TEST(OnnxImport, ExternalDataLoadsRelativeToTheModelWithBoundsChecks) {
       EXPECT_NE(e.message().find("scale"), std::string::npos) << e.message();
     }
   };
-  expect_parse_error(external_model("weights.bin", 12, 16), "beyond the end");
-  expect_parse_error(external_model("weights.bin", 0, 12), "needs 16 bytes");
-  expect_parse_error(external_model("../weights.bin", 0, 16), "leaves the model's folder");
-  expect_parse_error(external_model("missing.bin", 0, 16), "cannot open");
+  expect_parse_error(external_model("weights.bin", "12", 16), "beyond the end");
+  expect_parse_error(external_model("weights.bin", "0", 12), "needs 16 bytes");
+  expect_parse_error(external_model("../weights.bin", "0", 16), "leaves the model's folder");
+  expect_parse_error(external_model("missing.bin", "0", 16), "cannot open");
+  // Offsets are whole numbers: "4abc" once read as 4.
+  for (const char* offset : {"4abc", "", " 4", "4.0", "99999999999999999999"}) {
+    expect_parse_error(external_model("weights.bin", offset, 16), "not a whole number");
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -265,6 +265,7 @@ void run_pairs_command(const PairFlags& f) {
   o.batch = f.batch;
   o.device = f.device;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
+  if (!f.json.empty()) check_file_writable(f.json);  // before the pairs run, not after
   const bool tty = isatty(STDERR_FILENO) == 1;
   o.on_progress = [tty](const std::string& what) {
     if (!tty) return;
@@ -314,7 +315,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(1e-3, 3600.0));
   cmd->add_option("--device", f->device, "sim or cuda")->check(CLI::IsMember({"sim", "cuda"}));
   cmd->add_option("--out", f->out, "Output directory (with `all`, one subdirectory per workload)");
-  cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights")->check(kNotNegative);
+  cmd->add_option("--seed", f->seed, "Seed for Poisson arrivals, inputs and weights")->check(kWholeUint64);
   cmd->add_option("--timeline-ms", f->timeline_ms, "Length of the trace.json timeline window, ms")
       ->check(CLI::Range(0.0, 10000.0));
   cmd->add_option("--warmup", f->warmup_s,

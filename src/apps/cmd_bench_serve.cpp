@@ -148,6 +148,7 @@ nlohmann::json measure_overhead(serve::Server& server, const std::string& target
 
 void run_serve_bench(const ServeBenchFlags& f) {
   const auto [rt_zoo, rt_hz] = model_and_number(f.rt, "--rt", 100, "rate in Hz");
+  if (!f.json.empty()) check_file_writable(f.json);  // before the runs, not after
   serve::ServeOptions so;
   so.engine.device = f.device;
   so.engine.mode = sched::mode_from_name(f.mode);

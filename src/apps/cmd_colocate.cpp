@@ -190,7 +190,7 @@ void add_colocate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_be_queue_flag(cmd, f->be_queue_us);
-  cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kNotNegative);
+  cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kWholeUint64);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")
       ->check(CLI::Range(0.0, 600.0));
   add_rt_path_flags(cmd, f->rt_path);

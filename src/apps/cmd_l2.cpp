@@ -9,6 +9,7 @@
 #include "apps/commands.h"
 #include "apps/options.h"
 #include "compile/compiler.h"
+#include "core/atomic_file.h"
 #include "core/error.h"
 #include "l2/l2.h"
 #include "runtime/devices.h"
@@ -234,6 +235,9 @@ void report_tune(const tune::TuneResult& r, const l2::ProgramEvaluator& ev, cons
 void run_tune(const L2Flags& f) {
   const l2::L2Device d = l2::l2_device_by_name(f.device);
   tune::optimizer_from_name(f.optimizer);  // a bad name fails before any model loads
+  for (const std::string& path : {f.out, f.log_file}) {
+    if (!path.empty()) check_file_writable(path);  // before the search, not after its steps
+  }
   if (f.evaluator == "sim") {
     l2::SimOptions so;
     so.hints = f.exact ? l2::HintMode::kExactSlices : l2::HintMode::kWindows;

@@ -81,7 +81,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--out", f->out, "Profile file (default MODEL_bBATCH_DEVICE.profile.json)");
   cmd->add_option("--cap", f->cap, "The in-flight cap the model will be scheduled with (colocate and DISB: 4)")
       ->check(CLI::Range(1, 1 << 20));
-  cmd->add_option("--seed", f->seed, "Seed for the weights")->check(kNotNegative);
+  cmd->add_option("--seed", f->seed, "Seed for the weights")->check(kWholeUint64);
   cmd->callback([f] { run_profile_command(*f); });
 }
 

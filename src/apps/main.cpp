@@ -5,11 +5,24 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include "apps/commands.h"
 #include "apps/crash_report.h"
 #include "core/error.h"
 #include "core/text.h"
+
+namespace {
+
+// One line on stderr, escaped. Never throws: fmt::print(stderr) would throw on an unwritable
+// stderr from inside a catch block, which ends the process with SIGABRT.
+void report(std::string_view kind, std::string_view message) {
+  const std::string line = fmt::format("atoll: {}: {}\n", kind, atl::printable(message));
+  std::fputs(line.c_str(), stderr);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   atl::apps::install_crash_report();
@@ -20,21 +33,23 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  } catch (const atl::Error& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help and --version
     // Messages quote file contents and arguments: escaped, so no raw bytes reach the terminal.
-    fmt::print(stderr, "atoll: {}: {}\n", atl::error_code_name(e.code()), atl::printable(e.message()));
+    report("invalid argument", fmt::format("{} (see --help)", e.what()));
+    return e.get_exit_code();
+  } catch (const atl::Error& e) {
+    report(atl::error_code_name(e.code()), e.message());
     return 1;
   } catch (const std::bad_alloc&) {
-    fmt::print(stderr, "atoll: error: out of memory\n");
+    report("error", "out of memory");
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll: error: {}\n", atl::printable(e.what()));
+    report("error", e.what());
     return 1;
   }
   // Printed results that never reached their file (a full disk, /dev/full) are a failure too.
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
-    fmt::print(stderr, "atoll: i/o error: cannot write standard output: {}\n", std::strerror(errno));
+    report("i/o error", fmt::format("cannot write standard output: {}", std::strerror(errno)));
     return 1;
   }
   return 0;

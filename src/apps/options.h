@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -25,12 +26,17 @@ inline std::optional<T> parse_number(const std::string& text) {
   return value;
 }
 
-// For unsigned options such as --seed, which CLI11 would otherwise read "-1" into as 2^64 - 1.
-inline const CLI::Validator kNotNegative(
+// For 64-bit unsigned options such as --seed: CLI11 would read "-1" as 2^64 - 1 and clamp 2^64 and
+// above to it, silently.
+inline const CLI::Validator kWholeUint64(
     [](const std::string& v) {
-      return !v.empty() && v.front() == '-' ? "must not be negative, got " + v : std::string();
+      uint64_t value = 0;
+      const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+      return ec == std::errc() && end == v.data() + v.size() && !v.empty()
+                 ? std::string()
+                 : "must be a whole number from 0 to 18446744073709551615, got " + v;
     },
-    "NOT NEGATIVE");
+    "UINT64");
 
 // How an RT request reaches the device (colocate and DISB): --rt-arrival, --inputs, --rt-copies,
 // --be-uploads, --rt-launch and --rt-arm-next.
@@ -118,7 +124,7 @@ inline void add_model_flags(CLI::App* cmd, ModelFlags& f) {
   cmd->add_option("model", f.model, "Model name (see `atoll models`) or path to an .onnx file")->default_str(default_model());
   cmd->add_option("--batch", f.options.batch, "Batch size")->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--seq", f.options.seq_len, "Sequence length for BERT models")->check(CLI::Range(int64_t{1}, int64_t{512}));
-  cmd->add_option("--seed", f.options.seed, "Seed for weights and inputs")->check(kNotNegative);
+  cmd->add_option("--seed", f.options.seed, "Seed for weights and inputs")->check(kWholeUint64);
   cmd->add_option_function<std::vector<std::string>>(
          "--dim",
          [&f](const std::vector<std::string>& specs) {

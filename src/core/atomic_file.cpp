@@ -1,14 +1,17 @@
 #include "core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <string_view>
 #include <utility>
 
 #include "core/error.h"
@@ -39,6 +42,25 @@ void swap_into_place(const std::filesystem::path& staged, const std::filesystem:
   fs::rename(dir, aside);
   fs::rename(staged, dir);
   fs::rename(aside, staged);
+}
+
+// Staging folders `.NAME.tmp.PID` of `path` left by processes that no longer run (an interrupt
+// or a crash while writing): removed, so interrupted runs do not pile up beside the results.
+void remove_stale_staging(const std::filesystem::path& path) {
+  namespace fs = std::filesystem;
+  const std::string prefix = fmt::format(".{}.tmp.", path.filename().string());
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(path.parent_path(), ec)) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    std::string_view pid_text(name);
+    pid_text.remove_prefix(prefix.size());
+    if (pid_text.ends_with(".old")) pid_text.remove_suffix(4);
+    pid_t pid = 0;
+    const auto [end, parse_ec] = std::from_chars(pid_text.data(), pid_text.data() + pid_text.size(), pid);
+    if (parse_ec != std::errc() || end != pid_text.data() + pid_text.size() || pid <= 0) continue;
+    if (::kill(pid, 0) != 0 && errno == ESRCH) fs::remove_all(entry.path(), ec);
+  }
 }
 
 }  // namespace
@@ -94,6 +116,11 @@ void AtomicFile::commit() {
   temp_.clear();
 }
 
+void check_file_writable(const std::string& path) {
+  if (is_special_file(path)) return;  // opening a FIFO here would block until a reader came
+  const AtomicFile probe(path);      // its temporary file, removed again uncommitted
+}
+
 void write_file_atomic(const std::string& path, std::string_view contents) {
   AtomicFile f(path);
   f.write(contents);
@@ -124,6 +151,7 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
   std::error_code ec;
   fs::create_directories(path.parent_path(), ec);
   ATOLL_CHECK(!ec, kIo, "cannot create '{}': {}", path.parent_path().string(), ec.message());
+  remove_stale_staging(path);
   const fs::path staged = path.parent_path() / fmt::format(".{}.tmp.{}", path.filename().string(), ::getpid());
   fs::remove_all(staged);
   ATOLL_CHECK(fs::create_directory(staged, ec) && !ec, kIo, "cannot write '{}': {}", dir,

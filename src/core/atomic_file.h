@@ -33,6 +33,11 @@ class AtomicFile {
   int fd_ = -1;
 };
 
+// Throws kIo unless a file can be written at `path` (its folder exists and takes a new file), so
+// a command refuses a bad output path before a long run rather than after it. An existing
+// device, FIFO or other non-regular target is left to the write, which checks it.
+void check_file_writable(const std::string& path);
+
 // The whole of `contents` to `path` through an AtomicFile.
 void write_file_atomic(const std::string& path, std::string_view contents);
 

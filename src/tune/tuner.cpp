@@ -1,9 +1,9 @@
 #include "tune/tuner.h"
 
 #include <chrono>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "core/atomic_file.h"
 #include "core/error.h"
 
 namespace atl::tune {
@@ -70,10 +70,7 @@ void to_json(nlohmann::json& j, const TuneResult& r) {
 }
 
 void save_log(const TuneResult& r, const std::string& path) {
-  std::ofstream out(path);
-  ATOLL_CHECK(out.good(), kIo, "cannot write tune log '{}'", path);
-  out << nlohmann::json(r).dump(1) << '\n';
-  ATOLL_CHECK(out.good(), kIo, "failed writing tune log '{}'", path);
+  write_file_atomic(path, nlohmann::json(r).dump(1) + "\n");
 }
 
 Search::Search(l2::Evaluator& evaluator, const TuneOptions& options)

@@ -118,6 +118,17 @@ expect_ok "disb records the RT order" '"rt_order": "edf"' sh -c \
 # Input hardening (issue 18): lenient parses refused, errors before long runs, one escaped line.
 expect_error "empty model name" "model name is empty" "$atoll" run ""
 expect_error "negative seed" "seed" "$atoll" run tiny_cnn --device cpu --seed -1
+start=$SECONDS
+expect_error "tune log path checked first" "/proc/x/log.json" \
+  "$atoll" l2 tune tiny_cnn --optimizer random --evaluator sim --steps 100000 --log /proc/x/log.json
+if [ $((SECONDS - start)) -lt 20 ]; then pass "tune log refused before the search"; else fail "tune log refused late"; fi
+expect_error "seed past 2^64 - 1" "seed.*whole number" "$atoll" run tiny_cnn --device cpu --seed 18446744073709551616
+# CLI11's own errors quote arguments escaped, in one line; an unwritable stderr is no crash.
+expect_error "raw bytes in an argument" '--device.*\\xff' "$atoll" run tiny_cnn --device $'cp\xff\x1b[2J'
+if [ "$(grep -c . "$work/err")" -eq 1 ]; then pass "one line for a CLI11 error"; else fail "CLI11 error: $(cat "$work/err")"; fi
+"$atoll" info no_such_model 2>/dev/full
+rc=$?
+if [ "$rc" -eq 1 ]; then pass "unwritable stderr: exit 1"; else fail "unwritable stderr: exit $rc"; fi
 expect_error "the same input twice" "input 'input' is given more than once" \
   "$atoll" run tiny_cnn --device cpu --input "input=$work/good.npy" --input "input=$work/good.npy"
 expect_error "unwritable --output before running" "--output '/proc/atoll-x'" \

@@ -1,6 +1,9 @@
 // Output files are seen whole or not at all, and every failed write is an error.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <csignal>
 #include <filesystem>
@@ -55,6 +58,22 @@ TEST(AtomicFile, WritesAndReplaces) {
   fs::remove_all(d);
 }
 
+// The probe a command runs before a long run: a folder that is missing refuses, a good path and
+// a device pass, and the probe leaves nothing behind (nor replaces an existing file).
+TEST(AtomicFile, WritableCheckProbesWithoutWriting) {
+  const fs::path d = fresh_dir("atoll_atomic_probe");
+  const std::string msg = testing::error_message(
+      [&] { check_file_writable((d / "missing" / "log.json").string()); }, ErrorCode::kIo);
+  EXPECT_NE(msg.find("log.json"), std::string::npos) << msg;
+  check_file_writable((d / "log.json").string());
+  write_file_atomic((d / "kept.json").string(), "kept");
+  check_file_writable((d / "kept.json").string());
+  EXPECT_EQ(read_all(d / "kept.json"), "kept");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1) << "the probe left a file";
+  check_file_writable("/dev/null");
+  fs::remove_all(d);
+}
+
 TEST(AtomicFile, DevFullFailsNamingThePath) {
   const std::string msg = testing::error_message([] { write_file_atomic("/dev/full", "data"); }, ErrorCode::kIo);
   EXPECT_NE(msg.find("/dev/full"), std::string::npos) << msg;
@@ -86,6 +105,23 @@ TEST(AtomicDir, ReplacesTheWholeSet) {
   EXPECT_EQ(read_all(d / "disb" / "results.json"), "2");
   EXPECT_EQ(read_all(d / "disb" / "trace.json"), "2");
   EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);  // no staging folder left
+  fs::remove_all(d);
+}
+
+// An interrupted run's staging folder goes with the next write; a running process's stays.
+TEST(AtomicDir, RemovesStagingLeftByProcessesThatEnded) {
+  const fs::path d = fresh_dir("atoll_atomic_dir_stale");
+  const pid_t ended = fork();
+  if (ended == 0) _exit(0);
+  ASSERT_GT(ended, 0);
+  ASSERT_EQ(waitpid(ended, nullptr, 0), ended);
+  const fs::path stale = d / fmt::format(".disb.tmp.{}", ended);
+  const fs::path live = d / fmt::format(".disb.tmp.{}", getppid());
+  fs::create_directories(stale);
+  fs::create_directories(live);
+  write_dir_atomic((d / "disb").string(), {{"results.json", "1"}});
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_TRUE(fs::exists(live));
   fs::remove_all(d);
 }
 

@@ -70,7 +70,9 @@ std::vector<bool> parse_slices(const std::string& spec, int64_t count) {
     const std::optional<int64_t> lo = parse_index(part.substr(0, dash));
     const std::optional<int64_t> hi = dash == std::string::npos ? lo : parse_index(part.substr(dash + 1));
     ATOLL_CHECK(lo && hi, kInvalidArgument, "--slices '{}': '{}' is not a slice index or range", spec, part);
-    ATOLL_CHECK(*lo <= *hi && *hi < count, kInvalidArgument, "--slices '{}': range {}-{} outside 0-{}", spec, *lo, *hi,
+    ATOLL_CHECK(*lo <= *hi, kInvalidArgument, "--slices '{}': range {}-{} runs backwards (write {}-{})", spec, *lo,
+                *hi, *hi, *lo);
+    ATOLL_CHECK(*hi < count, kInvalidArgument, "--slices '{}': range {}-{} outside 0-{}", spec, *lo, *hi,
                 count - 1);
     for (int64_t i = *lo; i <= *hi; ++i) bits[static_cast<size_t>(i)] = true;
     pos = end + 1;

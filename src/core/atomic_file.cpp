@@ -159,6 +159,10 @@ void write_dir_atomic(const std::string& dir, const std::map<std::string, std::s
   try {
     for (const auto& [name, contents] : files) write_file_atomic((staged / name).string(), contents);
     swap_into_place(staged, path);
+  } catch (const Error& e) {
+    fs::remove_all(staged, ec);
+    // The failing path is the hidden staging folder's: name the folder the user asked for first.
+    throw Error(e.code(), fmt::format("writing '{}' (left as it was): {}", dir, e.message()), __FILE__, __LINE__);
   } catch (...) {
     fs::remove_all(staged, ec);
     throw;

@@ -72,7 +72,7 @@ std::string csv_field(std::string_view text) {
 
 std::optional<std::string> file_name_problem(std::string_view name) {
   if (name.empty()) return "is empty";
-  if (name == "." || name == "..") return fmt::format("'{}' names a directory, not a file", name);
+  if (name == "." || name == "..") return "names a directory, not a file";
   if (name.find_first_of("/\\") != std::string_view::npos) return "holds a path separator ('/' or '\\')";
   for (char c : name) {
     const auto b = static_cast<unsigned char>(c);

@@ -314,8 +314,8 @@ WeightsFileReport load_weights_file(Graph& g, const std::string& path, const Wei
     ATOLL_CHECK(first, kInvalidArgument, "{}: tensors '{}' and '{}' both name weight '{}'", path, it->second, name, *w);
     const DType want = g.value(*g.find_value(*w)).dtype;
     ATOLL_CHECK(is_float(t.dtype()) == is_float(want), kInvalidArgument,
-                "{}: tensor '{}' holds {} values but weight '{}' is {}", path, name, dtype_name(t.dtype()), *w,
-                dtype_name(want));
+                "{}: tensor '{}' holds {} values but weight '{}' is {}", path, name,
+                is_float(t.dtype()) ? "floating-point" : "integer", *w, dtype_name(want));
     by_weight[*w] = t;
   }
   ATOLL_CHECK(report.unused.empty() || options.allow_extra, kInvalidArgument,

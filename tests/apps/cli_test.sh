@@ -136,6 +136,7 @@ expect_error "unwritable --output before running" "--output '/proc/atoll-x'" \
 expect_error "invalid bytes escaped" 'unknown model .bad\\xff\\x1b.' "$atoll" info $'bad\xff\x1b'
 expect_error "slices with two dashes" "'1-2-3' is not a slice index" "$atoll" l2 config tiny_cnn --slices 1-2-3 --out "$work/s.json"
 expect_error "slices with a suffix" "'1x' is not a slice index" "$atoll" l2 config tiny_cnn --slices 1x --out "$work/s.json"
+expect_error "slices range backwards" "3-1 runs backwards" "$atoll" l2 config tiny_cnn --slices 3-1 --out "$work/s.json"
 expect_error "colocate empty BE spec" "--be" "$atoll" colocate --rt tiny_vgg --be , --mode reset
 expect_ok "colocate near-zero rate ends" '"samples": 1' "$atoll" colocate --rt tiny_cnn:1e-10 --mode rt-only --duration 0.01 --json
 expect_error "colocate too many arrivals" "limit of 10000000" \
@@ -205,7 +206,7 @@ disb --seed 1 --out "$work/set" >/dev/null 2>&1
 cp "$work/set/results.json" "$work/set.before"
 # (disb reports progress on stderr, so only its last line is the error.)
 if ! full "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 0.05 --seed 2 --out "$work/set" \
-  >/dev/null 2>"$work/err" && tail -1 "$work/err" | grep -q "i/o error: cannot write .*File too large"; then
+  >/dev/null 2>"$work/err" && tail -1 "$work/err" | grep -q "i/o error: writing '$work/set' (left as it was): cannot write .*File too large"; then
   pass "disb on a full disk fails"
 else
   fail "disb on a full disk fails: $(cat "$work/err")"

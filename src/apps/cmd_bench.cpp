@@ -213,6 +213,7 @@ void run_disb_command(const DisbFlags& f) {
     for (const bench::ClientSpec& c : workloads.back().clients) {
       bench::check_arrival_count(c, std::max(o.duration_s, o.warmup_s) * 1000.0);
     }
+    bench::check_record_bytes(workloads.back(), o);  // with `all`, before the first workload runs
     bench::check_disb_output_dir(out_dir(workloads.back()));
   }
   prepare_output_dir(f.out, "--out");

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/text.h"
@@ -40,32 +41,56 @@ std::string p99_change_text(const ModeStats& m, const std::vector<ModeStats>& st
 
 namespace {
 
-// A served RT request of an open-loop client, by client and scheduled arrival (ns).
-std::map<std::pair<int, int64_t>, double> rt_latencies_by_arrival(const Workload& w, const ModeRun& run) {
-  std::map<std::pair<int, int64_t>, double> out;
+// A served RT request of an open-loop client: which, its scheduled arrival, its latency.
+struct RtLatency {
+  int client = 0;
+  int64_t arrival_ns = 0;
+  double latency_ms = 0;
+  bool same_request(const RtLatency& o) const { return client == o.client && arrival_ns == o.arrival_ns; }
+  bool operator<(const RtLatency& o) const { return std::tie(client, arrival_ns) < std::tie(o.client, o.arrival_ns); }
+};
+
+// By client and arrival, one per pair of them (a trace may repeat a time: the last record's
+// latency counts). A sorted vector, not a map: a 1-hour run pairs millions of requests.
+std::vector<RtLatency> rt_latencies_by_arrival(const Workload& w, const ModeRun& run) {
+  std::vector<RtLatency> out;
   for (const RequestRecord& r : run.requests) {
     const ClientSpec& c = w.clients.at(static_cast<size_t>(r.client));
     if (!c.realtime || c.load == LoadType::kClosedLoop || r.dropped || r.failed) continue;
-    out[{r.client, std::llround(r.arrival_ms * 1e6)}] = r.finish_ms - r.arrival_ms;
+    out.push_back({r.client, std::llround(r.arrival_ms * 1e6), r.finish_ms - r.arrival_ms});
   }
+  std::stable_sort(out.begin(), out.end());
+  size_t kept = 0;
+  for (const RtLatency& q : out) {
+    if (kept > 0 && out[kept - 1].same_request(q)) {
+      out[kept - 1] = q;
+    } else {
+      out[kept++] = q;
+    }
+  }
+  out.resize(kept);
   return out;
 }
 
 }  // namespace
 
 std::optional<QuantileChange> paired_rt_p99_change(const Workload& w, const ModeRun& mode, const ModeRun& rt_only) {
-  const auto base = rt_latencies_by_arrival(w, rt_only), other = rt_latencies_by_arrival(w, mode);
   std::vector<double> a, b;
-  for (const auto& [key, latency] : other) {
-    if (const auto it = base.find(key); it != base.end()) {
-      a.push_back(latency);
-      b.push_back(it->second);
+  size_t most = 0;
+  {
+    const std::vector<RtLatency> base = rt_latencies_by_arrival(w, rt_only), other = rt_latencies_by_arrival(w, mode);
+    most = std::max(base.size(), other.size());
+    auto it = base.begin();
+    for (const RtLatency& q : other) {
+      it = std::lower_bound(it, base.end(), q);
+      if (it != base.end() && it->same_request(q)) {
+        a.push_back(q.latency_ms);
+        b.push_back(it->latency_ms);
+      }
     }
-  }
+  }  // the keyed copies go before the bootstrap makes its own
   const auto paired = static_cast<double>(a.size());
-  if (a.empty() || paired < kMinPairedShare * static_cast<double>(std::max(base.size(), other.size()))) {
-    return std::nullopt;
-  }
+  if (a.empty() || paired < kMinPairedShare * static_cast<double>(most)) return std::nullopt;
   return paired_quantile_change(a, b, 0.99);
 }
 
@@ -77,64 +102,89 @@ void pair_with_rt_only(BenchResults& r) {
   }
 }
 
+void ClientTally::add(const RequestRecord& r, const ClientSpec& spec, double duration_ms) {
+  ++requests;
+  preemptions += r.preemptions;
+  if (r.dropped || r.failed) {
+    ++(r.dropped ? dropped : failed);
+    ++missed;
+    return;
+  }
+  ++served;
+  const double l = r.finish_ms - r.arrival_ms;
+  latency_ms.add(l);
+  if (r.finish_ms <= duration_ms) ++in_window;
+  longest_wait_ms = std::max(longest_wait_ms, r.start_ms - r.arrival_ms);
+  if (spec.deadline_ms && l > *spec.deadline_ms) ++missed;
+}
+
+namespace {
+
+ClientStats client_stats(const ClientSpec& spec, const ClientTally& t, double seconds, double standalone_p50_ms) {
+  ClientStats cs;
+  cs.name = spec.name;
+  cs.realtime = spec.realtime;
+  cs.served = t.served;
+  cs.dropped = t.dropped;
+  cs.failed = t.failed;
+  cs.latency_ms = t.latency_ms.distribution();
+  cs.latency_exact = t.latency_ms.exact();
+  cs.throughput_per_s = static_cast<double>(t.in_window) / seconds;
+  cs.deadline_miss_rate =
+      spec.deadline_ms && t.requests ? static_cast<double>(t.missed) / static_cast<double>(t.requests) : 0.0;
+  cs.longest_wait_ms = t.longest_wait_ms;
+  cs.preemptions = t.preemptions;
+  if (standalone_p50_ms > 0) {
+    cs.standalone_p50_ms = standalone_p50_ms;
+    cs.p50_increase = cs.latency_ms.p50 / cs.standalone_p50_ms - 1.0;
+  }
+  return cs;
+}
+
+}  // namespace
+
 ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<double>& standalone_p50_ms) {
   ModeStats m;
   m.mode = run.mode;
   const double seconds = run.duration_ms / 1000.0;
   ATOLL_CHECK(seconds > 0, kInvalidArgument, "mode '{}' ran for no time", run.mode);
+  // Records fold into each client's tally (whole: they are in memory already), after what the
+  // run folded as it went.
+  std::vector<ClientTally> tallies;
+  for (size_t c = 0; c < w.clients.size(); ++c) {
+    tallies.push_back(c < run.tallies.size() ? run.tallies[c] : ClientTally(sched::LatencySketch::kUnbounded));
+  }
   std::vector<double> rt_latencies, rt_waits_us, rt_runs_ms;
-  int rt_total = 0, rt_missed = 0;
+  for (const RequestRecord& r : run.requests) {
+    const ClientSpec& spec = w.clients.at(static_cast<size_t>(r.client));
+    tallies[static_cast<size_t>(r.client)].add(r, spec, run.duration_ms);
+    if (!spec.realtime || r.dropped || r.failed) continue;
+    rt_latencies.push_back(r.finish_ms - r.arrival_ms);
+    rt_waits_us.push_back(1e3 * (r.start_ms - r.arrival_ms));
+    rt_runs_ms.push_back(r.finish_ms - r.start_ms);
+  }
+  int64_t rt_total = 0, rt_missed = 0;
   for (size_t c = 0; c < w.clients.size(); ++c) {
     const ClientSpec& spec = w.clients[c];
-    ClientStats cs;
-    cs.name = spec.name;
-    cs.realtime = spec.realtime;
-    std::vector<double> lat;
-    int total = 0, missed = 0, in_window = 0;
-    for (const RequestRecord& r : run.requests) {
-      if (r.client != static_cast<int>(c)) continue;
-      ++total;
-      cs.preemptions += r.preemptions;
-      if (r.dropped || r.failed) {
-        (r.dropped ? cs.dropped : cs.failed)++;
-        ++missed;
-        continue;
-      }
-      ++cs.served;
-      const double l = r.finish_ms - r.arrival_ms;
-      lat.push_back(l);
-      if (r.finish_ms <= run.duration_ms) ++in_window;
-      cs.longest_wait_ms = std::max(cs.longest_wait_ms, r.start_ms - r.arrival_ms);
-      if (spec.realtime) {
-        rt_waits_us.push_back(1e3 * (r.start_ms - r.arrival_ms));
-        rt_runs_ms.push_back(r.finish_ms - r.start_ms);
-      }
-      if (spec.deadline_ms && l > *spec.deadline_ms) ++missed;
-    }
-    cs.latency_ms = distribution(lat);
-    cs.throughput_per_s = in_window / seconds;
-    cs.deadline_miss_rate = spec.deadline_ms && total ? static_cast<double>(missed) / total : 0.0;
-    if (c < standalone_p50_ms.size() && standalone_p50_ms[c] > 0) {
-      cs.standalone_p50_ms = standalone_p50_ms[c];
-      cs.p50_increase = cs.latency_ms.p50 / cs.standalone_p50_ms - 1.0;
-    }
+    const ClientTally& t = tallies[c];
+    m.requests += t.requests;
+    ClientStats cs = client_stats(spec, t, seconds, c < standalone_p50_ms.size() ? standalone_p50_ms[c] : 0.0);
     if (spec.realtime) {
-      rt_latencies.insert(rt_latencies.end(), lat.begin(), lat.end());
-      rt_total += total;
-      rt_missed += missed;
+      rt_total += t.requests;
+      rt_missed += t.missed;
       m.rt_throughput += cs.throughput_per_s;
     } else {
       m.be_throughput += cs.throughput_per_s;
       m.longest_be_wait_ms = std::max(m.longest_be_wait_ms, cs.longest_wait_ms);
+      m.preemptions += cs.preemptions;
     }
-    m.preemptions += spec.realtime ? 0 : cs.preemptions;
     m.clients.push_back(std::move(cs));
   }
-  m.rt_latency_ms = distribution(rt_latencies);
+  m.rt_latency_ms = distribution(std::move(rt_latencies));
   m.rt_wait_us = distribution(std::move(rt_waits_us));
   m.rt_run_ms = distribution(std::move(rt_runs_ms));
   m.overall_throughput = m.rt_throughput + m.be_throughput;
-  m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / rt_total : 0.0;
+  m.rt_deadline_miss_rate = rt_total ? static_cast<double>(rt_missed) / static_cast<double>(rt_total) : 0.0;
   m.preemption_latency_us = distribution(run.preemption_latency_us);
   m.preemption_staging_us = distribution(run.preemption_staging_us);
   m.preemption_reaction_us = distribution(run.preemption_reaction_us);
@@ -175,7 +225,7 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   nlohmann::json mj;
   mj["mode"] = m.mode;
   mj["duration_s"] = run.duration_ms / 1000.0;
-  mj["requests"] = run.requests.size();
+  mj["requests"] = m.requests;
   mj["rt_latency_ms"] = distribution_json(m.rt_latency_ms);
   mj["rt_wait_us"] = distribution_json(m.rt_wait_us);
   mj["rt_run_ms"] = distribution_json(m.rt_run_ms);
@@ -239,6 +289,7 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
                              {"dropped", c.dropped},
                              {"failed", c.failed},
                              {"latency_ms", distribution_json(c.latency_ms)},
+                             {"latency_exact", c.latency_exact},
                              {"standalone_p50_ms", c.standalone_p50_ms},
                              {"p50_increase", c.p50_increase},
                              {"deadline_miss_rate", c.deadline_miss_rate},

@@ -13,11 +13,13 @@
 #include "bench/workload.h"
 #include "core/stats.h"
 #include "sched/colocate.h"
+#include "sched/latency_sketch.h"
 #include "sched/scheduler.h"
 
 namespace atl::bench {
 
-// 32 bytes: a run keeps one per request of every mode (a 1-hour DISB A run, 19 million).
+// 32 bytes: a run keeps one per RT request of every mode (the RT statistics need them whole:
+// exact percentiles, the pairing with rt-only, the CDF); other requests fold into a ClientTally.
 struct RequestRecord {
   double arrival_ms = 0;  // scheduled arrival (closed loop: when the previous answer came back)
   double start_ms = 0;    // first kernel start
@@ -28,6 +30,22 @@ struct RequestRecord {
   bool failed = false;
 };
 static_assert(sizeof(RequestRecord) == 32);
+
+// One client's requests in one mode, folded as they are answered: what its ClientStats need, in
+// memory that does not grow with the run (a closed-loop client on a fast model answers tens of
+// millions of requests an hour).
+struct ClientTally {
+  // `exact_latencies`: latencies kept whole before the sketch turns to its histogram.
+  explicit ClientTally(size_t exact_latencies = sched::LatencySketch::kExactSamples) : latency_ms(exact_latencies) {}
+  void add(const RequestRecord& r, const ClientSpec& spec, double duration_ms);
+
+  int64_t requests = 0, served = 0, dropped = 0, failed = 0;
+  int64_t missed = 0;     // dropped, failed, or served later than the client's deadline
+  int64_t in_window = 0;  // served within the run's duration
+  int64_t preemptions = 0;
+  double longest_wait_ms = 0;   // arrival -> first kernel start
+  sched::LatencySketch latency_ms;  // from scheduled arrival
+};
 
 struct KernelSpan {   // one kernel execution, for the timeline
   std::string track;  // stream name
@@ -54,7 +72,10 @@ struct InstantEvent {  // preemption raised / BE restored
 struct ModeRun {
   std::string mode;
   double duration_ms = 0;
+  // Each request is in `requests` or, for a client whose requests are folded (BE clients unless
+  // DisbOptions::keep_every_record), in `tallies[client]` (by workload client; may be empty).
   std::vector<RequestRecord> requests;
+  std::vector<ClientTally> tallies;
   std::vector<double> preemption_latency_us;  // RT arrival (or flag raise) -> first RT kernel start
   std::vector<double> preemption_staging_us;  // the same requests' arrival -> dispatch (host staging)
   std::vector<double> preemption_reaction_us;  // ... arrival -> the scheduler seeing it (staging's first part)
@@ -88,18 +109,20 @@ P99Change p99_change(const Distribution& mode, const Distribution& rt_only);
 struct ClientStats {
   std::string name;
   bool realtime = false;
-  int served = 0, dropped = 0, failed = 0;
+  int64_t served = 0, dropped = 0, failed = 0;
   Distribution latency_ms;        // from scheduled arrival
+  bool latency_exact = true;      // nearest rank over every sample, not the sketch's histogram
   double standalone_p50_ms = 0;   // same model alone, same run
   double p50_increase = 0;        // latency p50 / standalone p50 - 1
   double deadline_miss_rate = 0;  // dropped and late requests over all scheduled
   double throughput_per_s = 0;    // requests finished within the run's duration, per second
   double longest_wait_ms = 0;     // longest arrival -> first kernel start (starvation)
-  int preemptions = 0;
+  int64_t preemptions = 0;
 };
 
 struct ModeStats {
   std::string mode;
+  int64_t requests = 0;  // submitted: served, dropped and failed, every client
   std::vector<ClientStats> clients;
   Distribution rt_latency_ms;  // all RT clients together
   // The RT p99 against rt-only's over the same requests (pair_with_rt_only): arrivals are the
@@ -111,7 +134,7 @@ struct ModeStats {
   Distribution rt_wait_us, rt_run_ms;
   double rt_throughput = 0, be_throughput = 0, overall_throughput = 0;
   double rt_deadline_miss_rate = 0;
-  int preemptions = 0;
+  int64_t preemptions = 0;
   Distribution preemption_latency_us;
   // The preempting requests' staging, and its share of their preemption latency: p50 staging /
   // p50 preemption latency, p99 / p99 (0 without preemptions).

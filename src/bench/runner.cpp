@@ -66,8 +66,8 @@ class Runner {
  public:
   Runner(const Workload& w, const DisbOptions& o) : w_(w), o_(o), profiles_(o.profiles) {
     ATOLL_CHECK(!o.modes.empty(), kInvalidArgument, "DISB needs at least one scheduling mode");
-    ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument,
-                "duration must be positive (got {} s)", o.duration_s);
+    ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0 && o.duration_s <= sched::kMaxRunSeconds,
+                kInvalidArgument, "duration must be in (0, {}] s (got {} s)", sched::kMaxRunSeconds, o.duration_s);
     ATOLL_CHECK(std::isfinite(o.standalone_s) && o.standalone_s > 0, kInvalidArgument,
                 "standalone duration must be positive (got {} s)", o.standalone_s);
     ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument,
@@ -79,8 +79,10 @@ class Runner {
   }
 
   BenchResults run() {
-    // Before anything compiles: a run whose schedule is too long fails at once, not after hours.
+    // Before anything compiles: a run whose schedule is too long, or whose RT records would not
+    // fit the limit, fails at once, not after hours.
     for (const ClientSpec& c : w_.clients) check_arrival_count(c, std::max(o_.duration_s, o_.warmup_s) * 1000.0);
+    check_record_bytes(w_, o_);
     BenchResults r;
     r.workload = w_;
     r.commit = o_.commit;
@@ -187,10 +189,13 @@ class Runner {
       sched::attach_profile(*device, wc.instance, profiles_, sched::mode_traits(mode).pads_be);
       wc.closed_loop = spec.load == LoadType::kClosedLoop;
       wc.concurrency = spec.concurrency;
-      for (double t : scheduled_arrivals(spec, duration_ms, o_.seed)) {
-        wc.arrivals.push_back(std::min(ns_of_ms(t), sw.duration - 1));
+      if (!wc.closed_loop) wc.arrivals = arrival_stream(spec, duration_ms, sw.duration);
+      // A deadline past the DeviceTime range is never due.
+      if (spec.deadline_ms) {
+        wc.relative_deadline = *spec.deadline_ms * 1e6 < static_cast<double>(sched::kNever)
+                                   ? ns_of_ms(*spec.deadline_ms)
+                                   : sched::kNever;
       }
-      if (spec.deadline_ms) wc.relative_deadline = ns_of_ms(*spec.deadline_ms);
       wc.inputs = p.inputs;
       sw.clients.push_back(std::move(wc));
     }
@@ -206,19 +211,20 @@ class Runner {
     // has a window.
     const sched::DeviceTime window_from = traced ? origin + ns_of_ms(window_from_ms) : 0;
     TimelineRecorder recorder(*device, window_from, traced ? window_from + ns_of_ms(o_.timeline_ms) : 0);
+    // The scheduler keeps the window's events only (add_timeline reads no others); a second past
+    // it covers a real device's run starting a little after `origin`.
+    sw.scheduler.events_from = window_from;
+    sw.scheduler.events_until = window_from + ns_of_ms(o_.timeline_ms + 1000.0);
     for (size_t i = 0; i < clients.size(); ++i) {
       recorder.label(sw.clients[i].instance, sw.clients[i].name, w_.clients[clients[i]].realtime);
     }
-    ModeRun run;
-    run.mode = sched::mode_name(mode);
-    run.duration_ms = duration_ms;
+    ModeRun run = empty_run(mode, clients, duration_ms);
     // Records are made as requests are answered: the run never holds every request's full result.
     sw.on_outcome = [&](const sched::RequestOutcome& o, sched::DeviceTime start) { record(run, clients, o, start); };
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
     GpuClockSampler clock(sw.real_time ? device->pci_bus_id() : std::string(), kClockSampleMs);
     HostStallWatch stalls(sw.real_time);
     const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
-    run.requests.shrink_to_fit();
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
     run.sentinel_rt_tasks = wr.stats.sentinel_rt_tasks;
@@ -234,8 +240,51 @@ class Runner {
     return run;
   }
 
-  static void record(ModeRun& run, const std::vector<size_t>& clients, const sched::RequestOutcome& o,
-                     sched::DeviceTime start) {
+  // `spec`'s arrivals within `duration_ms`, drawn as the run reaches them, in whole ns before `end`.
+  sched::ArrivalStream arrival_stream(const ClientSpec& spec, double duration_ms, sched::DeviceTime end) const {
+    return [times = ArrivalTimes(spec, duration_ms, o_.seed), end]() mutable -> std::optional<sched::DeviceTime> {
+      const std::optional<double> t = times.next();
+      if (!t) return std::nullopt;
+      return std::min(ns_of_ms(*t), end - 1);
+    };
+  }
+
+  // A mode's run before any request: a tally per client (bounded where its requests fold), and
+  // room for the RT requests' records (and their preemption samples in the preemptive modes)
+  // reserved up front, so no vector doubles past what the record estimate allows (pages never
+  // written cost nothing).
+  ModeRun empty_run(sched::Mode mode, const std::vector<size_t>& clients, double duration_ms) const {
+    ModeRun run;
+    run.mode = sched::mode_name(mode);
+    run.duration_ms = duration_ms;
+    double rt_requests = 0;
+    for (size_t c = 0; c < w_.clients.size(); ++c) {
+      const ClientSpec& spec = w_.clients[c];
+      run.tallies.emplace_back(folds(spec) ? sched::LatencySketch::kExactSamples : sched::LatencySketch::kUnbounded);
+      if (spec.realtime && std::find(clients.begin(), clients.end(), c) != clients.end()) {
+        rt_requests += expected_arrivals(spec, duration_ms);
+      }
+    }
+    // Poisson counts run a few standard deviations past their mean.
+    const auto room = static_cast<size_t>(rt_requests + 5 * std::sqrt(rt_requests) + 64);
+    if (!o_.keep_every_record) run.requests.reserve(room);
+    if (sched::mode_traits(mode).preemptive) {
+      for (std::vector<double>* v :
+           {&run.preemption_latency_us, &run.preemption_staging_us, &run.preemption_reaction_us,
+            &run.preemption_entry_us, &run.preemption_release_us, &run.sentinel_wake_us, &run.sentinel_claim_us,
+            &run.sentinel_open_us}) {
+        v->reserve(room);
+      }
+      run.preemption_by_sentinel.reserve(room);
+    }
+    return run;
+  }
+
+  // Whether `spec`'s requests fold into its tally instead of each keeping a record.
+  bool folds(const ClientSpec& spec) const { return !spec.realtime && !o_.keep_every_record; }
+
+  void record(ModeRun& run, const std::vector<size_t>& clients, const sched::RequestOutcome& o,
+              sched::DeviceTime start) const {
     const sched::TaskResult& t = o.result;
     RequestRecord q;
     q.client = static_cast<int>(clients[static_cast<size_t>(t.client)]);
@@ -261,7 +310,12 @@ class Runner {
         }
       }
     }
-    run.requests.push_back(q);
+    const ClientSpec& spec = w_.clients[static_cast<size_t>(q.client)];
+    if (folds(spec)) {
+      run.tallies[static_cast<size_t>(q.client)].add(q, spec, run.duration_ms);
+    } else {
+      run.requests.push_back(q);
+    }
   }
 
   void add_timeline(ModeRun& run, const sched::WorkloadRun& wr, const TimelineRecorder& recorder,
@@ -324,6 +378,29 @@ Workload load_disb_workload(const std::string& name_or_path, const std::vector<s
   Workload w = load_workload(path);
   check_models(w, path);
   return w;
+}
+
+double record_bytes_estimate(const Workload& workload, const DisbOptions& options) {
+  constexpr double kRecord = 32, kPreemption = 72, kWorking = 64;  // bytes per RT request (runner.h)
+  double per_mode = 0;  // every mode runs every RT client
+  for (const ClientSpec& c : workload.clients) {
+    if (c.realtime) per_mode += expected_arrivals(c, options.duration_s * 1000.0);
+  }
+  double bytes = options.modes.empty() ? 0.0 : per_mode * kWorking;
+  for (sched::Mode m : options.modes) {
+    bytes += per_mode * (kRecord + (sched::mode_traits(m).preemptive ? kPreemption : 0));
+  }
+  return bytes;
+}
+
+void check_record_bytes(const Workload& workload, const DisbOptions& options) {
+  const double bytes = record_bytes_estimate(workload, options);
+  constexpr double kMiB = 1024.0 * 1024.0;
+  ATOLL_CHECK(bytes <= kMaxRecordBytes, kInvalidArgument,
+              "workload '{}': {} mode(s) of {} s would keep about {:.0f} MiB of RT request records, more than the "
+              "limit of {:.0f} MiB (docs/DISB.md, \"Memory\"); shorten --duration, run fewer --modes or lower the RT "
+              "rates",
+              workload.name, options.modes.size(), options.duration_s, bytes / kMiB, kMaxRecordBytes / kMiB);
 }
 
 BenchResults run_disb(const Workload& workload, const DisbOptions& options) {

@@ -25,7 +25,7 @@ struct DisbProgress {
 
 struct DisbOptions {
   std::vector<sched::Mode> modes = sched::all_modes();
-  double duration_s = 30;   // each mode's arrivals
+  double duration_s = 30;   // each mode's arrivals, at most sched::kMaxRunSeconds
   double standalone_s = 2;  // each RT client alone (at most duration_s)
   // Every client together, unmeasured, before anything is measured, on real devices only: CUDA
   // loads a kernel's code at its first launch (lazy loading), which can synchronize the whole
@@ -49,7 +49,22 @@ struct DisbOptions {
   // run (the simulator then runs their measured times); the padding modes profile the others
   // on the device once and reuse that.
   std::vector<ModelProfile> profiles;
+  // Keeps a RequestRecord of every request, BE clients' too, instead of folding those into
+  // ModeRun::tallies (tests that check each request): memory then grows with the run.
+  bool keep_every_record = false;
 };
+
+// What a run keeps of its RT requests, estimated before it starts from each RT client's
+// expected requests (rate x duration): a 32-byte record per request in every mode, up to 72
+// bytes more in the preemptive modes (wait, reset, padding-concurrent: its preemption samples),
+// and 64 more for one mode's worth of working copies (its statistics, the pairing with
+// rt-only). Every shipped workload at the maximum duration (sched::kMaxRunSeconds) needs well
+// under this; a run that would need more is refused before anything compiles (docs/DISB.md,
+// "Memory").
+inline constexpr double kMaxRecordBytes = 768.0 * 1024 * 1024;
+double record_bytes_estimate(const Workload& workload, const DisbOptions& options);
+// Throws kInvalidArgument, naming the estimate and the limit, when it exceeds kMaxRecordBytes.
+void check_record_bytes(const Workload& workload, const DisbOptions& options);
 
 // The workloads shipped in bench/workloads: A B C D E F G REAL.
 std::vector<std::string> shipped_workloads();

@@ -158,7 +158,9 @@ Workload parse_workload(const std::string& json_text, const std::string& source_
     if (type == "periodic" || type == "poisson") {
       c.load = type == "periodic" ? LoadType::kPeriodic : LoadType::kPoisson;
       c.rate_hz = r.number(r.need(load, "rate", at + ".load.rate"), at + ".load.rate");
-      if (!(c.rate_hz > 0 && c.rate_hz <= 100000)) r.fail(at + ".load.rate", "must be in (0, 100000] requests/s");
+      // A rate so small that its period (1000 / rate ms) overflows to infinity would schedule nothing.
+      if (!(c.rate_hz > 0 && c.rate_hz <= 100000 && std::isfinite(1000.0 / c.rate_hz)))
+        r.fail(at + ".load.rate", "must be in (0, 100000] requests/s, with a finite period");
     } else if (type == "closed") {
       c.load = LoadType::kClosedLoop;
       // Range-checked before narrowing, so 4294967297 is refused rather than read as 1.
@@ -215,61 +217,61 @@ double trace_period(const ClientSpec& c) {
 
 }  // namespace
 
-void check_arrival_count(const ClientSpec& c, double duration_ms) {
-  double count = 0;
+double expected_arrivals(const ClientSpec& c, double duration_ms) {
   switch (c.load) {
     case LoadType::kPeriodic:
     case LoadType::kPoisson:
-      count = duration_ms * c.rate_hz / 1000.0;
-      break;
+      return duration_ms * c.rate_hz / 1000.0;
     case LoadType::kTrace:
-      count = std::ceil(duration_ms / trace_period(c)) * static_cast<double>(c.trace_ms.size());
-      break;
+      return std::ceil(duration_ms / trace_period(c)) * static_cast<double>(c.trace_ms.size());
     case LoadType::kClosedLoop:
       break;
   }
+  return 0;
+}
+
+void check_arrival_count(const ClientSpec& c, double duration_ms) {
+  const double count = expected_arrivals(c, duration_ms);
   if (!(count <= static_cast<double>(sched::kMaxArrivalsPerClient))) refuse_arrivals(c, duration_ms, count);
 }
 
-std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed) {
+ArrivalTimes::ArrivalTimes(const ClientSpec& c, double duration_ms, uint64_t seed)
+    : c_(&c), duration_ms_(duration_ms), rng_(seed, c.name) {
   check_arrival_count(c, duration_ms);
-  std::vector<double> out;
-  switch (c.load) {
-    case LoadType::kPeriodic: {
-      const double period = 1000.0 / c.rate_hz;
-      for (int64_t i = 0;; ++i) {
-        const double t = static_cast<double>(i) * period;
-        if (t >= duration_ms) break;
-        out.push_back(t);
-      }
+}
+
+std::optional<double> ArrivalTimes::next() {
+  double t = 0;
+  switch (c_->load) {
+    case LoadType::kPeriodic:
+      t = static_cast<double>(index_++) * (1000.0 / c_->rate_hz);
       break;
-    }
-    case LoadType::kPoisson: {
-      Rng rng(seed, c.name);
-      double t = 0;
-      while (true) {
-        t += -std::log(1.0 - static_cast<double>(rng.uniform())) * 1000.0 / c.rate_hz;
-        if (t >= duration_ms) break;
-        // The draws may overshoot the expected count that check_arrival_count bounds.
-        if (std::ssize(out) >= sched::kMaxArrivalsPerClient)
-          refuse_arrivals(c, duration_ms, static_cast<double>(out.size()));
-        out.push_back(t);
-      }
+    case LoadType::kPoisson:
+      t_ += -std::log(1.0 - static_cast<double>(rng_.uniform())) * 1000.0 / c_->rate_hz;
+      t = t_;
+      // The draws may overshoot the expected count that check_arrival_count bounds.
+      if (t < duration_ms_ && drawn_ >= sched::kMaxArrivalsPerClient)
+        refuse_arrivals(*c_, duration_ms_, static_cast<double>(drawn_ + 1));
       break;
-    }
-    case LoadType::kTrace: {
-      const double span = trace_period(c);
-      for (double base = 0; base < duration_ms; base += span) {
-        for (double t : c.trace_ms) {
-          if (base + t >= duration_ms) break;
-          out.push_back(base + t);
-        }
+    case LoadType::kTrace:
+      if (index_ == std::ssize(c_->trace_ms)) {  // the trace repeats, shifted by its period
+        index_ = 0;
+        t_ += trace_period(*c_);
       }
+      t = t_ + c_->trace_ms[static_cast<size_t>(index_++)];
       break;
-    }
     case LoadType::kClosedLoop:
-      break;
+      return std::nullopt;
   }
+  if (!(t < duration_ms_)) return std::nullopt;
+  ++drawn_;
+  return t;
+}
+
+std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed) {
+  ArrivalTimes times(c, duration_ms, seed);
+  std::vector<double> out;
+  while (const std::optional<double> t = times.next()) out.push_back(*t);
   return out;
 }
 

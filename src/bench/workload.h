@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/rng.h"
 #include "models/zoo.h"
 
 namespace atl::bench {
@@ -36,12 +37,32 @@ struct Workload {
 Workload load_workload(const std::string& path);
 Workload parse_workload(const std::string& json_text, const std::string& source_name, const std::string& base_dir);
 
+// Requests an open-loop client schedules in `duration_ms` (Poisson: the expected count); 0 for
+// closed-loop clients.
+double expected_arrivals(const ClientSpec& c, double duration_ms);
+
 // Refuses (kInvalidArgument naming the client and the limit) an open-loop client that would
 // schedule more than sched::kMaxArrivalsPerClient requests in `duration_ms`.
 void check_arrival_count(const ClientSpec& c, double duration_ms);
 
-// Scheduled arrival times (ms from start, ascending) of an open-loop client within `duration_ms`;
-// empty for closed-loop clients. Poisson draws are seeded so runs repeat. Checks the count first.
+// An open-loop client's scheduled arrival times (ms from start, ascending) within `duration_ms`,
+// drawn one at a time so a run never holds its schedule; none for closed-loop clients. Poisson
+// draws are seeded so runs repeat; a copy goes on from where it was copied. `c` must outlive it.
+class ArrivalTimes {
+ public:
+  ArrivalTimes(const ClientSpec& c, double duration_ms, uint64_t seed);  // checks the count first
+  std::optional<double> next();                                          // nullopt after the last
+
+ private:
+  const ClientSpec* c_;
+  double duration_ms_;
+  Rng rng_;            // Poisson draws
+  double t_ = 0;       // Poisson: the last arrival; trace: the current repetition's start
+  int64_t index_ = 0;  // periodic: the next arrival's number; trace: its line in the file
+  int64_t drawn_ = 0;
+};
+
+// Every arrival of ArrivalTimes at once (tests, short schedules).
 std::vector<double> scheduled_arrivals(const ClientSpec& c, double duration_ms, uint64_t seed);
 
 }  // namespace atl::bench

@@ -11,9 +11,7 @@
 #include <unordered_map>
 
 #include "core/error.h"
-#include "runtime/model_source.h"
 #include "sched/cuda_exec_device.h"
-#include "sched/profiles.h"
 
 namespace atl::sched {
 
@@ -59,17 +57,13 @@ class Driver {
       if (c.closed_loop) {
         ATOLL_CHECK(c.concurrency >= 1, kInvalidArgument, "closed-loop client '{}' needs a concurrency of at least 1",
                     c.name);
-        continue;
-      }
-      for (size_t k = 0; k < c.arrivals.size(); ++k) {
-        const DeviceTime at = c.arrivals[k];
-        ATOLL_CHECK(at >= 0 && at < w.duration && (k == 0 || at >= c.arrivals[k - 1]), kInvalidArgument,
-                    "client '{}': arrival {} at {} ns must be ascending and within the run's {} ns", c.name, k, at,
-                    w.duration);
-        feed_.push_back({at, i});
       }
     }
-    std::stable_sort(feed_.begin(), feed_.end(), [](const Arrival& a, const Arrival& b) { return a.at < b.at; });
+    streams_.resize(w.clients.size());
+    for (size_t i = 0; i < w.clients.size(); ++i) {
+      streams_[i].draw = w.clients[i].closed_loop ? ArrivalStream() : w.clients[i].arrivals;
+      pull(i);  // the first arrival is checked before the run starts
+    }
     for (size_t i = 0; i < w.clients.size(); ++i) inputs_.push_back(request_inputs(i));
     if (w.rt_sm_copies) {
       for (const WorkloadClient& c : w.clients) {
@@ -114,10 +108,34 @@ class Driver {
   }
 
  private:
-  struct Arrival {
-    DeviceTime at;  // from the start of the run
-    size_t client;
+  // An open-loop client's schedule as the run reaches it: the next arrival not handed over.
+  struct Stream {
+    ArrivalStream draw;  // the driver's own copy: its state advances with the run
+    std::optional<DeviceTime> next;
+    int64_t drawn = 0;
   };
+
+  // Draws client `client`'s next arrival, checked against the one before it.
+  void pull(size_t client) {
+    Stream& s = streams_[client];
+    const std::optional<DeviceTime> before = s.next;
+    s.next = s.draw ? s.draw() : std::nullopt;
+    if (!s.next) return;
+    const DeviceTime at = *s.next;
+    ATOLL_CHECK(at >= 0 && at < w_.duration && (!before || at >= *before), kInvalidArgument,
+                "client '{}': arrival {} at {} ns must be ascending and within the run's {} ns",
+                w_.clients[client].name, s.drawn, at, w_.duration);
+    ++s.drawn;
+  }
+
+  // The client whose next arrival comes first (the lowest index among equal times), or SIZE_MAX.
+  size_t earliest() const {
+    size_t best = SIZE_MAX;
+    for (size_t i = 0; i < streams_.size(); ++i) {
+      if (streams_[i].next && (best == SIZE_MAX || *streams_[i].next < *streams_[best].next)) best = i;
+    }
+    return best;
+  }
 
   // What each request of client `client` carries: its inputs, written once into its instance's
   // staging memory when the workload stages inputs and no other client shares the instance
@@ -212,16 +230,16 @@ class Driver {
   }
 
   void submit_due(DeviceTime horizon) {
-    while (next_ < feed_.size() && start_ + feed_[next_].at <= horizon) {
-      submit(feed_[next_].client, start_ + feed_[next_].at);
-      ++next_;
+    for (size_t c = earliest(); c != SIZE_MAX && start_ + *streams_[c].next <= horizon; c = earliest()) {
+      submit(c, start_ + *streams_[c].next);
+      pull(c);
     }
   }
 
   // When the driver must look again: the next arrival's hand-over, a progress report or the end.
   DeviceTime next_wake(DeviceTime next_report) const {
     DeviceTime wake = std::min(end_, next_report);
-    if (next_ < feed_.size()) wake = std::min(wake, start_ + feed_[next_].at - kSubmitAhead);
+    if (const size_t c = earliest(); c != SIZE_MAX) wake = std::min(wake, start_ + *streams_[c].next - kSubmitAhead);
     return wake;
   }
 
@@ -288,10 +306,9 @@ class Driver {
 
   ExecDevice& device_;
   const Workload& w_;
-  std::vector<Arrival> feed_;  // every open-loop arrival, in time order
+  std::vector<Stream> streams_;               // per client (closed-loop clients: none)
   std::vector<std::vector<Tensor>> inputs_;  // per client: what its requests carry (request_inputs)
   int staged_clients_ = 0;                   // of which carry staging memory
-  size_t next_ = 0;            // first arrival not handed over
   DeviceTime start_ = 0, end_ = 0;
 
   // The scheduler's thread answers while this one submits (real devices).
@@ -314,6 +331,13 @@ WorkloadRun run_workload(ExecDevice& device, const Workload& workload) {
   return driver.run();
 }
 
+ArrivalStream arrivals_from(std::vector<DeviceTime> times) {
+  return [times = std::move(times), next = size_t{0}]() mutable -> std::optional<DeviceTime> {
+    if (next == times.size()) return std::nullopt;
+    return times[next++];
+  };
+}
+
 bool is_simulated(const ExecDevice& device) { return device.simulated_clock(); }
 
 std::unique_ptr<ExecDevice> make_exec_device(const std::string& name, const SimExecOptions& sim) {
@@ -332,66 +356,6 @@ RtOrder rt_order_from_name(std::string_view name) {
   ATOLL_THROW(kInvalidArgument, "unknown RT order '{}' (orders: fifo, edf)", name);
 }
 
-namespace {
-
-WorkloadReport colocate_report(const Workload& w, const WorkloadRun& run, Mode mode, const ExecDevice& device) {
-  WorkloadReport report;
-  report.mode = mode;
-  report.device = device.name();
-  report.duration_s = static_cast<double>(w.duration) / 1e9;
-  report.preemptions = run.stats.preemptions;
-  report.relaunched_kernels = run.stats.relaunched_kernels;
-  report.padded_kernels = run.stats.padded_kernels;
-  for (const RequestOutcome& o : run.requests) {
-    if (o.status != RequestStatus::kServed) std::rethrow_exception(o.error);
-    report.results.push_back(o.result);
-  }
-  std::stable_sort(report.results.begin(), report.results.end(),
-                   [](const TaskResult& a, const TaskResult& b) { return a.finish < b.finish; });
-  std::vector<std::vector<double>> latency(w.clients.size());
-  std::vector<double> rt_latency, preemption_us, preemption_staging_us, staging_us, queueing_us, service_ms;
-  report.clients.resize(w.clients.size());
-  for (const TaskResult& r : report.results) {
-    ClientSummary& s = report.clients[static_cast<size_t>(r.client)];
-    const double ms = static_cast<double>(r.latency()) / 1e6;
-    latency[static_cast<size_t>(r.client)].push_back(ms);
-    ++s.completed;
-    s.preemptions += r.preemptions;
-    if (r.finish <= run.end) s.throughput_per_s += 1.0 / report.duration_s;
-    if (r.task_class == TaskClass::kRealTime) {
-      rt_latency.push_back(ms);
-      const double staging = static_cast<double>(r.dispatch - r.arrival) / 1e3;
-      staging_us.push_back(staging);
-      queueing_us.push_back(static_cast<double>(r.start - r.dispatch) / 1e3);
-      service_ms.push_back(static_cast<double>(r.finish - r.start) / 1e6);
-      if (r.preempted_tasks > 0) {
-        preemption_us.push_back(static_cast<double>(r.start - r.arrival) / 1e3);
-        preemption_staging_us.push_back(staging);
-      }
-    } else if (r.finish <= run.end) {
-      report.be_throughput_per_s += 1.0 / report.duration_s;
-    }
-  }
-  for (size_t i = 0; i < w.clients.size(); ++i) {
-    ClientSummary& s = report.clients[i];
-    s.name = w.clients[i].name;
-    s.task_class = w.clients[i].task_class;
-    s.latency_ms = latency_stats(latency[i]);
-  }
-  report.rt_latency_ms = latency_stats(rt_latency);
-  report.rt_staging_us = latency_stats(staging_us);
-  report.rt_queueing_us = latency_stats(queueing_us);
-  report.rt_service_ms = latency_stats(service_ms);
-  report.preemption_latency_us = latency_stats(preemption_us);
-  report.preemption_staging_us = latency_stats(preemption_staging_us);
-  const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
-  report.staging_share_p50 = share(report.preemption_staging_us.median_ms, report.preemption_latency_us.median_ms);
-  report.staging_share_p99 = share(report.preemption_staging_us.p99_ms, report.preemption_latency_us.p99_ms);
-  return report;
-}
-
-}  // namespace
-
 void RtPath::apply(Workload& w) const {
   w.scheduler.armed_rt = armed_rt;
   w.scheduler.arrival_sentinel = arrival_sentinel;
@@ -401,109 +365,6 @@ void RtPath::apply(Workload& w) const {
   w.staged_inputs = staged_inputs;
   w.rt_sm_copies = rt_sm_copies;
   w.be_uploads = be_uploads;
-}
-
-namespace {
-
-void check_colocate_options(const ColocateOptions& o) {
-  ATOLL_CHECK(!o.rt.empty(), kInvalidArgument, "colocate needs at least one RT model");
-  ATOLL_CHECK(std::isfinite(o.duration_s) && o.duration_s > 0, kInvalidArgument, "duration must be positive (got {} s)",
-              o.duration_s);
-  ATOLL_CHECK(std::isfinite(o.warmup_s) && o.warmup_s >= 0, kInvalidArgument, "warm-up must not be negative (got {} s)",
-              o.warmup_s);
-  for (const auto& rt : o.rt) {
-    ATOLL_CHECK(std::isfinite(rt.hz) && rt.hz > 0, kInvalidArgument, "RT client '{}' needs a positive rate (got {} Hz)",
-                rt.model, rt.hz);
-  }
-}
-
-// The RT client's arrivals every period from 0 until `duration`, the period its deadline.
-void schedule_periodic(WorkloadClient& c, const ColocateOptions::Rt& rt, DeviceTime duration, double duration_s) {
-  const double period_ns = 1e9 / rt.hz;
-  // Counted in doubles first: k * period_ns may not fit a DeviceTime.
-  const double count = std::ceil(static_cast<double>(duration) / period_ns);
-  ATOLL_CHECK(count <= static_cast<double>(kMaxArrivalsPerClient), kInvalidArgument,
-              "RT client '{}' at {} Hz over {} s would schedule {:.3g} requests, more than the limit of {} per "
-              "client; shorten --duration or lower the rate",
-              rt.model, rt.hz, duration_s, count, kMaxArrivalsPerClient);
-  // A period past the DeviceTime range (a rate near 0 Hz) means no deadline, not an overflow.
-  c.relative_deadline = period_ns < static_cast<double>(kNever) ? static_cast<DeviceTime>(period_ns) : kNever;
-  for (int64_t k = 0; static_cast<double>(k) < count; ++k) {
-    const DeviceTime at = static_cast<DeviceTime>(std::llround(static_cast<double>(k) * period_ns));
-    if (at >= duration) break;
-    c.arrivals.push_back(at);
-  }
-}
-
-// Every client unmeasured in seq mode for `warmup_s`, so no measured request pays for CUDA
-// loading a kernel's code at its first launch.
-void warm_up(ExecDevice& device, const Workload& w, double warmup_s) {
-  Workload warm = w;
-  warm.scheduler.mode = Mode::kSeq;
-  warm.duration = static_cast<DeviceTime>(std::llround(warmup_s * 1e9));
-  for (WorkloadClient& c : warm.clients) {
-    std::erase_if(c.arrivals, [&](DeviceTime at) { return at >= warm.duration; });
-  }
-  run_workload(device, warm);
-}
-
-}  // namespace
-
-WorkloadReport run_colocate(const ColocateOptions& o) {
-  check_colocate_options(o);
-  const auto batch_of = [&](const std::string& model, const std::optional<int64_t>& batch) {
-    const int64_t b = batch.value_or(o.batch);
-    ATOLL_CHECK(b >= 1, kInvalidArgument, "client '{}' needs a batch of at least 1 (got {})", model, b);
-    return b;
-  };
-  SimExecOptions sim;
-  sim.gpu = o.sim;
-  std::unique_ptr<ExecDevice> device = make_exec_device(o.device, sim);
-  const bool computes = device->computes();
-
-  Workload w;
-  w.duration = static_cast<DeviceTime>(std::llround(o.duration_s * 1e9));
-  w.scheduler.mode = o.mode;
-  w.scheduler.inflight_cap = o.inflight_cap;
-  w.scheduler.be_queue_ns = o.be_queue_ns;
-  o.rt_path.apply(w);
-  w.scheduler.rt_order = o.rt_order;
-  w.real_time = !is_simulated(*device);
-  std::vector<int64_t> batches;
-  std::vector<ModelProfile> profiles = o.profiles;
-  auto add = [&](const std::string& model, const std::optional<int64_t>& batch, TaskClass cls) -> WorkloadClient& {
-    batches.push_back(batch_of(model, batch));
-    const CompiledModel cm = compile_zoo_model({.name = model, .batch = batches.back(), .seed = o.seed},
-                                               device->target(), computes, o.inflight_cap);
-    WorkloadClient c;
-    c.name = model;
-    c.task_class = cls;
-    c.instance = device->load(cm.program, cm.weights);
-    attach_profile(*device, c.instance, profiles, mode_traits(o.mode).pads_be);
-    c.inputs = seeded_inputs(cm.program, o.seed);
-    w.clients.push_back(std::move(c));
-    return w.clients.back();
-  };
-  for (const auto& rt : o.rt) {
-    schedule_periodic(add(rt.model, rt.batch, TaskClass::kRealTime), rt, w.duration, o.duration_s);
-  }
-  if (o.mode != Mode::kRtOnly) {
-    for (const auto& be : o.be) add(be.model, be.batch, TaskClass::kBestEffort).closed_loop = true;
-  }
-  std::vector<const Program*> programs;
-  for (const WorkloadClient& c : w.clients) programs.push_back(&device->program(c.instance));
-  check_profiles_used(o.profiles, programs);
-  const double warmup_s = w.real_time ? o.warmup_s : 0.0;
-  if (warmup_s > 0) warm_up(*device, w, warmup_s);
-  const WorkloadRun run = run_workload(*device, w);
-  WorkloadReport report = colocate_report(w, run, o.mode, *device);
-  for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
-  for (size_t i = 0; i < batches.size(); ++i) report.clients[i].batch = batches[i];
-  report.warmup_s = warmup_s;
-  report.armed_rt = run.armed_rt;
-  report.sentinel_rt_tasks = run.stats.sentinel_rt_tasks;
-  report.rt_order = o.rt_order;
-  return report;
 }
 
 }  // namespace atl::sched

@@ -28,7 +28,7 @@ void Scheduler::Impl::enter_rt_mode(const std::vector<uint32_t>* words) {
   }
   stats.preemptions += preempted;
   pending_preempted = preempted;
-  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
+  record_event({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
 }
 
 void Scheduler::Impl::leave_rt_mode() {
@@ -41,7 +41,13 @@ void Scheduler::Impl::leave_rt_mode() {
     flag_raised = false;
   }
   rt_mode = false;
-  if (options.record_events) events.push_back({SchedulerEvent::Kind::kRtModeLeave, at, 0});
+  record_event({SchedulerEvent::Kind::kRtModeLeave, at, 0});
+}
+
+void Scheduler::Impl::record_event(const SchedulerEvent& e) {
+  if (!options.record_events || e.at >= options.events_until) return;
+  if (e.at < options.events_from) events.clear();  // only the last before the window counts
+  events.push_back(e);
 }
 
 bool Scheduler::Impl::rt_running() const {

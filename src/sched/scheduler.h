@@ -52,7 +52,11 @@ struct SchedulerOptions {
   RtOrder rt_order = RtOrder::kArrival;
   // On its own thread, how long one device wait may last before new submissions are looked at.
   DeviceTime idle_poll_ns = 2000;
-  bool record_events = false;  // keep every SchedulerEvent for events()
+  bool record_events = false;  // keep SchedulerEvents for events()
+  // With record_events: only events before `events_until`, and of those before `events_from`
+  // only the last (the state the window opens in), so a trace window of a long run does not
+  // cost memory for the rest of it.
+  DeviceTime events_from = 0, events_until = kNever;
   // Every mode but seq, on a device that can hold work (ExecDevice::can_hold): each RT client's
   // next task waits on the device, enqueued behind holds on its own stream, and an arrival makes
   // no API call: in reset mode releasing the first hold raises the flag and the inputs are staged

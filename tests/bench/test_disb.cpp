@@ -98,6 +98,11 @@ TEST(Workload, ErrorsNameFileFieldAndProblem) {
       R"({"name": "x", "clients": [{"model": "vgg19", "priority": "rt", "load": {"type": "periodic", "rate": -1}}]})");
   EXPECT_NE(bad_rate.find("w.json"), std::string::npos);
   EXPECT_NE(bad_rate.find("clients[0].load.rate"), std::string::npos);
+  // A period of 1000 / 1e-310 ms overflows: such a client used to schedule no request (or NaN).
+  EXPECT_NE(workload_error(
+                R"({"name": "x", "clients": [{"model": "m", "priority": "rt", "load": {"type": "periodic", "rate": 1e-310}}]})")
+                .find("finite period"),
+            std::string::npos);
   EXPECT_NE(workload_error(R"({"name": "x", "clients": [{"model": "m", "priority": "urgent", "load": {"type": "closed"}}]})")
                 .find("clients[0].priority"),
             std::string::npos);

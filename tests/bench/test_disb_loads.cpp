@@ -58,6 +58,7 @@ DisbOptions quick(std::vector<sched::Mode> modes, double duration_s) {
   o.grace_s = 0.1;
   o.timeline_ms = 10;
   o.seed = std::random_device{}();
+  o.keep_every_record = true;  // expect_requests_conserved reads every request
   return o;
 }
 
@@ -122,6 +123,23 @@ TEST(DisbLoads, OverloadDropsRequestsInsteadOfSkippingThem) {
   // RT work never stops, so the BE client's first request is never served.
   EXPECT_EQ(r.stats[0].clients[1].served, 0);
   EXPECT_EQ(r.stats[0].clients[1].dropped, 1);
+}
+
+// A deadline of 1e300 ms does not fit the device clock: it is never due (it used to overflow).
+TEST(DisbLoads, DeadlinesPastTheClockRangeAreNeverDue) {
+  const Workload w = parse_workload(
+      R"({"name": "far", "clients": [
+        {"name": "rt", "model": "tiny_cnn", "priority": "rt", "load": {"type": "periodic", "rate": 1000},
+         "deadline_ms": 1e300},
+        {"name": "rt2", "model": "tiny_vgg", "priority": "rt", "load": {"type": "periodic", "rate": 1000},
+         "deadline_ms": 1}]})",
+      "far.json", ".");
+  DisbOptions o = quick({sched::Mode::kReset}, 0.05);
+  o.rt_order = sched::RtOrder::kDeadline;
+  const BenchResults r = run_disb(w, o);
+  expect_requests_conserved(w, r.runs[0], o.seed);
+  EXPECT_EQ(r.stats[0].clients[0].served, 50);
+  EXPECT_EQ(r.stats[0].clients[0].deadline_miss_rate, 0.0);
 }
 
 constexpr sched::DeviceTime kWallKernelNs = 20'000;

@@ -31,6 +31,7 @@ DisbOptions short_run() {
   o.standalone_s = 0.5;
   o.timeline_ms = kTimelineMs;
   o.seed = std::random_device{}();
+  o.keep_every_record = true;  // expect_requests_conserved reads every request
   return o;
 }
 

@@ -38,6 +38,7 @@ TEST_P(ShippedEveryMode, AnswersEveryRequestWithoutDropsOrMisses) {
   o.timeline_ms = 10;
   o.rt_order = order;
   o.seed = std::random_device{}();
+  o.keep_every_record = true;  // every request is checked
   SCOPED_TRACE("seed " + std::to_string(o.seed));
   const auto began = std::chrono::steady_clock::now();
   const BenchResults r = run_disb(w, o);

@@ -17,7 +17,9 @@ ColocateOptions tiny(Mode mode) {
 }
 
 TEST(Colocate, ReportsRtLatencyBeThroughputAndPreemptions) {
-  const WorkloadReport r = run_colocate(tiny(Mode::kReset));
+  ColocateOptions o = tiny(Mode::kReset);
+  o.keep_results = true;
+  const WorkloadReport r = run_colocate(o);
   EXPECT_EQ(r.device, "sim");
   EXPECT_EQ(r.warmup_s, 0.0) << "simulated kernels have no code to load: no warm-up";
   ASSERT_EQ(r.clients.size(), 3u);
@@ -120,12 +122,61 @@ TEST(Colocate, CudaWithoutAGpuIsRefusedClearly) {
   EXPECT_THROW(run_colocate(bad_warmup), Error);
 }
 
-TEST(Colocate, ANearZeroRateSchedulesOneArrivalInsteadOfOverflowing) {
-  // A period of 1e19 ns does not fit a DeviceTime: one arrival at 0 and no deadline, not a loop.
-  ColocateOptions o = tiny(Mode::kRtOnly);
-  o.rt[0].hz = 1e-10;
-  const WorkloadReport r = run_colocate(o);
-  EXPECT_EQ(r.clients[0].completed, 1);
+// A rate's period must be a finite time within the run: 1e-300 Hz (an infinite period in ns)
+// used to schedule nothing and 1e-100 Hz one request, both with exit status 0.
+TEST(Colocate, RefusesARateWhosePeriodDoesNotFitTheRun) {
+  for (const double hz : {1e-300, 1e-100, 1e-10, 0.5, 5e-324}) {
+    ColocateOptions o = tiny(Mode::kRtOnly);
+    o.duration_s = 1;
+    o.rt[0].hz = hz;
+    try {
+      run_colocate(o);
+      ADD_FAILURE() << hz << " Hz accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(e.message().find("longer than the run's 1 s"), std::string::npos) << e.message();
+      EXPECT_NE(e.message().find("at least 1 Hz"), std::string::npos) << e.message();
+      EXPECT_EQ(e.message().find('\n'), std::string::npos) << "one line";
+    }
+  }
+  ColocateOptions one = tiny(Mode::kRtOnly);
+  one.duration_s = 1;
+  one.rt[0].hz = 1;  // a period as long as the run: one request
+  EXPECT_EQ(run_colocate(one).clients[0].completed, 1);
+}
+
+// A closed-loop client on a fast model answers ~13,000 requests per simulated second: past
+// 65,536 its latencies fold into the sketch's histogram instead of growing with the run, and no
+// request's result is kept. Counts stay exact and the latencies within half a bucket (0.05%).
+TEST(Colocate, LongRunsFoldBeRequestsInsteadOfKeepingThem) {
+  ColocateOptions o;
+  o.rt = {{.model = "tiny_cnn", .hz = 1000}};
+  o.be = {{.model = "tiny_vgg"}};
+  o.duration_s = 6;
+  const WorkloadReport folded = run_colocate(o);
+  o.keep_results = true;
+  const WorkloadReport kept = run_colocate(o);
+  EXPECT_TRUE(folded.results.empty());
+  const ClientSummary& be = folded.clients[1];
+  ASSERT_GT(be.completed, 65'536);
+  std::vector<double> be_ms;
+  for (const TaskResult& t : kept.results) {
+    if (t.task_class == TaskClass::kBestEffort) be_ms.push_back(static_cast<double>(t.latency()) / 1e6);
+  }
+  const LatencyStats exact = latency_stats(be_ms);
+  EXPECT_EQ(be.completed, static_cast<int64_t>(be_ms.size()));
+  EXPECT_EQ(be.latency_ms.samples, exact.samples);
+  EXPECT_EQ(be.latency_ms.max_ms, exact.max_ms);
+  EXPECT_EQ(be.latency_ms.min_ms, exact.min_ms);
+  EXPECT_NEAR(be.latency_ms.mean_ms, exact.mean_ms, 1e-9 * exact.mean_ms);
+  EXPECT_NEAR(be.latency_ms.median_ms, exact.median_ms, exact.median_ms / 2048);
+  EXPECT_NEAR(be.latency_ms.p99_ms, exact.p99_ms, exact.p99_ms / 2048);
+  EXPECT_EQ(be.throughput_per_s, kept.clients[1].throughput_per_s);
+  // RT requests keep every latency: the same statistics to the last bit.
+  EXPECT_EQ(folded.clients[0].completed, 6000);
+  EXPECT_EQ(folded.rt_latency_ms.p99_ms, kept.rt_latency_ms.p99_ms);
+  EXPECT_EQ(folded.rt_latency_ms.median_ms, kept.rt_latency_ms.median_ms);
+  EXPECT_EQ(folded.rt_staging_us.p99_ms, kept.rt_staging_us.p99_ms);
 }
 
 TEST(Colocate, RefusesMoreArrivalsThanTheLimit) {
@@ -139,6 +190,16 @@ TEST(Colocate, RefusesMoreArrivalsThanTheLimit) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_NE(e.message().find(std::to_string(kMaxArrivalsPerClient)), std::string::npos) << e.message();
   }
+  // The limit is on the RT clients together: two at 2,000 Hz over the hour are refused too.
+  o.rt = {{.model = "tiny_vgg", .hz = 2000}, {.model = "tiny_cnn", .hz = 2000}};
+  try {
+    run_colocate(o);
+    FAIL() << "1.44e7 RT requests accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(e.message().find("1.44e+07 requests"), std::string::npos) << e.message();
+  }
+  o.duration_s = kMaxRunSeconds + 1;
+  EXPECT_THROW(run_colocate(o), Error) << "longer than the documented maximum";
 }
 
 // --be-uploads: auto takes the SM copy for uploads of 4 MiB or more on a device that has it.

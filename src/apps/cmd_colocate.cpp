@@ -141,13 +141,16 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
 
 void run_colocate_command(const ColocateFlags& f) {
   sched::ColocateOptions o;
-  for (const std::string& spec : f.rt) {
-    const ClientArg c = parse_client(spec, "--rt", true);
-    o.rt.push_back({c.model, c.hz.value_or(sched::ColocateOptions::Rt{}.hz), c.batch});
-  }
+  // --be first: a list ending in ',' makes CLI11 take the next arguments (such as "--rt X") as its
+  // values, and its error names the real mistake where a missing --rt would not.
   for (const std::string& spec : f.be) {
     const ClientArg c = parse_client(spec, "--be", false);
     o.be.push_back({c.model, c.batch});
+  }
+  ATOLL_CHECK(!f.rt.empty(), kInvalidArgument, "--rt is required: at least one RT model, MODEL[@BATCH][:HZ]");
+  for (const std::string& spec : f.rt) {
+    const ClientArg c = parse_client(spec, "--rt", true);
+    o.rt.push_back({c.model, c.hz.value_or(sched::ColocateOptions::Rt{}.hz), c.batch});
   }
   o.mode = sched::mode_from_name(f.mode);
   o.rt_order = sched::rt_order_from_name(f.rt_order);
@@ -171,8 +174,7 @@ void add_colocate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("colocate", "Run RT and BE models together under one scheduling mode");
   auto f = std::make_shared<ColocateFlags>();
   cmd->add_option("--rt", f->rt,
-                  "RT models with batch and rate, MODEL[@BATCH][:HZ] (default --batch, 100 Hz); repeatable")
-      ->required()
+                  "RT models with batch and rate, MODEL[@BATCH][:HZ] (default --batch, 100 Hz); repeatable, required")
       ->delimiter(',');
   cmd->add_option("--be", f->be, "BE models, closed loop: MODEL[@BATCH][,MODEL[@BATCH]...]")->delimiter(',');
   std::vector<std::string> modes;

@@ -11,6 +11,7 @@
 #include "apps/commands.h"
 #include "apps/options.h"
 #include "core/error.h"
+#include "core/atomic_file.h"
 #include "core/npy.h"
 #include "l2/slices.h"
 #include "runtime/l2_measure.h"
@@ -259,10 +260,12 @@ void run_model(const RunFlags& f) {
   const auto outputs = session.outputs();
   for (size_t i = 0; i < outputs.size(); ++i) r.outputs.push_back(summarize(session.program().outputs[i].name, outputs[i]));
   if (!f.output_dir.empty()) {
+    std::vector<std::pair<std::string, std::string>> files;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      write_npy((std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy")).string(),
-                outputs[i]);
+      const auto path = std::filesystem::path(f.output_dir) / (session.program().outputs[i].name + ".npy");
+      files.emplace_back(path.string(), encode_npy(outputs[i]));
     }
+    write_files_atomic(files);
   }
   if (f.per_kernel) r.kernel_ms = inst.kernel_times_ms(std::max(5, r.iters));
   warn_non_finite(r.outputs);

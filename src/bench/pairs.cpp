@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -45,26 +46,33 @@ sched::Workload pair_workload(const LoadedModel& rt, const LoadedModel& be, sche
   return w;
 }
 
+// Outcomes are folded in as they are answered (Workload::on_outcome): a long closed-loop pair
+// keeps one latency per RT request and a count of BE requests, not every request's record.
 PairModeResult run_pair(sched::ExecDevice& device, const LoadedModel& rt, const LoadedModel& be, sched::Mode mode,
                         const PairOptions& o) {
-  const sched::WorkloadRun run =
-      sched::run_workload(device, pair_workload(rt, be, mode, o, !sched::is_simulated(device), o.duration_s));
+  sched::Workload w = pair_workload(rt, be, mode, o, !sched::is_simulated(device), o.duration_s);
+  const sched::DeviceTime duration = w.duration;
+  std::vector<double> rt_ms;
+  int64_t be_served = 0;
+  std::exception_ptr first_error;
+  w.on_outcome = [&](const sched::RequestOutcome& q, sched::DeviceTime run_start) {
+    if (q.status == sched::RequestStatus::kFailed && !first_error) first_error = q.error;
+    if (q.status != sched::RequestStatus::kServed || q.result.finish > run_start + duration) return;
+    if (q.result.task_class == sched::TaskClass::kRealTime) {
+      rt_ms.push_back(static_cast<double>(q.result.latency()) / 1e6);
+    } else {
+      ++be_served;
+    }
+  };
+  const sched::WorkloadRun run = sched::run_workload(device, w);
+  if (first_error) std::rethrow_exception(first_error);
   PairModeResult r;
   r.rt = rt.name;
   r.be = be.name;
   r.mode = sched::mode_name(mode);
   r.padded_kernels = run.stats.padded_kernels;
   r.preemptions = run.stats.preemptions;
-  std::vector<double> rt_ms;
-  for (const sched::RequestOutcome& q : run.requests) {
-    if (q.status == sched::RequestStatus::kFailed) std::rethrow_exception(q.error);
-    if (q.status != sched::RequestStatus::kServed || q.result.finish > run.end) continue;
-    if (q.result.task_class == sched::TaskClass::kRealTime) {
-      rt_ms.push_back(static_cast<double>(q.result.latency()) / 1e6);
-    } else {
-      r.be_per_s += 1.0 / o.duration_s;
-    }
-  }
+  r.be_per_s = static_cast<double>(be_served) / o.duration_s;
   r.rt_per_s = static_cast<double>(rt_ms.size()) / o.duration_s;
   r.rt_latency_ms = latency_stats(std::move(rt_ms));
   return r;

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string_view>
 #include <utility>
 
@@ -86,7 +87,7 @@ AtomicFile::~AtomicFile() {
 }
 
 void AtomicFile::write(const void* data, size_t bytes) {
-  ATOLL_CHECK(fd_ >= 0, kInternal, "'{}': write after commit", path_);
+  ATOLL_CHECK(fd_ >= 0, kInternal, "'{}': write after finish", path_);
   const char* p = static_cast<const char*>(data);
   while (bytes > 0) {
     const ssize_t n = ::write(fd_, p, bytes);
@@ -108,8 +109,12 @@ void AtomicFile::close_checked() {
   ATOLL_CHECK(closed, kIo, "cannot write '{}': {}", path_, std::strerror(errno));
 }
 
+void AtomicFile::finish() {
+  if (fd_ >= 0) close_checked();
+}
+
 void AtomicFile::commit() {
-  close_checked();
+  finish();
   if (temp_.empty()) return;
   ATOLL_CHECK(std::rename(temp_.c_str(), path_.c_str()) == 0, kIo, "cannot write '{}': {}", path_,
               std::strerror(errno));
@@ -125,6 +130,16 @@ void write_file_atomic(const std::string& path, std::string_view contents) {
   AtomicFile f(path);
   f.write(contents);
   f.commit();
+}
+
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<std::unique_ptr<AtomicFile>> staged;
+  for (const auto& [path, contents] : files) {
+    staged.push_back(std::make_unique<AtomicFile>(path));
+    staged.back()->write(contents);
+  }
+  for (const auto& f : staged) f->finish();
+  for (const auto& f : staged) f->commit();
 }
 
 void check_dir_replaceable(const std::string& dir, const std::vector<std::string>& names) {

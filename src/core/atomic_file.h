@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace atl {
@@ -23,7 +24,9 @@ class AtomicFile {
 
   void write(const void* data, size_t bytes);
   void write(std::string_view text) { write(text.data(), text.size()); }
-  // Flushes, closes and renames into place; after a throw the target is left as it was.
+  // Flushes and closes, checking both, without touching the target yet.
+  void finish();
+  // Finishes (if not yet) and renames into place; after a throw the target is left as it was.
   void commit();
 
  private:
@@ -40,6 +43,10 @@ void check_file_writable(const std::string& path);
 
 // The whole of `contents` to `path` through an AtomicFile.
 void write_file_atomic(const std::string& path, std::string_view contents);
+
+// Several files (path -> contents) as one result set: every file is written and closed before any
+// replaces its target, so a full disk on the last leaves all of them as they were.
+void write_files_atomic(const std::vector<std::pair<std::string, std::string>>& files);
 
 // A directory holding exactly `files` (name -> contents), replacing `dir` as a whole: the set is
 // written into a hidden sibling folder and swapped in with one rename, so readers never see files

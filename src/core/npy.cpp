@@ -108,7 +108,7 @@ Tensor read_npy(const std::string& path) {
   return t;
 }
 
-void write_npy(const std::string& path, const Tensor& t) {
+std::string encode_npy(const Tensor& t) {
   std::string shape;
   for (int64_t d : t.shape().dims()) shape += std::to_string(d) + ",";
   if (t.shape().rank() > 1) shape.pop_back();
@@ -116,16 +116,14 @@ void write_npy(const std::string& path, const Tensor& t) {
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
-  AtomicFile f(path);
-  f.write(kMagic, 6);
-  const char version[2] = {1, 0};
-  f.write(version, 2);
   const uint16_t len = static_cast<uint16_t>(header.size());
-  const char l[2] = {static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
-  f.write(l, 2);
-  f.write(header);
-  f.write(t.raw(), t.nbytes());
-  f.commit();
+  std::string out(kMagic, 6);
+  out += std::string{char{1}, char{0}, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
+  out += header;
+  out.append(reinterpret_cast<const char*>(t.raw()), t.nbytes());
+  return out;
 }
+
+void write_npy(const std::string& path, const Tensor& t) { write_file_atomic(path, encode_npy(t)); }
 
 }  // namespace atl

@@ -8,5 +8,6 @@ namespace atl {
 
 Tensor read_npy(const std::string& path);  // kNotFound / kParse naming the file
 void write_npy(const std::string& path, const Tensor& t);
+std::string encode_npy(const Tensor& t);  // the bytes write_npy writes
 
 }  // namespace atl

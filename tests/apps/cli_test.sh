@@ -138,6 +138,9 @@ expect_error "slices with two dashes" "'1-2-3' is not a slice index" "$atoll" l2
 expect_error "slices with a suffix" "'1x' is not a slice index" "$atoll" l2 config tiny_cnn --slices 1x --out "$work/s.json"
 expect_error "slices range backwards" "3-1 runs backwards" "$atoll" l2 config tiny_cnn --slices 3-1 --out "$work/s.json"
 expect_error "colocate empty BE spec" "--be" "$atoll" colocate --rt tiny_vgg --be , --mode reset
+expect_error "colocate BE list ending in a comma before --rt" "--be: expected MODEL\\[@BATCH\\]" \
+  "$atoll" colocate --be=, --rt tiny_vgg --mode reset
+expect_error "colocate without --rt" "--rt is required" "$atoll" colocate --be tiny_vgg --mode reset
 expect_error "colocate near-zero rate refused" "at 1e-300 Hz has a period of 1e\\+300 s, longer than the run's 0.01 s" \
   "$atoll" colocate --rt tiny_cnn:1e-300 --mode rt-only --duration 0.01 --json
 expect_error "colocate too many arrivals" "limit of 10000000" \

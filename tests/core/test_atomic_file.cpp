@@ -97,6 +97,26 @@ TEST(AtomicFile, FullDiskKeepsThePreviousFileAndNoTemp) {
   fs::remove_all(d);
 }
 
+// `run --output`'s set of outputs: a failure on the last file leaves the first as it was too,
+// where one file after another would have replaced the first and then failed.
+TEST(AtomicFiles, FailureOnTheLastKeepsEveryPreviousFile) {
+  const fs::path d = fresh_dir("atoll_atomic_files");
+  const std::string a = (d / "a.npy").string(), b = (d / "b.npy").string();
+  write_files_atomic({{a, "old a"}, {b, "old b"}});
+  EXPECT_EQ(read_all(a), "old a");
+  {
+    FileSizeLimit limit(100);
+    testing::error_message([&] { write_files_atomic({{a, "new a"}, {b, std::string(1000, 'x')}}); },
+                           ErrorCode::kIo);
+  }
+  EXPECT_EQ(read_all(a), "old a");
+  EXPECT_EQ(read_all(b), "old b");
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 2) << "a temporary file was left";
+  write_files_atomic({{a, "new a"}, {b, "new b"}});
+  EXPECT_EQ(read_all(a) + read_all(b), "new anew b");
+  fs::remove_all(d);
+}
+
 TEST(AtomicDir, ReplacesTheWholeSet) {
   const fs::path d = fresh_dir("atoll_atomic_dir");
   const std::string out = (d / "disb").string();

@@ -153,6 +153,8 @@ TEST(GpuL2, RejectsConfigsItCannotApply) {
   auto backend = make_cuda_backend(0);
   std::unique_ptr<Instance> inst = backend->load(mine.program, mine.weights);
   CudaInstance& gpu = gputest::as_cuda(*inst);
+  // The limit is the device's, not the instance's: a rejected config leaves whatever was there.
+  const int64_t limit_before = gpu.persisting_l2_limit();
   const std::vector<bool> one(static_cast<size_t>(l2::slice_count(other.program.arena_bytes, l2::kDefaultSliceBytes)),
                               true);
   const l2::ResidencyConfig foreign = l2::make_config(other.program, d, one, 0.9);
@@ -168,7 +170,7 @@ TEST(GpuL2, RejectsConfigsItCannotApply) {
   EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&too_big); }), ErrorCode::kInvalidArgument);
   const L2Residency bad_ratio = windowless(kernels, 0, 1.5);
   EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_residency(&bad_ratio); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(gpu.persisting_l2_limit(), 0) << "a rejected config must leave nothing applied";
+  EXPECT_EQ(gpu.persisting_l2_limit(), limit_before) << "a rejected config must leave nothing applied";
 
   // A valid one applies and its removal restores the limit; the noise floor (no config) runs too.
   L2Residency ok = windowless(kernels, d.setaside_granularity, 1.0);

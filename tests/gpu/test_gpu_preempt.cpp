@@ -86,14 +86,25 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
   cuda::Stream control = cuda::make_stream();
   cuda::PinnedBuffer one(sizeof(int), false);
   *static_cast<int*>(one.get()) = 1;
-  const double preempted = timed_ms(gpu.stream(), [&] {
-    for (int i = 0; i < kRuns; ++i) gpu.enqueue_run();
-    raise_flag_after(gpu.preempt_flag(), std::chrono::microseconds(static_cast<int64_t>(one_run * 3000)),
-                     control.get(), static_cast<int*>(one.get()));
-  });
-  ATL_CUDA_CHECK(cudaStreamSynchronize(control.get()));
-  // The flag stops the remaining ~17 runs' kernels at entry: far less than 20 full runs.
-  EXPECT_LT(preempted, 0.5 * kRuns * one_run) << "one run " << one_run << " ms";
+  // When the flag landed, read on the device: a host that oversleeps (seen: milliseconds on a busy
+  // machine) moves the landing, not what the flag must do after it.
+  cuda::Event start = cuda::make_event(true), landed = cuda::make_event(true), stop = cuda::make_event(true);
+  ATL_CUDA_CHECK(cudaEventRecord(start.get(), gpu.stream()));
+  for (int i = 0; i < kRuns; ++i) gpu.enqueue_run();
+  ATL_CUDA_CHECK(cudaEventRecord(stop.get(), gpu.stream()));
+  raise_flag_after(gpu.preempt_flag(), std::chrono::microseconds(static_cast<int64_t>(one_run * 3000)), control.get(),
+                   static_cast<int*>(one.get()));
+  ATL_CUDA_CHECK(cudaEventRecord(landed.get(), control.get()));
+  ATL_CUDA_CHECK(cudaEventSynchronize(stop.get()));
+  ATL_CUDA_CHECK(cudaEventSynchronize(landed.get()));
+  float before_ms = 0, total_ms = 0;
+  ATL_CUDA_CHECK(cudaEventElapsedTime(&before_ms, start.get(), landed.get()));
+  ATL_CUDA_CHECK(cudaEventElapsedTime(&total_ms, start.get(), stop.get()));
+  const double runs_left = kRuns - before_ms / one_run;
+  ASSERT_GT(runs_left, 5) << "the flag landed " << before_ms << " ms in, too late to show anything";
+  // The runs after the flag stop their kernels at entry: far less than running them.
+  EXPECT_LT(total_ms - before_ms, 0.5 * runs_left * one_run)
+      << "one run " << one_run << " ms, flag at " << before_ms << " ms of " << total_ms;
 
   gputest::set_flag(gpu.preempt_flag(), 0);
   gpu.poison(0xFF);

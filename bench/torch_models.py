@@ -72,7 +72,11 @@ def time_compiled(model, inputs, iters, warmup):
     """torch.compile reduce-overhead: compiled once (timed), then timed like the graphs."""
     import time
 
-    compiled = torch.compile(model, mode="reduce-overhead")
+    # Dynamo's cache is keyed by the forward's code, shared by every instance of a model class: a
+    # second batch size would recompile with a dynamic batch dimension (slower kernels, and no
+    # compile time at a third). Each batch gets its own static compile, as a deployment would.
+    torch._dynamo.reset()
+    compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
     began = time.perf_counter()
     for _ in range(3):  # the first calls compile and record the CUDA graph
         compiled(*inputs)

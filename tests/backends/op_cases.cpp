@@ -359,8 +359,8 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
   cases.push_back(simple_case("attention_unaligned", OpKind::kAttention, {{"scale", 0.3}},
                               {act_input("q", Shape{1, 2, 9, 20}), act_input("k", Shape{1, 2, 70, 20}),
                                act_input("v", Shape{1, 2, 70, 12})}));
-  // More query tiles than blocks resident at once (about 660 of 16 rows on an H200), so a block
-  // takes several items in turn: keys in two chunks, then in one (each step starts an item).
+  // More query tiles than blocks resident at once (about 660 of 16 rows on an H200), so the grid
+  // runs in several waves: keys in two chunks, then in one.
   cases.push_back(simple_case("attention_items_per_block", OpKind::kAttention, {{"scale", 0.2}},
                               {act_input("q", Shape{3, 500, 9, 8}), act_input("k", Shape{3, 500, 70, 8}),
                                act_input("v", Shape{3, 500, 70, 8})}));

@@ -13,8 +13,7 @@
 // unfused kernels'.
 //
 // Preemption: thread 0 reads the flag before each chunk's barrier and the whole block stops
-// together after it. An item's output is written only after its last chunk, from inputs the
-// kernel never writes, so a rerun rewrites finished items with the same values: exact.
+// together after it. Nothing is written before the last chunk, so a rerun is exact.
 #include <algorithm>
 #include <cstdint>
 
@@ -38,8 +37,8 @@ __host__ __device__ constexpr int padded_dim(int head_dim, int value_dim) {
 __host__ __device__ constexpr int row_pitch(int d) { return d + 8; }
 __host__ __device__ constexpr size_t q_bytes(int rows, int d) { return static_cast<size_t>(rows) * row_pitch(d) * 2; }
 __host__ __device__ constexpr size_t stage_bytes(int d) { return static_cast<size_t>(kChunk) * row_pitch(d) * 2; }
-// two q buffers (this item's, the next one's) | k stage 0 | k stage 1 | v stage 0 | v stage 1
-__host__ __device__ constexpr size_t smem_total(int rows, int d) { return 2 * q_bytes(rows, d) + 4 * stage_bytes(d); }
+// q (then the output) | k stage 0 | k stage 1 | v stage 0 | v stage 1
+__host__ __device__ constexpr size_t smem_total(int rows, int d) { return q_bytes(rows, d) + 4 * stage_bytes(d); }
 
 __device__ __forceinline__ int64_t matrix_offset(const HeadStrides& h, int i) {
   return (i / h.inner) * h.outer_stride + (i % h.inner) * h.inner_stride;
@@ -84,7 +83,7 @@ struct WarpRows {
 // running maximum, sum and output.
 template <int D>
 __device__ void attend_chunk(WarpRows<D>& w, const __half* ks, const __half* vs, int keys_left, float scale_log2) {
-  const int lane = threadIdx.x % 32, t = lane % 4;
+  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   float s[kChunk / 8][4];
 #pragma unroll
   for (int n = 0; n < kChunk / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
@@ -147,105 +146,78 @@ __device__ void attend_chunk(WarpRows<D>& w, const __half* ks, const __half* vs,
   }
 }
 
-// One item's output (this warp's 16 rows, normalized) straight from the accumulators: a quad
-// writes 16 contiguous bytes of a row per 8 columns, so q's buffer is free for the next item.
 template <int D, bool VEC>
-__device__ void store_rows(WarpRows<D>& w, __half* y, int64_t ld, int valid_rows, int value_dim) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4, r0 = (threadIdx.x / 32) * 16 + g;
+__global__ void __launch_bounds__(128) attention_kernel(const AttentionArgs p, const int* flag) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  __shared__ int stop;
+  const int rows = p.tile_rows, i = static_cast<int>(blockIdx.y), q0 = static_cast<int>(blockIdx.x) * rows;
+  const int valid_rows = min(rows, p.queries - q0);
+  auto* qs = reinterpret_cast<__half*>(smem);
+  auto* ks = reinterpret_cast<__half*>(smem + q_bytes(rows, D));
+  auto* vs = reinterpret_cast<__half*>(smem + q_bytes(rows, D) + 2 * stage_bytes(D));
+  const __half* kg = p.k + matrix_offset(p.ks, i);
+  const __half* vg = p.v + matrix_offset(p.vs, i);
+  const auto load_chunk = [&](int c) {
+    const int k0 = c * kChunk, stage = c % 2;
+    load_rows<D, VEC>(ks + stage * kChunk * row_pitch(D), kg + k0 * p.ks.ld, p.ks.ld, p.keys - k0, kChunk, p.head_dim);
+    load_rows<D, VEC>(vs + stage * kChunk * row_pitch(D), vg + k0 * p.vs.ld, p.vs.ld, p.keys - k0, kChunk, p.value_dim);
+  };
+  load_rows<D, VEC>(qs, p.q + matrix_offset(p.qs, i) + q0 * p.qs.ld, p.qs.ld, valid_rows, rows, p.head_dim);
+  load_chunk(0);
+  gemm::cp_async_commit();
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const int chunks = (p.keys + kChunk - 1) / kChunk;
+  WarpRows<D> w;
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    if (c + 1 < chunks) load_chunk(c + 1);  // its stage was freed by the last chunk's barrier
+    gemm::cp_async_commit();
+    if (threadIdx.x == 0) stop = flag != nullptr ? load_flag(flag) : 0;
+    gemm::cp_async_wait<1>();  // everything but the chunk just started
+    __syncthreads();
+    if (stop != 0) return;  // the whole block: `stop` is shared
+    if (c == 0) {
+#pragma unroll
+      for (int k = 0; k < D / 16; ++k) {
+        gemm::ldmatrix_x4(w.q[k], qs + (warp * 16 + lane % 16) * row_pitch(D) + k * 16 + (lane / 16) * 8);
+      }
+    }
+    const int stage = c % 2;
+    attend_chunk<D>(w, ks + stage * kChunk * row_pitch(D), vs + stage * kChunk * row_pitch(D), p.keys - c * kChunk,
+                    scale_log2);
+    __syncthreads();  // this stage is read: the next iteration's copies may overwrite it
+  }
+  // Each row's sum over the quad, then the output (f16) through q's rows to 16-byte stores.
+  const int g = lane / 4, t = lane % 4;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 1);
     w.l[h] += __shfl_xor_sync(0xffffffffu, w.l[h], 2);
     w.l[h] = 1.0f / w.l[h];
   }
+  __half* orow = qs + (warp * 16 + g) * row_pitch(D) + 2 * t;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = r0 + 8 * h;
-    if (r >= valid_rows) continue;
-#pragma unroll
-    for (int n = 0; n < D / 8; ++n) {
-      const int c = n * 8 + 2 * t;
-      const float lo = w.o[n][2 * h] * w.l[h], hi = w.o[n][2 * h + 1] * w.l[h];
-      if constexpr (VEC) {  // value_dim is whole 8-column units: both columns or neither
-        if (c < value_dim) *reinterpret_cast<uint32_t*>(y + r * ld + c) = pack_half2(lo, hi);
-      } else {
-        if (c < value_dim) y[r * ld + c] = __float2half(lo);
-        if (c + 1 < value_dim) y[r * ld + c + 1] = __float2half(hi);
-      }
+  for (int n = 0; n < D / 8; ++n) {
+    *reinterpret_cast<uint32_t*>(orow + n * 8) = pack_half2(w.o[n][0] * w.l[0], w.o[n][1] * w.l[0]);
+    *reinterpret_cast<uint32_t*>(orow + 8 * row_pitch(D) + n * 8) = pack_half2(w.o[n][2] * w.l[1], w.o[n][3] * w.l[1]);
+  }
+  __syncthreads();
+  __half* y = p.y + matrix_offset(p.ys, i) + q0 * p.ys.ld;
+  if constexpr (VEC) {
+    const int units = p.value_dim / 8;
+    for (int e = threadIdx.x; e < valid_rows * units; e += blockDim.x) {
+      const int r = e / units, c = (e % units) * 8;
+      *reinterpret_cast<uint4*>(y + r * p.ys.ld + c) = *reinterpret_cast<const uint4*>(qs + r * row_pitch(D) + c);
+    }
+  } else {
+    for (int e = threadIdx.x; e < valid_rows * p.value_dim; e += blockDim.x) {
+      const int r = e / p.value_dim, c = e % p.value_dim;
+      y[r * p.ys.ld + c] = qs[r * row_pitch(D) + c];
     }
   }
-}
-
-// A persistent grid: block b takes items b, b + grid, ... (item = matrix * tiles + query tile,
-// so a matrix's tiles run side by side and share k and v in L2), and walks its items' chunks as
-// one sequence, the next chunk (and at an item's start its q) in flight while this one is
-// multiplied, so a block's memory waits overlap across items, not only within one (at BERT-base
-// batch 32 an item is two chunks: one block per item spent its time waiting, session 24).
-template <int D, bool VEC>
-__global__ void __launch_bounds__(128) attention_kernel(const AttentionArgs p, const int* flag) {
-  extern __shared__ __align__(128) unsigned char smem[];
-  __shared__ int stop;
-  const int rows = p.tile_rows, tiles = (p.queries + rows - 1) / rows, items = tiles * p.matrices;
-  const int chunks = (p.keys + kChunk - 1) / kChunk;
-  const int first = static_cast<int>(blockIdx.x), stride = static_cast<int>(gridDim.x);
-  const int steps = (items - first + stride - 1) / stride * chunks;
-  // q of even items | q of odd items | k stage 0 | k stage 1 | v stage 0 | v stage 1
-  auto* qs = reinterpret_cast<__half*>(smem);
-  auto* ks = reinterpret_cast<__half*>(smem + 2 * q_bytes(rows, D));
-  auto* vs = reinterpret_cast<__half*>(smem + 2 * q_bytes(rows, D) + 2 * stage_bytes(D));
-  const auto q_buffer = [&](int j) { return qs + (j / chunks) % 2 * rows * row_pitch(D); };
-  const auto load_step = [&](int j) {
-    const int item = first + j / chunks * stride, i = item / tiles, q0 = item % tiles * rows;
-    const int c = j % chunks, k0 = c * kChunk, stage = j % 2;
-    if (c == 0) {
-      load_rows<D, VEC>(q_buffer(j), p.q + matrix_offset(p.qs, i) + q0 * p.qs.ld, p.qs.ld,
-                        min(rows, p.queries - q0), rows, p.head_dim);
-    }
-    load_rows<D, VEC>(ks + stage * kChunk * row_pitch(D), p.k + matrix_offset(p.ks, i) + k0 * p.ks.ld, p.ks.ld,
-                      p.keys - k0, kChunk, p.head_dim);
-    load_rows<D, VEC>(vs + stage * kChunk * row_pitch(D), p.v + matrix_offset(p.vs, i) + k0 * p.vs.ld, p.vs.ld,
-                      p.keys - k0, kChunk, p.value_dim);
-  };
-  load_step(0);
-  gemm::cp_async_commit();
-
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const float scale_log2 = p.scale * 1.4426950408889634f;
-  WarpRows<D> w;
-  for (int j = 0; j < steps; ++j) {
-    if (j + 1 < steps) load_step(j + 1);  // its stages were freed by earlier steps' barriers
-    gemm::cp_async_commit();
-    if (threadIdx.x == 0) stop = flag != nullptr ? load_flag(flag) : 0;
-    gemm::cp_async_wait<1>();  // everything but the step just started
-    __syncthreads();
-    if (stop != 0) return;  // the whole block: `stop` is shared
-    const int c = j % chunks;
-    if (c == 0) {
-      const __half* q = q_buffer(j);
-#pragma unroll
-      for (int k = 0; k < D / 16; ++k) {
-        gemm::ldmatrix_x4(w.q[k], q + (warp * 16 + lane % 16) * row_pitch(D) + k * 16 + (lane / 16) * 8);
-      }
-#pragma unroll
-      for (int n = 0; n < D / 8; ++n) w.o[n][0] = w.o[n][1] = w.o[n][2] = w.o[n][3] = 0.0f;
-      w.m[0] = w.m[1] = -INFINITY;
-      w.l[0] = w.l[1] = 0.0f;
-    }
-    const int stage = j % 2;
-    attend_chunk<D>(w, ks + stage * kChunk * row_pitch(D), vs + stage * kChunk * row_pitch(D), p.keys - c * kChunk,
-                    scale_log2);
-    if (c == chunks - 1) {
-      const int item = first + j / chunks * stride, i = item / tiles, q0 = item % tiles * rows;
-      store_rows<D, VEC>(w, p.y + matrix_offset(p.ys, i) + q0 * p.ys.ld, p.ys.ld, min(rows, p.queries - q0),
-                         p.value_dim);
-    }
-    __syncthreads();  // this stage and q are read: later steps' copies may overwrite them
-  }
-}
-
-decltype(&attention_kernel<64, true>) select_kernel(const AttentionArgs& p, int d) {
-  return d == 64 ? (p.vec ? attention_kernel<64, true> : attention_kernel<64, false>)
-                 : (p.vec ? attention_kernel<128, true> : attention_kernel<128, false>);
 }
 
 }  // namespace
@@ -277,21 +249,14 @@ void prepare_attention_kernels(size_t smem_optin) {
   }
 }
 
-int attention_grid_blocks(const AttentionArgs& p, int sm_count) {
-  const int d = padded_dim(p.head_dim, p.value_dim);
-  const int threads = p.tile_rows * 2;  // one warp per 16 query rows
-  int resident = 0;
-  ATL_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, select_kernel(p, d), threads,
-                                                               smem_total(p.tile_rows, d)));
-  ATOLL_CHECK(resident > 0, kUnsupported, "attention: no block of {} threads and {} bytes fits an SM", threads,
-              smem_total(p.tile_rows, d));
-  const int64_t items = static_cast<int64_t>(p.matrices) * ((p.queries + p.tile_rows - 1) / p.tile_rows);
-  return static_cast<int>(std::min<int64_t>(items, static_cast<int64_t>(resident) * sm_count));
-}
-
 void launch_attention(const AttentionArgs& p, cudaStream_t s, const int* flag, const char* name) {
   const int d = padded_dim(p.head_dim, p.value_dim);
-  select_kernel(p, d)<<<static_cast<unsigned>(p.grid_blocks), p.tile_rows * 2, smem_total(p.tile_rows, d), s>>>(p, flag);
+  const size_t smem = smem_total(p.tile_rows, d);
+  const dim3 grid(static_cast<unsigned>((p.queries + p.tile_rows - 1) / p.tile_rows), static_cast<unsigned>(p.matrices));
+  const int threads = p.tile_rows * 2;  // one warp per 16 query rows
+  const auto kernel = d == 64 ? (p.vec ? attention_kernel<64, true> : attention_kernel<64, false>)
+                              : (p.vec ? attention_kernel<128, true> : attention_kernel<128, false>);
+  kernel<<<grid, threads, smem, s>>>(p, flag);
   ATL_CUDA_CHECK_LAUNCH(name);
 }
 

@@ -304,9 +304,8 @@ struct HeadStrides {
   int64_t inner = 1, outer_stride = 0, inner_stride = 0, ld = 0;
 };
 // softmax(scale q k^T) v for `matrices` (batch x heads) matrices of `queries` x `head_dim` q,
-// `keys` x `head_dim` k and `keys` x `value_dim` v, in items of `tile_rows` queries of one
-// matrix, one warp per 16 of them, keys in chunks through shared memory; `grid_blocks`
-// persistent blocks share the items out (attention.cu).
+// `keys` x `head_dim` k and `keys` x `value_dim` v: one block per `tile_rows` queries of one
+// matrix, one warp per 16 of them, keys in chunks through shared memory (attention.cu).
 struct AttentionArgs {
   const __half* q = nullptr;
   const __half* k = nullptr;
@@ -315,7 +314,6 @@ struct AttentionArgs {
   HeadStrides qs, ks, vs, ys;
   int matrices = 0, queries = 0, keys = 0, head_dim = 0, value_dim = 0;
   int tile_rows = 64;  // 16, 32 or 64 (attention_tile_rows, attention_grid_rows)
-  int grid_blocks = 0;  // attention_grid_blocks
   float scale = 1.0f;
   bool vec = false;    // every row of q, k and v starts 16-byte aligned and holds whole 8-half units
 };
@@ -333,9 +331,6 @@ size_t attention_smem_bytes(int tile_rows, int head_dim, int value_dim);
 int attention_grid_rows(int fitting_rows, int matrices, int queries, int sm_count);
 // Lets the kernels take up to `smem_optin` of shared memory (at load).
 void prepare_attention_kernels(size_t smem_optin);
-// Blocks for the persistent grid: one per item, at most as many as are resident at once on
-// `sm_count` SMs (after prepare_attention_kernels).
-int attention_grid_blocks(const AttentionArgs& p, int sm_count);
 void launch_attention(const AttentionArgs& p, cudaStream_t s, const int* flag, const char* name);
 
 }  // namespace atl::cuda

@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstdint>
 #include <limits>
 
 #include "backends/cuda/gemm_plan.h"
@@ -338,9 +337,6 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
   ATOLL_CHECK(p.tile_rows > 0, kUnsupported, "kernel '{}': attention with heads of {} and {} does not fit one "
               "block's {} bytes of shared memory", k.name, p.head_dim, p.value_dim, smem);
   p.tile_rows = attention_grid_rows(p.tile_rows, p.matrices, p.queries, ctx.device().sm_count);
-  ATOLL_CHECK(static_cast<int64_t>(p.matrices) * ((p.queries + p.tile_rows - 1) / p.tile_rows) <= INT32_MAX,
-              kUnsupported, "kernel '{}': attention over {} queries in {} matrices is more than 2^31 query tiles",
-              k.name, p.queries, p.matrices);
   p.q = half_in(k, ctx, 0, "q");
   p.k = half_in(k, ctx, 1, "k");
   p.v = half_in(k, ctx, 2, "v");
@@ -359,7 +355,6 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
   p.vec = p.head_dim % 8 == 0 && p.value_dim % 8 == 0 && rows8(p.qs) && rows8(p.ks) && rows8(p.vs) && rows8(p.ys) &&
           aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.y);
   prepare_attention_kernels(smem);
-  p.grid_blocks = attention_grid_blocks(p, ctx.device().sm_count);
   return make_param_launch(k, p, launch_attention);
 }
 

@@ -202,7 +202,7 @@ std::vector<double> rt_tasks(CudaInstance& gpu, const Lane& lane, int trials) {
   make_current(lane.context);
   std::vector<double> us;
   {
-    cuda::Event start = cuda::make_event(), end = cuda::make_event();
+    cuda::Event start = cuda::make_event(true), end = cuda::make_event(true);
     for (int i = 0; i < trials; ++i) {
       ATL_CUDA_CHECK(cudaEventRecord(start.get(), lane.stream));
       launch_all(gpu, lane.stream);

@@ -117,7 +117,9 @@ std::string encode_npy(const Tensor& t) {
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
   const uint16_t len = static_cast<uint16_t>(header.size());
-  std::string out(kMagic, 6);
+  std::string out;
+  out.reserve(10 + header.size() + t.nbytes());  // one allocation: outputs can be tens of MB
+  out.append(kMagic, 6);
   out += std::string{char{1}, char{0}, static_cast<char>(len & 0xff), static_cast<char>(len >> 8)};
   out += header;
   out.append(reinterpret_cast<const char*>(t.raw()), t.nbytes());

@@ -83,7 +83,7 @@ struct WarpRows {
 // running maximum, sum and output.
 template <int D>
 __device__ void attend_chunk(WarpRows<D>& w, const __half* ks, const __half* vs, int keys_left, float scale_log2) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int lane = threadIdx.x % 32, t = lane % 4;
   float s[kChunk / 8][4];
 #pragma unroll
   for (int n = 0; n < kChunk / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;

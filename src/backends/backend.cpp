@@ -1,12 +1,32 @@
-// Default per-kernel timing for backends without device timers.
+// Default per-kernel timing for backends without device timers; the L2 persistence names.
 #include "backends/backend.h"
 
 #include <algorithm>
 #include <chrono>
 
+#include "core/error.h"
 #include "core/stats.h"
 
 namespace atl {
+
+const char* l2_persist_name(L2Persist p) {
+  switch (p) {
+    case L2Persist::kWeights:
+      return "weights";
+    case L2Persist::kArena:
+      return "arena";
+    case L2Persist::kOff:
+      break;
+  }
+  return "off";
+}
+
+L2Persist l2_persist_from_name(std::string_view name) {
+  for (const L2Persist p : {L2Persist::kOff, L2Persist::kWeights, L2Persist::kArena}) {
+    if (name == l2_persist_name(p)) return p;
+  }
+  ATOLL_THROW(kInvalidArgument, "unknown L2 persistence '{}' (choices: off, weights, arena)", name);
+}
 
 std::vector<double> Instance::kernel_times_ms(int iters) {
   const int n = static_cast<int>(program().kernels.size());

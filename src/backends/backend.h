@@ -1,8 +1,10 @@
 #pragma once
 // The one interface every backend implements: load a Program with its weights into an
 // Instance (weights resident, arena allocated), then run it. Nothing is allocated on run().
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tensor.h"
@@ -17,6 +19,14 @@ struct MemoryReport {
   int64_t workspace_bytes = 0;
   int64_t io_bytes = 0;
 };
+
+// Which of an instance's buffers stays persisting in L2 across its runs while other work shares
+// the cache (CUDA: one access-policy window over the buffer, `atoll bench disb --rt-l2`). The
+// weights are what an RT task re-reads from one request to the next; the arena (activations) is
+// rewritten by every run, so keeping it pays only where other work runs beside the task.
+enum class L2Persist : uint8_t { kOff, kWeights, kArena };
+const char* l2_persist_name(L2Persist p);       // "off", "weights", "arena"
+L2Persist l2_persist_from_name(std::string_view name);  // throws kInvalidArgument naming the choices
 
 class Instance {
  public:

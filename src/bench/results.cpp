@@ -260,6 +260,7 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   mj["device_calls"] = call_stats_json(run.device_calls);
   mj["launches_by_op"] = call_stats_json(run.launches_by_op);
   mj["rt_armed"] = run.rt_armed;
+  mj["l2_persisting_bytes"] = run.l2_persisting_bytes;
   mj["sentinel_rt_tasks"] = run.sentinel_rt_tasks;
   mj["inputs_staged_clients"] = run.staged_clients;
   if (const auto& c = run.gpu_clock) {
@@ -325,6 +326,8 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"warmup_s", r.warmup_s},
                    {"inflight_cap", r.inflight_cap},
                    {"be_queue_us", r.be_queue_us},
+                   {"rt_l2", r.rt_l2},
+                   {"rt_l2_budget_bytes", r.rt_l2_budget_bytes},
                    {"armed_rt", r.rt_path.armed_rt},
                    {"arrival_sentinel", r.rt_path.arrival_sentinel},
                    {"sentinel_fifo_priority", r.rt_path.sentinel.fifo_priority},

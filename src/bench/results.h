@@ -95,6 +95,7 @@ struct ModeRun {
   std::vector<DeviceCallStats> device_calls;  // every kind called at least once
   std::vector<DeviceCallStats> launches_by_op;  // single-kernel launches by op, most total time first
   bool rt_armed = false;                        // what the run did (sched::WorkloadRun), not what was asked
+  int64_t l2_persisting_bytes = 0;              // the set-aside granted for DisbOptions::rt_l2 (0: off)
   int64_t sentinel_rt_tasks = 0;                // RT tasks the arrival sentinel started (SchedulerStats)
   int staged_clients = 0;
 };
@@ -173,6 +174,8 @@ struct BenchResults {
   double warmup_s = 0;            // every client together before the measured runs (0: none)
   int inflight_cap = 0;           // kernels a BE task may have on the device at once
   double be_queue_us = 0;         // SchedulerOptions::be_queue_ns, us (0: off)
+  std::string rt_l2 = "off";      // DisbOptions::rt_l2
+  int64_t rt_l2_budget_bytes = 0;  // DisbOptions::rt_l2_budget_bytes (0: the device's largest)
   sched::RtPath rt_path;           // what the runs were asked to use (DisbOptions::rt_path)
   std::string rt_order;     // "fifo" or "edf": which waiting RT request runs next
   std::vector<ModeRun> runs;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -91,6 +92,8 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.be_queue_us = static_cast<double>(o_.be_queue_ns) / 1e3;
+    r.rt_l2 = l2_persist_name(o_.rt_l2);
+    r.rt_l2_budget_bytes = o_.rt_l2_budget_bytes;
     r.rt_path = o_.rt_path;
     r.rt_order = sched::rt_order_name(o_.rt_order);
     progress_.workload = w_.name;
@@ -199,6 +202,7 @@ class Runner {
       wc.inputs = p.inputs;
       sw.clients.push_back(std::move(wc));
     }
+    const int64_t l2_persisting = persist_rt_in_l2(*device, sw);
     sw.on_progress = [this](sched::DeviceTime remaining) {
       progress_.seconds_left = static_cast<double>(remaining) / 1e9;
       if (o_.on_progress) o_.on_progress(progress_);
@@ -227,6 +231,7 @@ class Runner {
     const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
+    run.l2_persisting_bytes = l2_persisting;
     run.sentinel_rt_tasks = wr.stats.sentinel_rt_tasks;
     run.staged_clients = wr.staged_clients;
     if (sw.real_time) {  // host times mean nothing on the simulator
@@ -238,6 +243,17 @@ class Runner {
     run.host_stalls = stalls.stop();
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
+  }
+
+  // The RT clients' buffer persisting in L2 as DisbOptions::rt_l2 asks; the set-aside granted.
+  int64_t persist_rt_in_l2(sched::ExecDevice& device, const sched::Workload& sw) const {
+    if (o_.rt_l2 == L2Persist::kOff) return 0;
+    std::vector<sched::InstanceId> rt;
+    for (const sched::WorkloadClient& c : sw.clients) {
+      if (c.task_class == sched::TaskClass::kRealTime) rt.push_back(c.instance);
+    }
+    const int64_t budget = o_.rt_l2_budget_bytes > 0 ? o_.rt_l2_budget_bytes : std::numeric_limits<int64_t>::max();
+    return device.set_l2_persistence(rt, o_.rt_l2, budget);
   }
 
   // `spec`'s arrivals within `duration_ms`, drawn as the run reaches them, in whole ns before `end`.

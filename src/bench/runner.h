@@ -35,6 +35,10 @@ struct DisbOptions {
   double timeline_ms = 200;                               // trace.json window, centred in the traced mode's run
   uint64_t seed = 0;                                      // Poisson arrivals, inputs, weights
   int inflight_cap = 4;                                   // SchedulerOptions::inflight_cap
+  // RT clients' buffer kept persisting in L2 in every mode (ExecDevice::set_l2_persistence), with
+  // a set-aside of rt_l2_budget_bytes (0: the device's largest). Needs a device with L2 control.
+  L2Persist rt_l2 = L2Persist::kOff;
+  int64_t rt_l2_budget_bytes = 0;
   sched::DeviceTime be_queue_ns = 0;                      // SchedulerOptions::be_queue_ns
   sched::RtPath rt_path;
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).

@@ -82,6 +82,11 @@ class CudaExecDevice final : public ExecDevice {
       if (st.gate) st.gate->open_all();
     }
     cudaDeviceSynchronize();
+    // Persisting lines and the limit would otherwise slow down whatever runs next on the device.
+    if (persisting_) {
+      cudaCtxResetPersistingL2Cache();
+      cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0);
+    }
   }
 
   std::string name() const override { return "cuda"; }
@@ -116,6 +121,31 @@ class CudaExecDevice final : public ExecDevice {
       ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot change L2 residency while work is held on a stream");
     }
     return apply_l2_config(inst(instance), config, d);
+  }
+
+  int64_t set_l2_persistence(std::span<const InstanceId> instances, L2Persist buffer, int64_t budget_bytes) override {
+    bind_thread();
+    for (const StreamState& st : streams_) {
+      ATOLL_CHECK(st.holds.empty(), kInvalidArgument, "cannot change L2 persistence while work is held on a stream");
+    }
+    ATOLL_CHECK(budget_bytes >= 0, kInvalidArgument, "L2 persistence budget of {} bytes", budget_bytes);
+    int max_setaside = 0;
+    ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_setaside, cudaDevAttrMaxPersistingL2CacheSize, device_));
+    const bool on = buffer != L2Persist::kOff && budget_bytes > 0 && !instances.empty();
+    // Lines persisting from an earlier setting would hold the set-aside.
+    ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+    ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
+                                      on ? static_cast<size_t>(std::min<int64_t>(budget_bytes, max_setaside)) : 0));
+    size_t granted = 0;
+    ATL_CUDA_CHECK(cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize));
+    std::vector<int64_t> windows;
+    for (const InstanceId i : instances) windows.push_back(on ? inst(i).l2_persist_bytes(buffer) : 0);
+    const std::vector<double> ratios = persist_hit_ratios(windows, on ? static_cast<int64_t>(granted) : 0);
+    for (size_t n = 0; n < instances.size(); ++n) {
+      inst(instances[n]).set_l2_persistence(on ? buffer : L2Persist::kOff, ratios[n]);
+    }
+    persisting_ = on;
+    return static_cast<int64_t>(granted);
   }
 
   // The kernel profiler (runtime/kernel_profiler.h) on the instance's own stream and flag.
@@ -476,6 +506,7 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   int device_;  // first: the members below allocate on it
+  bool persisting_ = false;  // set_l2_persistence set a set-aside
   std::unique_ptr<Backend> backend_;
   bool doorbells_on_;                  // doorbells_wanted()
   std::vector<std::unique_ptr<CudaInstance>> instances_;

@@ -1,5 +1,8 @@
 #include "sched/exec_device.h"
 
+#include <algorithm>
+#include <numeric>
+
 #include "core/error.h"
 
 namespace atl::sched {
@@ -82,6 +85,29 @@ ModelProfile ExecDevice::measure_profile(InstanceId, const std::function<void(in
 
 int64_t ExecDevice::set_l2_residency(InstanceId, const l2::ResidencyConfig*, const l2::L2Device&) {
   ATOLL_THROW(kUnsupported, "device '{}' has no L2 residency control", name());
+}
+
+int64_t ExecDevice::set_l2_persistence(std::span<const InstanceId>, L2Persist, int64_t) {
+  ATOLL_THROW(kUnsupported, "device '{}' has no L2 persistence control", name());
+}
+
+std::vector<double> persist_hit_ratios(std::span<const int64_t> window_bytes, int64_t setaside_bytes) {
+  ATOLL_CHECK(setaside_bytes >= 0, kInvalidArgument, "L2 set-aside of {} bytes", setaside_bytes);
+  std::vector<size_t> order(window_bytes.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return window_bytes[a] < window_bytes[b]; });
+  std::vector<double> ratios(window_bytes.size(), 0.0);
+  double left = static_cast<double>(setaside_bytes);
+  for (size_t n = 0; n < order.size(); ++n) {
+    const auto bytes = static_cast<double>(window_bytes[order[n]]);
+    ATOLL_CHECK(bytes >= 0, kInvalidArgument, "L2 window of {} bytes", window_bytes[order[n]]);
+    if (bytes == 0) continue;
+    const double share = left / static_cast<double>(order.size() - n);
+    const double covered = std::min(bytes, share);
+    ratios[order[n]] = covered / bytes;
+    left -= covered;
+  }
+  return ratios;
 }
 
 }  // namespace atl::sched

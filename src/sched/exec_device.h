@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "core/gate_word.h"
+#include "backends/backend.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "profile/kernel_profile.h"
@@ -190,6 +191,12 @@ class ExecDevice {
   // removes it. The set-aside is one limit per device: the last instance to set it wins. Returns
   // the set-aside the driver granted (0 after removal). kUnsupported on devices without L2 control.
   virtual int64_t set_l2_residency(InstanceId instance, const l2::ResidencyConfig* config, const l2::L2Device& d);
+  // Keeps `buffer` of each of `instances` (idle, no work held) persisting in L2 across their runs
+  // (`atoll bench disb --rt-l2`): the device's set-aside becomes min(budget_bytes, its largest),
+  // shared among the instances by persist_hit_ratios, lines persisting so far dropped.
+  // L2Persist::kOff or a zero budget turns persistence off for them and the set-aside to 0.
+  // Returns the set-aside granted. kUnsupported on devices without L2 control.
+  virtual int64_t set_l2_persistence(std::span<const InstanceId> instances, L2Persist buffer, int64_t budget_bytes);
 
   virtual DeviceTime now() = 0;
   // Whether now() is a simulated clock, moving only when driven, on which no host thread's delay
@@ -209,5 +216,11 @@ class ExecDevice {
  private:
   std::map<InstanceId, ModelProfile> profiles_;
 };
+
+// How set_l2_persistence shares a set-aside of `setaside_bytes` among windows of `window_bytes`:
+// the hit ratio of each (the share of its lines that persist), filling the smallest windows
+// first and splitting what is left evenly, so no byte of the set-aside goes unused while a
+// window is only partly covered and the covered bytes never exceed it.
+std::vector<double> persist_hit_ratios(std::span<const int64_t> window_bytes, int64_t setaside_bytes);
 
 }  // namespace atl::sched

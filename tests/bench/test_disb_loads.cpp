@@ -94,6 +94,22 @@ TEST(DisbLoads, EveryLoadTypeConservesRequestsAndReportsProgress) {
   EXPECT_EQ(seen.back().mode_index, 3);
 }
 
+// The simulated GPU has no L2 to persist in: asking for it is a clear error before any mode
+// runs, not a silently unprotected run.
+TEST(DisbLoads, RtL2PersistenceOnTheSimulatorIsUnsupported) {
+  const ScratchDir dir("persist");
+  const Workload w = single_rt(dir.path(), 100);
+  DisbOptions o = quick({sched::Mode::kRtOnly}, 0.02);
+  o.rt_l2 = L2Persist::kWeights;
+  try {
+    run_disb(w, o);
+    FAIL() << "ran without L2 persistence";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnsupported);
+    EXPECT_NE(std::string(e.what()).find("L2 persistence"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DisbLoads, SimulatedRunsRepeatExactly) {
   const ScratchDir dir("repeat");
   const Workload w = mixed_workload(dir.path());

@@ -241,6 +241,55 @@ TEST(GpuL2, TunerOnTheGpuEvaluatorIsNeverWorseThanNone) {
 }
 
 // Needs no GPU: the evaluator refuses, with kUnsupported, an instance that is not a CUDA one.
+// Persistence (one window over the weights or the arena for every kernel, kept in the graphs):
+// results stay bit-exact on every launch path, it and a residency config refuse each other, and
+// turning it off leaves the instance as it was.
+TEST(GpuL2, PersistenceKeepsResultsOnEveryLaunchPathAndExcludesAResidency) {
+  ATL_REQUIRE_GPU();
+  const l2::L2Device d = l2::h200_l2();
+  const CompiledModel cm = compile_chain(ChainShape{64, 256, 128, 3}, 5);
+  auto backend = make_cuda_backend(0);
+  std::unique_ptr<Instance> inst = backend->load(cm.program, cm.weights);
+  CudaInstance& gpu = gputest::as_cuda(*inst);
+  const int last = static_cast<int>(cm.program.outputs.size()) - 1;
+  const int kernels = static_cast<int>(cm.program.kernels.size());
+  inst->run();
+  const Tensor want = inst->get_output(last);
+  EXPECT_EQ(gpu.l2_persist_bytes(L2Persist::kOff), 0);
+  EXPECT_EQ(gpu.l2_persist_bytes(L2Persist::kWeights), inst->memory().weight_bytes);
+  EXPECT_EQ(gpu.l2_persist_bytes(L2Persist::kArena), inst->memory().arena_bytes);
+  for (const L2Persist buffer : {L2Persist::kWeights, L2Persist::kArena}) {
+    SCOPED_TRACE(l2_persist_name(buffer));
+    gpu.set_l2_persistence(buffer, 0.5);
+    gpu.poison(0xFF);
+    inst->run();  // the graph, re-captured with the window
+    EXPECT_TRUE(gputest::same_bytes(inst->get_output(last), want));
+    gpu.poison(0xFF);
+    inst->run_range(0, kernels);  // kernel by kernel on the instance's stream
+    inst->synchronize();
+    EXPECT_TRUE(gputest::same_bytes(inst->get_output(last), want));
+    gpu.poison(0xFF);
+    for (int k = 0; k < kernels; ++k) gpu.launch(k, gpu.stream(), nullptr);  // the scheduler's per-kernel path
+    inst->synchronize();
+    EXPECT_TRUE(gputest::same_bytes(inst->get_output(last), want));
+    const std::vector<bool> all(static_cast<size_t>(l2::slice_count(cm.program.arena_bytes, l2::kDefaultSliceBytes)),
+                                true);
+    const l2::ResidencyConfig config = l2::make_config(cm.program, d, all, 0.9);
+    EXPECT_EQ(gputest::code_of([&] { apply_l2_config(*inst, &config, d); }), ErrorCode::kInvalidArgument);
+  }
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_persistence(L2Persist::kWeights, 1.5); }), ErrorCode::kInvalidArgument);
+  gpu.set_l2_persistence(L2Persist::kOff, 0.0);
+  const std::vector<bool> all(static_cast<size_t>(l2::slice_count(cm.program.arena_bytes, l2::kDefaultSliceBytes)),
+                              true);
+  const l2::ResidencyConfig config = l2::make_config(cm.program, d, all, 0.9);
+  EXPECT_GT(apply_l2_config(*inst, &config, d), 0);
+  EXPECT_EQ(gputest::code_of([&] { gpu.set_l2_persistence(L2Persist::kWeights, 1.0); }), ErrorCode::kInvalidArgument);
+  EXPECT_EQ(apply_l2_config(*inst, nullptr, d), 0);
+  gpu.poison(0xFF);
+  inst->run();
+  EXPECT_TRUE(gputest::same_bytes(inst->get_output(last), want));
+}
+
 TEST(GpuL2, MeasuringACpuInstanceIsUnsupported) {
   const CompiledModel cm = compile_chain(kSmall, 1, DType::kF32);
   std::unique_ptr<Instance> inst = make_backend("cpu")->load(cm.program, cm.weights);

@@ -211,6 +211,18 @@ class CudaInstance : public Instance {
   virtual void set_l2_residency(const L2Residency* residency) = 0;
   // The persisting limit the driver granted (cudaDeviceGetLimit), 0 when none is set.
   virtual int64_t persisting_l2_limit() const = 0;
+  // Keeps `buffer` persisting in L2 from run to run while other work shares the cache
+  // (L2Persist::kOff stops it): one access-policy window over the buffer, hitProp persisting for
+  // `hit_ratio` of its lines (the driver picks which), the rest ordinary. Unlike a residency
+  // config the window is the same for every kernel, so the CUDA graphs keep it: they are
+  // re-captured here, and per-kernel launches set it on their stream for the range and clear it
+  // after. The set-aside it persists into is per device and left to the caller, who sizes the
+  // hit ratio to it (l2_persist_bytes: the window's bytes, the buffer's up to
+  // cudaDevAttrMaxAccessPolicyWindowSize). Waits for the instance's stream. kInvalidArgument
+  // while a residency config is set (and set_l2_residency while persistence is on), or for a
+  // hit ratio outside [0, 1].
+  virtual void set_l2_persistence(L2Persist buffer, double hit_ratio) = 0;
+  virtual int64_t l2_persist_bytes(L2Persist buffer) const = 0;
 
   // For tests and tools: the device bytes of an arena or output binding (waits for the stream),
   // and filling the arena and the outputs with one byte value (0xFF makes every f16 a NaN).

@@ -332,8 +332,9 @@ void CudaInstanceImpl::preload(cudaStream_t stream) {
     std::memset(input_staging_[i].get(), 0, input_staging_[i].size());
   }
   enqueue_inputs(stream);
+  set_persist_window(stream);
   for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);
-  if (residency_) set_stream_window(stream, L2Window{});
+  clear_stream_window(stream);
   enqueue_outputs(stream);
   ATL_CUDA_CHECK(cudaStreamSynchronize(stream));
   check_index_error();
@@ -418,8 +419,9 @@ void CudaInstanceImpl::run() {
 void CudaInstanceImpl::run_range(int first, int last) {
   ATOLL_CHECK(0 <= first && first <= last && last <= static_cast<int>(launches_.size()), kInvalidArgument,
               "kernel range [{}, {}) outside [0, {})", first, last, launches_.size());
+  set_persist_window(stream_.get());
   for (int k = first; k < last; ++k) launch_windowed(static_cast<size_t>(k), stream_.get(), run_flag());
-  if (residency_) set_stream_window(stream_.get(), L2Window{});
+  clear_stream_window(stream_.get());
 }
 
 void CudaInstanceImpl::synchronize() {
@@ -449,74 +451,11 @@ void CudaInstanceImpl::launch(int kernel, cudaStream_t stream, const int* flag) 
   if (kernel == 0 && uploads_with_first_kernel_) {
     for (size_t i = 0; i < program_.inputs.size(); ++i) enqueue_input_copy(i, stream, flag);
   }
+  set_persist_window(stream);
   launch_windowed(static_cast<size_t>(kernel), stream, flag);
-  if (residency_) set_stream_window(stream, L2Window{});
+  clear_stream_window(stream);
 }
 
-void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
-  if (residency_) set_stream_window(s, residency_->windows[k]);
-  launches_[k]->launch(s, flag);
-}
-
-void CudaInstanceImpl::set_stream_window(cudaStream_t s, const L2Window& w) const {
-  cudaStreamAttrValue v = {};
-  if (w.bytes > 0) {
-    v.accessPolicyWindow.base_ptr = arena_.bytes_ptr() + w.offset;
-    v.accessPolicyWindow.num_bytes = static_cast<size_t>(w.bytes);
-    v.accessPolicyWindow.hitRatio = static_cast<float>(residency_->hit_ratio);
-    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-  }
-  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
-}
-
-void CudaInstanceImpl::clear_l2_state() {
-  ATL_CUDA_CHECK(cudaSetDevice(device_));
-  set_stream_window(stream_.get(), L2Window{});
-  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
-  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
-}
-
-void CudaInstanceImpl::set_l2_residency(const L2Residency* residency) {
-  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
-  if (residency == nullptr) {
-    clear_l2_state();
-    residency_.reset();
-    return;
-  }
-  const L2Residency& r = *residency;
-  ATOLL_CHECK(r.windows.size() == launches_.size(), kInvalidArgument,
-              "L2 residency has {} windows; program '{}' has {} kernels (was it planned for another program?)",
-              r.windows.size(), program_.model, launches_.size());
-  ATOLL_CHECK(r.hit_ratio >= 0.0 && r.hit_ratio <= 1.0, kInvalidArgument, "L2 hit ratio {} outside [0, 1]",
-              r.hit_ratio);
-  ATL_CUDA_CHECK(cudaSetDevice(device_));
-  int max_setaside = 0, max_window = 0;
-  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_setaside, cudaDevAttrMaxPersistingL2CacheSize, device_));
-  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
-  ATOLL_CHECK(r.setaside_bytes >= 0 && r.setaside_bytes <= max_setaside, kInvalidArgument,
-              "L2 set-aside of {} bytes outside [0, {}] (cudaDevAttrMaxPersistingL2CacheSize of device {})",
-              r.setaside_bytes, max_setaside, device_);
-  for (size_t k = 0; k < r.windows.size(); ++k) {
-    const L2Window& w = r.windows[k];
-    ATOLL_CHECK(w.offset >= 0 && w.bytes >= 0 && w.offset + w.bytes <= program_.arena_bytes && w.bytes <= max_window,
-                kInvalidArgument,
-                "L2 window of kernel {} ('{}'): [{}, +{}) bytes is outside the {}-byte arena or above the {}-byte "
-                "largest window",
-                k, launches_[k]->name(), w.offset, w.bytes, program_.arena_bytes, max_window);
-  }
-  residency_ = r;
-  // Lines left persisting by an earlier config would occupy the new set-aside.
-  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
-  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, static_cast<size_t>(r.setaside_bytes)));
-}
-
-int64_t CudaInstanceImpl::persisting_l2_limit() const {
-  ATL_CUDA_CHECK(cudaSetDevice(device_));
-  size_t bytes = 0;
-  ATL_CUDA_CHECK(cudaDeviceGetLimit(&bytes, cudaLimitPersistingL2CacheSize));
-  return static_cast<int64_t>(bytes);
-}
 
 void CudaInstanceImpl::enqueue_run() {
   // Graph nodes keep the windows of capture time, so with a residency the run goes launch by launch.
@@ -528,7 +467,7 @@ void CudaInstanceImpl::enqueue_run() {
 void CudaInstanceImpl::enqueue_program(cudaStream_t stream) {
   if (residency_) {
     for (size_t k = 0; k < launches_.size(); ++k) launch_windowed(k, stream, nullptr);
-    set_stream_window(stream, L2Window{});
+    clear_stream_window(stream);
     return;
   }
   if (program_graphs_.size() != program_graph_count_) capture_program_graphs();
@@ -548,6 +487,8 @@ void CudaInstanceImpl::capture_program_graphs() {
 
 GraphExec CudaInstanceImpl::capture_graph(const int* flag) {
   cudaStream_t s = stream_.get();
+  // Kernel nodes keep the stream's window of capture time: the persistence window rides along.
+  set_persist_window(s);
   ATL_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
   cudaGraph_t graph = nullptr;
   try {
@@ -555,9 +496,12 @@ GraphExec CudaInstanceImpl::capture_graph(const int* flag) {
   } catch (...) {
     cudaStreamEndCapture(s, &graph);  // leaves the stream usable; the partial graph is dropped
     if (graph) cudaGraphDestroy(graph);
+    clear_stream_window(s);
     throw;
   }
-  ATL_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+  clear_stream_window(s);
+  ATL_CUDA_CHECK(ended);
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);

@@ -61,6 +61,8 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void select_gemm_choice(int kernel, int choice) override;
   void set_l2_residency(const L2Residency* residency) override;
   int64_t persisting_l2_limit() const override;
+  void set_l2_persistence(L2Persist buffer, double hit_ratio) override;
+  int64_t l2_persist_bytes(L2Persist buffer) const override;
   std::vector<std::byte> read_binding(const Binding& b) override;
   void poison(uint8_t byte) override;
   void poison_binding(const Binding& b, uint8_t byte) override;
@@ -108,10 +110,13 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   std::vector<GemmTuneResult> tune(int repeats, bool share_by_key, TuneCache* cache = nullptr);
   void autotune_gemms(const TuneSettings& tuning);
   KernelLaunch& launch_at(int kernel) const;
-  // Launches kernel k on s with its residency window when a residency is set.
+  // Launches kernel k on s with its residency window when a residency is set. Persistence has
+  // one window for every kernel: set_persist_window before a range, clear_stream_window after.
   void launch_windowed(size_t k, cudaStream_t s, const int* flag) const;
   // Sets the stream's access-policy window (bytes == 0 turns it off).
   void set_stream_window(cudaStream_t s, const L2Window& w) const;
+  void set_persist_window(cudaStream_t s) const;   // no-op without persistence
+  void clear_stream_window(cudaStream_t s) const;  // no-op without residency or persistence
   void clear_l2_state();  // windows off on our stream, persisting lines reset, limit 0
 
   Program program_;
@@ -152,6 +157,13 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   bool use_graph_ = true;
   bool preemptible_ = true;
   std::optional<L2Residency> residency_;
+  struct PersistWindow {
+    L2Persist buffer = L2Persist::kOff;
+    std::byte* base = nullptr;
+    size_t bytes = 0;
+    double hit_ratio = 1.0;
+  };
+  std::optional<PersistWindow> persist_;  // set_l2_persistence
 };
 
 }  // namespace atl::cuda

@@ -1,0 +1,123 @@
+// The CUDA Instance's L2 controls: AutoScratch's residency configs (one access-policy window
+// per kernel over the arena) and persistence (one window over the weights or the arena for
+// every kernel, kept in the captured graphs), which exclude each other.
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_instance.h"
+#include "core/error.h"
+
+namespace atl::cuda {
+
+void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
+  if (residency_) set_stream_window(s, residency_->windows[k]);
+  launches_[k]->launch(s, flag);
+}
+
+void CudaInstanceImpl::set_stream_window(cudaStream_t s, const L2Window& w) const {
+  cudaStreamAttrValue v = {};
+  if (w.bytes > 0) {
+    v.accessPolicyWindow.base_ptr = arena_.bytes_ptr() + w.offset;
+    v.accessPolicyWindow.num_bytes = static_cast<size_t>(w.bytes);
+    v.accessPolicyWindow.hitRatio = static_cast<float>(residency_->hit_ratio);
+    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
+  }
+  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+}
+
+void CudaInstanceImpl::clear_l2_state() {
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  set_stream_window(stream_.get(), L2Window{});
+  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, 0));
+}
+
+void CudaInstanceImpl::set_l2_residency(const L2Residency* residency) {
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  if (residency == nullptr) {
+    clear_l2_state();
+    residency_.reset();
+    return;
+  }
+  ATOLL_CHECK(!persist_, kInvalidArgument,
+              "program '{}' keeps its {} persisting in L2; a residency config and persistence exclude each other",
+              program_.model, l2_persist_name(persist_->buffer));
+  const L2Residency& r = *residency;
+  ATOLL_CHECK(r.windows.size() == launches_.size(), kInvalidArgument,
+              "L2 residency has {} windows; program '{}' has {} kernels (was it planned for another program?)",
+              r.windows.size(), program_.model, launches_.size());
+  ATOLL_CHECK(r.hit_ratio >= 0.0 && r.hit_ratio <= 1.0, kInvalidArgument, "L2 hit ratio {} outside [0, 1]",
+              r.hit_ratio);
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  int max_setaside = 0, max_window = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_setaside, cudaDevAttrMaxPersistingL2CacheSize, device_));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+  ATOLL_CHECK(r.setaside_bytes >= 0 && r.setaside_bytes <= max_setaside, kInvalidArgument,
+              "L2 set-aside of {} bytes outside [0, {}] (cudaDevAttrMaxPersistingL2CacheSize of device {})",
+              r.setaside_bytes, max_setaside, device_);
+  for (size_t k = 0; k < r.windows.size(); ++k) {
+    const L2Window& w = r.windows[k];
+    ATOLL_CHECK(w.offset >= 0 && w.bytes >= 0 && w.offset + w.bytes <= program_.arena_bytes && w.bytes <= max_window,
+                kInvalidArgument,
+                "L2 window of kernel {} ('{}'): [{}, +{}) bytes is outside the {}-byte arena or above the {}-byte "
+                "largest window",
+                k, launches_[k]->name(), w.offset, w.bytes, program_.arena_bytes, max_window);
+  }
+  residency_ = r;
+  // Lines left persisting by an earlier config would occupy the new set-aside.
+  ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
+  ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, static_cast<size_t>(r.setaside_bytes)));
+}
+
+int64_t CudaInstanceImpl::persisting_l2_limit() const {
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  size_t bytes = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetLimit(&bytes, cudaLimitPersistingL2CacheSize));
+  return static_cast<int64_t>(bytes);
+}
+
+void CudaInstanceImpl::set_persist_window(cudaStream_t s) const {
+  if (!persist_) return;
+  cudaStreamAttrValue v = {};
+  v.accessPolicyWindow.base_ptr = persist_->base;
+  v.accessPolicyWindow.num_bytes = persist_->bytes;
+  v.accessPolicyWindow.hitRatio = static_cast<float>(persist_->hit_ratio);
+  v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+  // The lines left out by the hit ratio stay ordinary: streaming would evict them first.
+  v.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
+  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+}
+
+void CudaInstanceImpl::clear_stream_window(cudaStream_t s) const {
+  if (residency_ || persist_) set_stream_window(s, L2Window{});
+}
+
+int64_t CudaInstanceImpl::l2_persist_bytes(L2Persist buffer) const {
+  if (buffer == L2Persist::kOff) return 0;
+  int max_window = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_window, cudaDevAttrMaxAccessPolicyWindowSize, device_));
+  const size_t bytes = buffer == L2Persist::kWeights ? weights_.size() : arena_.size();
+  return static_cast<int64_t>(std::min(bytes, static_cast<size_t>(max_window)));
+}
+
+void CudaInstanceImpl::set_l2_persistence(L2Persist buffer, double hit_ratio) {
+  ATOLL_CHECK(hit_ratio >= 0.0 && hit_ratio <= 1.0, kInvalidArgument, "L2 hit ratio {} outside [0, 1]", hit_ratio);
+  ATOLL_CHECK(buffer == L2Persist::kOff || !residency_, kInvalidArgument,
+              "program '{}' has an L2 residency config; persistence and a residency config exclude each other",
+              program_.model);
+  ATL_CUDA_CHECK(cudaSetDevice(device_));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
+  const int64_t bytes = l2_persist_bytes(buffer);
+  if (bytes == 0 || hit_ratio == 0.0) {
+    persist_.reset();
+  } else {
+    std::byte* base = buffer == L2Persist::kWeights ? weights_.bytes_ptr() : arena_.bytes_ptr();
+    persist_ = PersistWindow{buffer, base, static_cast<size_t>(bytes), hit_ratio};
+  }
+  // Graphs keep the window they were captured with.
+  graph_.reset();
+  if (!program_graphs_.empty()) capture_program_graphs();
+}
+
+}  // namespace atl::cuda

@@ -254,6 +254,9 @@ if has_step csan; then
   # CSAN_PLAN=buckets: memcheck over the tests the op-level runs leave (CSAN_FILTER overrides),
   # of test_gpu in CSAN_SHARDS buckets and of test_gpu_sched in CSAN_SCHED_SHARDS, each bucket of
   # about equal weight (scripts/gpu/csan_buckets.py) instead of gtest's shards by index.
+  # ATOLL_TEST_SLOWDOWN (CSAN_SLOWDOWN, default 50; tests/test_env.h) tells the tests they run
+  # instrumented and side by side: timings and device-wide memory are not judged (the plain run
+  # judges them) and hang limits stretch by the factor; what is judged here is the tool's report.
   # Waits for each "name index pid" run and prints what its log ($out/csan_NAME_INDEX.log) says.
   wait_csan() {
     local entry name i pid st log
@@ -274,7 +277,8 @@ if has_step csan; then
       read -r binary n filter <<<"$spec"
       i=0
       while read -r bucket; do
-        ATOLL_CUDA_AUTOTUNE=0 timeout -k 5 "${CSAN_LIMIT:-540}" compute-sanitizer --tool memcheck --leak-check full \
+        ATOLL_TEST_SLOWDOWN=${CSAN_SLOWDOWN:-50} ATOLL_CUDA_AUTOTUNE=0 timeout -k 5 "${CSAN_LIMIT:-540}" \
+          compute-sanitizer --tool memcheck --leak-check full \
           --error-exitcode 3 "$bin/$binary" --gtest_filter="$bucket" >"$out/csan_${binary}_$i.log" 2>&1 &
         pids+=("$binary $i $!")
         i=$((i + 1))
@@ -290,7 +294,8 @@ if has_step csan; then
       extra=()
       [[ $tool == memcheck ]] && extra=(--leak-check full)
       for ((i = 0; i < shards; ++i)); do
-        ATOLL_CUDA_AUTOTUNE=0 GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i timeout -k 5 "${CSAN_LIMIT:-400}" \
+        ATOLL_TEST_SLOWDOWN=${CSAN_SLOWDOWN:-50} ATOLL_CUDA_AUTOTUNE=0 GTEST_TOTAL_SHARDS=$shards GTEST_SHARD_INDEX=$i \
+          timeout -k 5 "${CSAN_LIMIT:-400}" \
           compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 "$bin/test_gpu" \
           --gtest_filter="$filter" >"$out/csan_${tool}_$i.log" 2>&1 &
         pids+=("$tool $i $!")

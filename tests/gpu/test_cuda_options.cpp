@@ -6,33 +6,14 @@
 #include <optional>
 #include <string>
 
+#include "../test_env.h"
 #include "backends/cuda/cuda_backend.h"
 #include "core/error.h"
 
 namespace atl {
 namespace {
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) {
-      setenv(name_, old_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using test::ScopedEnv;
 
 // The message of what make_cuda_backend threw ("" for nothing: a GPU was there and took it).
 std::string backend_error() {

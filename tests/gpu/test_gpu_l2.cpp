@@ -12,6 +12,7 @@
 
 #include <cstdio>
 
+#include "../test_env.h"
 #include "backends/cuda/cuda_backend.h"
 #include "compile/compiler.h"
 #include "core/error.h"
@@ -93,6 +94,7 @@ TEST(GpuL2, ResidentHotBufferBeatsNoneAndWholeArenaThrashes) {
     GTEST_SKIP() << "needs an H200-class L2: this GPU sets aside at most " << max_setaside << " bytes, the H200 "
                  << d.setaside_max_bytes;
   }
+  if (!test::timing_judged()) GTEST_SKIP() << "a speed comparison, not judged at ATOLL_TEST_SLOWDOWN " << test::slowdown();
   const uint64_t seed = gputest::fresh_seed();
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   const CompiledModel cm = compile_chain(kBench, seed);

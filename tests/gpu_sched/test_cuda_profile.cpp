@@ -1,6 +1,7 @@
 // The kernel profiler and padding-concurrent on the GPU (label gpu; skips without one).
 #include <gtest/gtest.h>
 
+#include "../test_env.h"
 #include "backends/cuda/cuda_backend.h"
 #include "sched/colocate.h"
 #include "sched/profiles.h"
@@ -29,7 +30,9 @@ TEST(CudaProfile, ProfilesEveryKernelOfAZooModelWithSaneFields) {
   for (const KernelProfile& k : p.kernels) {
     SCOPED_TRACE(k.name);
     EXPECT_GT(k.time_us, 0);
-    EXPECT_LT(k.time_us, 10'000);
+    if (test::timing_judged()) {
+      EXPECT_LT(k.time_us, 10'000);
+    }
     EXPECT_GT(k.sm_share, 0);
     EXPECT_LE(k.sm_share, 1);
     EXPECT_GE(k.grid_blocks, 1);

@@ -9,6 +9,7 @@
 #include <random>
 #include <thread>
 
+#include "../test_env.h"
 #include "backends/cuda/cuda_backend.h"
 #include "compile/compiler.h"
 #include "core/rng.h"
@@ -246,7 +247,7 @@ TEST(CudaScheduler, EveryModeRunsAfterAnArmedScheduler) {
       std::this_thread::sleep_for(std::chrono::microseconds(500));
     }
     for (auto& f : results) {
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready) << "a request hung";
       EXPECT_EQ(f.get().outputs.size(), 1u);
     }
     s.stop();
@@ -317,7 +318,7 @@ TEST(CudaScheduler, SeveralRtClientsBurstingNeverStall) {
     SCOPED_TRACE(mode_name(mode));
     SchedulerOptions opts;
     opts.mode = mode;
-    opts.stall_timeout_ns = 3'000'000'000;
+    opts.stall_timeout_ns = static_cast<DeviceTime>(3e9 * test::slowdown());
     Scheduler s(*device, opts);
     std::vector<ClientId> rt, be;
     for (int i = 0; i < 5; ++i) {
@@ -335,7 +336,7 @@ TEST(CudaScheduler, SeveralRtClientsBurstingNeverStall) {
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     for (auto& f : results) {
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(10)), std::future_status::ready) << "a request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(10))), std::future_status::ready) << "a request hung";
       EXPECT_EQ(f.get().outputs.size(), 1u);
     }
     s.stop();
@@ -381,7 +382,7 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
     SchedulerOptions opts;
     opts.mode = mode;
     opts.arrival_sentinel = true;
-    opts.stall_timeout_ns = 3'000'000'000;
+    opts.stall_timeout_ns = static_cast<DeviceTime>(3e9 * test::slowdown());
     Scheduler s(*device, opts);
     std::vector<ClientId> rt, be;
     for (int i = 0; i < kRt; ++i)
@@ -408,7 +409,7 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
     }
     int64_t by_sentinel = 0;
     for (auto& [client, f] : rt_results) {
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "an RT request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready) << "an RT request hung";
       const TaskResult r = f.get();
       EXPECT_TRUE(same_bytes(r.outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
       by_sentinel += r.by_sentinel ? 1 : 0;
@@ -420,7 +421,7 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
       }
     }
     for (auto& f : be_results) {
-      ASSERT_EQ(f.wait_for(std::chrono::seconds(20)), std::future_status::ready) << "a BE request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready) << "a BE request hung";
       EXPECT_TRUE(same_bytes(f.get().outputs, be_want));
     }
     s.stop();
@@ -444,7 +445,7 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
 // in its process and it never finished. The child re-runs this test in a new process, so no
 // earlier test has loaded anything; an alarm turns a hang into a failure.
 void serve_with_sm_copies_after_load() {
-  alarm(120);
+  alarm(static_cast<unsigned>(120 * test::slowdown()));
   auto device = make_cuda_exec_device();
   const CompiledModel be_model = compile_zoo_model({.name = "resnet18", .seed = 1}, device->target(), true);
   const CompiledModel rt_model = compile_zoo_model({.name = "resnet18", .seed = 2}, device->target(), true);

@@ -231,7 +231,9 @@ TEST(PaddingConcurrent, RefusesAClientWithoutAProfile) {
   SimExecDevice device;
   const CompiledModel cm = compile_zoo_model({.name = "tiny_cnn"}, device.target(), false);
   const InstanceId i = device.load(cm.program, cm.weights);
-  Scheduler scheduler(device, SchedulerOptions{.mode = Mode::kPaddingConcurrent});
+  SchedulerOptions options;
+  options.mode = Mode::kPaddingConcurrent;
+  Scheduler scheduler(device, options);
   try {
     scheduler.add_client(TaskClass::kBestEffort, "be", i);
     FAIL() << "a client without a profile was accepted";

@@ -33,7 +33,9 @@ TEST(PersistShare, NeverExceedsTheSetAsideAndLeavesNoneIdleWhileAWindowIsShort) 
     for (size_t i = 0; i < r.size(); ++i) {
       EXPECT_GE(r[i], 0.0);
       EXPECT_LE(r[i], 1.0);
-      if (windows[i] == 0) EXPECT_EQ(r[i], 0.0);
+      if (windows[i] == 0) {
+        EXPECT_EQ(r[i], 0.0);
+      }
     }
     const double c = covered(windows, r);
     EXPECT_LE(c, static_cast<double>(setaside) * (1 + 1e-12) + 1);

@@ -5,6 +5,7 @@
 
 #ifdef ATOLL_HAVE_CUDA
 #include <cuda_runtime_api.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <array>
@@ -14,8 +15,6 @@
 #include <optional>
 #include <span>
 #include <thread>
-
-#include <spdlog/spdlog.h>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -55,6 +54,8 @@ struct StreamState {
   std::deque<uint64_t> holds;              // launches made before each pending hold
   // Doorbells (raise_flag behind a hold) on their own stream, made with the gate: the gate
   // tokens they wait for, oldest first, and the mapped word each writes its token to once rung.
+  // A doorbell is a spinning kernel (ATOLL_CUDA_DOORBELL) or, with ATOLL_CUDA_SIDE_FLAG, the
+  // stream's own writes behind a wait for the same gate token (side_flag).
   cuda::Stream doorbell_stream;
   cuda::PinnedBuffer rung;
   std::deque<uint32_t> doorbells;
@@ -66,7 +67,12 @@ struct StreamState {
 class CudaExecDevice final : public ExecDevice {
  public:
   explicit CudaExecDevice(int device)
-      : device_(bound(device)), backend_(make_cuda_backend(device)), doorbells_on_(doorbells_wanted()) {
+      : device_(bound(device)),
+        backend_(make_cuda_backend(device)),
+        doorbells_on_(doorbells_wanted()),
+        side_flag_on_(side_flag_wanted()) {
+    ATOLL_CHECK(!(doorbells_on_ && side_flag_on_), kInvalidArgument,
+                "ATOLL_CUDA_DOORBELL=1 and ATOLL_CUDA_SIDE_FLAG=1: the flag is raised by one of them, not both");
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
     if (doorbells_on_) cuda::load_doorbell_kernel();
     control_ = cuda::make_stream();
@@ -243,13 +249,23 @@ class CudaExecDevice final : public ExecDevice {
   // Behind a hold, a doorbell (when on) raises the flag as soon as the GPU sees the gate open,
   // several microseconds before the held stream's own write (doorbell.h); the write stays, for
   // a doorbell that found no SM free.
+  // With the side flag, the write goes on the doorbell stream instead, behind a wait for the
+  // same gate token: the held stream's upload then starts at the gate as in rt-only, not behind
+  // the write's landing (4.6-6.7 us p50 after the gate, atoll_bench_gate).
   void raise_flag(StreamId via) override {
     StreamState& st = state(via);
-    if (doorbells_on_ && st.gate && st.gate->pending() > 0) {
+    if ((doorbells_on_ || side_flag_on_) && st.gate && st.gate->pending() > 0) {
       const uint32_t token = st.gate->newest_hold_token();
-      cuda::launch_doorbell(st.gate->device_word(), token, flag(), static_cast<uint32_t*>(st.rung.device_alias()),
-                            st.doorbell_stream.get());
+      auto* rung = static_cast<uint32_t*>(st.rung.device_alias());
+      if (side_flag_on_) {
+        st.gate->follow(st.doorbell_stream.get());
+        cuda::stream_write_value32(st.doorbell_stream.get(), flag(), 1);
+        cuda::stream_write_value32(st.doorbell_stream.get(), rung, token);
+      } else {
+        cuda::launch_doorbell(st.gate->device_word(), token, flag(), rung, st.doorbell_stream.get());
+      }
       st.doorbells.push_back(token);
+      if (side_flag_on_) return;
     }
     cuda::stream_write_value32(st.stream.get(), flag(), 1);
   }
@@ -276,27 +292,32 @@ class CudaExecDevice final : public ExecDevice {
         others.push_back(streams_[s].stream.get());
       }
     }
-    // A doorbell stuck behind another stream's hold would ring late, and lowering the flag waits
-    // for it: the held streams' doorbell streams must pass too, or there are no doorbells.
-    for (const StreamId s : held) {
-      make_gate(state(s));
-      if (doorbells_on_) others.push_back(state(s).doorbell_stream.get());
+    for (const StreamId s : held) make_gate(state(s));
+    if (doorbells_on_ || side_flag_on_) {
+      // A doorbell stuck behind another stream's hold would ring late, and lowering the flag
+      // waits for it: the held streams' doorbell streams must pass too. A side flag's stream
+      // holds as well, and nothing else may wait behind it.
+      std::vector<cudaStream_t> with_bells = others;
+      for (const StreamId s : held) with_bells.push_back(state(s).doorbell_stream.get());
+      if (probe_holds(held, with_bells, false) && (!side_flag_on_ || probe_holds(held, others, true))) return true;
+      spdlog::warn(
+          "cuda: doorbell streams share hardware queues with held streams; the flag is raised by the held "
+          "streams alone");
+      doorbells_on_ = side_flag_on_ = false;
     }
-    const bool isolated = probe_holds(held, others);
-    if (isolated || !doorbells_on_) return isolated;
-    spdlog::warn("cuda: doorbell streams share hardware queues with held streams; the flag is raised by the held "
-                 "streams alone");
-    doorbells_on_ = false;
-    others.resize(others.size() - held.size());
-    return probe_holds(held, others);
+    return probe_holds(held, others, false);
   }
 
-  // Whether every stream of `others` gets past a mapped write while `held` hold work.
-  bool probe_holds(std::span<const StreamId> held, std::span<const cudaStream_t> others) {
+  // Whether every stream of `others` gets past a mapped write while `held` hold work (and, with
+  // `bells_follow`, their doorbell streams wait on the same holds, as side flags do).
+  bool probe_holds(std::span<const StreamId> held, std::span<const cudaStream_t> others, bool bells_follow) {
     cuda::PinnedBuffer words(others.size() * sizeof(uint32_t), /*mapped=*/true);
     auto* word = static_cast<uint32_t*>(words.get());
     std::fill(word, word + others.size(), 0u);
-    for (const StreamId s : held) hold(s);
+    for (const StreamId s : held) {
+      hold(s);
+      if (bells_follow) state(s).gate->follow(state(s).doorbell_stream.get());
+    }
     for (size_t i = 0; i < others.size(); ++i) {
       cuda::stream_write_value32(others[i], static_cast<uint32_t*>(words.device_alias()) + i, 1);
     }
@@ -309,7 +330,10 @@ class CudaExecDevice final : public ExecDevice {
     const bool isolated = all_landed();
     for (const StreamId s : held) release(s);
     for (cudaStream_t s : others) wait_bounded(s, "the hold probe");
-    for (const StreamId s : held) wait_bounded(state(s).stream.get(), "the hold probe");
+    for (const StreamId s : held) {
+      wait_bounded(state(s).stream.get(), "the hold probe");
+      if (bells_follow) wait_bounded(state(s).doorbell_stream.get(), "the hold probe");
+    }
     return isolated;
   }
 
@@ -415,10 +439,12 @@ class CudaExecDevice final : public ExecDevice {
   // the running BE kernels 5 us sooner but moved no RT task's start, and its spinning block cost
   // the RT tasks 12 us on the device and 2-3 points of RT p99.
   static bool doorbells_wanted() { return env_switch("ATOLL_CUDA_DOORBELL", false); }
+  // Off until measured: moves the flag write off the held stream (raise_flag).
+  static bool side_flag_wanted() { return env_switch("ATOLL_CUDA_SIDE_FLAG", false); }
   void make_gate(StreamState& st) {
     if (st.gate) return;
     st.gate = std::make_unique<cuda::StreamGate>();
-    if (!doorbells_on_) return;
+    if (!doorbells_on_ && !side_flag_on_) return;
     st.doorbell_stream = cuda::make_priority_stream(true);
     st.rung = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
     *static_cast<uint32_t*>(st.rung.get()) = 0;
@@ -476,7 +502,8 @@ class CudaExecDevice final : public ExecDevice {
       failed = true;
       if (!st.error) st.error = std::current_exception();
     }
-    if (options.report || failed) cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
+    if (options.report || failed)
+      cuda::stream_write_value32(st.stream.get(), st.counter_device, static_cast<uint32_t>(last));
     return last;
   }
   // Waits for `stream` to drain, failing after kStuckWait instead of hanging.
@@ -505,10 +532,11 @@ class CudaExecDevice final : public ExecDevice {
     base_host_ = before + (host_now() - before) / 2;
   }
 
-  int device_;  // first: the members below allocate on it
+  int device_;               // first: the members below allocate on it
   bool persisting_ = false;  // set_l2_persistence set a set-aside
   std::unique_ptr<Backend> backend_;
-  bool doorbells_on_;                  // doorbells_wanted()
+  bool doorbells_on_;  // doorbells_wanted()
+  bool side_flag_on_;  // side_flag_wanted()
   std::vector<std::unique_ptr<CudaInstance>> instances_;
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;

@@ -10,14 +10,12 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "bench/runner.h"
+#include "cuda_sched_util.h"
 #include "runtime/model_source.h"
 #include "sched/cuda_exec_device.h"
 
 namespace atl {
 namespace {
-
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
 
 int64_t device_limit() {
   size_t bytes = 0;
@@ -32,7 +30,7 @@ int64_t largest_setaside() {
 }
 
 TEST(CudaL2Persistence, SetAsideIsSharedAndGivenBack) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   {
     std::unique_ptr<sched::ExecDevice> device = sched::make_cuda_exec_device();
     std::vector<sched::InstanceId> rt;
@@ -55,7 +53,7 @@ TEST(CudaL2Persistence, SetAsideIsSharedAndGivenBack) {
 }
 
 TEST(CudaL2Persistence, DisbWithRtWeightsPersistingServesEveryRequest) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "atoll_rt_l2";
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "persist.json").string();

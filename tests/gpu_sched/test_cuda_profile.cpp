@@ -3,17 +3,15 @@
 
 #include "../test_env.h"
 #include "backends/cuda/cuda_backend.h"
+#include "cuda_sched_util.h"
 #include "sched/colocate.h"
 #include "sched/profiles.h"
 
 namespace atl::sched {
 namespace {
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason()
-
 TEST(CudaProfile, ProfilesEveryKernelOfAZooModelWithSaneFields) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   ProfileRequest r;
   r.model = {.name = "resnet50"};
   r.device = "cuda";
@@ -50,7 +48,7 @@ TEST(CudaProfile, ProfilesEveryKernelOfAZooModelWithSaneFields) {
 }
 
 TEST(CudaProfile, PaddingConcurrentServesEveryRequest) {
-  SKIP_WITHOUT_GPU();
+  REQUIRE_GPU();
   ColocateOptions o;
   o.rt = {{.model = "resnet50", .hz = 200}};
   o.be = {{.model = "tiny_cnn"}};

@@ -13,6 +13,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "compile/compiler.h"
 #include "core/rng.h"
+#include "cuda_sched_util.h"
 #include "models/zoo.h"
 #include "runtime/model_source.h"
 #include "sched/colocate.h"
@@ -21,32 +22,6 @@
 
 namespace atl::sched {
 namespace {
-
-#define REQUIRE_GPU()                                                                              \
-  do {                                                                                             \
-    if (!cuda_device_available()) GTEST_SKIP() << "no CUDA device: " << cuda_unavailable_reason(); \
-  } while (0)
-
-bool same_bytes(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].nbytes() != b[i].nbytes() || std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()) != 0) return false;
-  }
-  return true;
-}
-
-std::vector<Tensor> run_to_end(ExecDevice& d, StreamId s, InstanceId inst, int from) {
-  const int n = static_cast<int>(d.program(inst).kernels.size());
-  for (int k = from; k < n; ++k) d.launch(s, inst, k, LaunchOptions{true, false});
-  d.synchronize(s);
-  if (auto e = d.take_error(s)) std::rethrow_exception(e);
-  return d.read_outputs(inst, s);
-}
-
-uint64_t test_seed() {
-  if (const char* s = std::getenv("ATOLL_TEST_SEED")) return std::stoull(s);
-  return static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
-}
 
 // A BE and an RT model compiled and loaded on one CUDA device, and the reference outputs of an
 // instance for given inputs (its whole program on a stream of its own, unpreempted).
@@ -124,8 +99,8 @@ void check_random_preemption_points(const std::string& model, bool uploads_with_
     preempted_mid_model += launched - snapshot > 0;
     rolled_back_to_start += first_unfinished == 0;
     const std::vector<Tensor> got = run_to_end(*device, be, inst, first_unfinished);
-    ASSERT_TRUE(same_bytes(got, want[current])) << "trial " << trial << ": resumed at kernel " << first_unfinished
-                                                << " of " << n;
+    ASSERT_TRUE(same_bytes(got, want[current]))
+        << "trial " << trial << ": resumed at kernel " << first_unfinished << " of " << n;
   }
   EXPECT_GT(preempted_mid_model, 10) << "too few preemptions caught kernels in flight to test anything";
   if (uploads_with_first_kernel) {
@@ -409,7 +384,8 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
     }
     int64_t by_sentinel = 0;
     for (auto& [client, f] : rt_results) {
-      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready) << "an RT request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready)
+          << "an RT request hung";
       const TaskResult r = f.get();
       EXPECT_TRUE(same_bytes(r.outputs, rt_want[static_cast<size_t>(client)])) << "RT client " << client;
       by_sentinel += r.by_sentinel ? 1 : 0;
@@ -421,7 +397,8 @@ TEST(CudaScheduler, ArrivalSentinelKeepsEveryOutputExact) {
       }
     }
     for (auto& f : be_results) {
-      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready) << "a BE request hung";
+      ASSERT_EQ(f.wait_for(test::hang_limit(std::chrono::seconds(20))), std::future_status::ready)
+          << "a BE request hung";
       EXPECT_TRUE(same_bytes(f.get().outputs, be_want));
     }
     s.stop();

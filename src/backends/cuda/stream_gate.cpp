@@ -17,6 +17,11 @@ void StreamGate::hold(cudaStream_t stream) {
   ++held_;
 }
 
+void StreamGate::follow(cudaStream_t stream) {
+  ATOLL_CHECK(opened_ < held_, kInvalidArgument, "stream gate followed with no hold pending ({} opened)", opened_);
+  stream_wait_value32_geq(stream, word_device_, held_);
+}
+
 void StreamGate::open() {
   ATOLL_CHECK(opened_ < held_, kInvalidArgument, "stream gate opened with no hold pending ({} opened)", opened_);
   ++opened_;

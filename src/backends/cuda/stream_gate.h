@@ -20,6 +20,10 @@ class StreamGate {
 
   // Enqueues on `stream` a wait for the next open(); holds open in the order they were made.
   void hold(cudaStream_t stream);
+  // Enqueues on `stream` a wait for the opening of the newest hold, which another stream made:
+  // work behind it is released by the same store, no new hold is counted. Throws
+  // kInvalidArgument when no hold is pending.
+  void follow(cudaStream_t stream);
   // Releases the oldest hold not yet opened. Throws kInvalidArgument when none is pending.
   void open();
   void open_all();

@@ -33,8 +33,7 @@ struct DisbFlags {
   double warmup_s = bench::DisbOptions{}.warmup_s;
   int cap = bench::DisbOptions{}.inflight_cap;
   double be_queue_us = 0;
-  std::string rt_l2 = "off";
-  double rt_l2_mib = 0;  // 0: the device's largest set-aside
+  RtL2Flags rt_l2;
   RtPathFlags rt_path;
   std::string rt_order = "fifo";
   std::vector<std::string> profiles;  // kernel profile files
@@ -196,10 +195,8 @@ void run_disb_command(const DisbFlags& f) {
   o.warmup_s = f.warmup_s;
   o.inflight_cap = f.cap;
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
-  o.rt_l2 = l2_persist_from_name(f.rt_l2);
-  ATOLL_CHECK(o.rt_l2 == L2Persist::kOff || f.device == "cuda", kInvalidArgument,
-              "--rt-l2 {} needs --device cuda: the simulated GPU has no L2 persistence", f.rt_l2);
-  o.rt_l2_budget_bytes = std::llround(f.rt_l2_mib * 1024.0 * 1024.0);
+  o.rt_l2 = rt_l2_buffer(f.rt_l2, f.device);
+  o.rt_l2_budget_bytes = rt_l2_budget_bytes(f.rt_l2);
   o.rt_path = rt_path_options(f.rt_path);
   o.rt_order = sched::rt_order_from_name(f.rt_order);
   o.commit = ATOLL_GIT_COMMIT;
@@ -330,13 +327,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_be_queue_flag(cmd, f->be_queue_us);
-  cmd->add_option("--rt-l2", f->rt_l2,
-                  "Keep the RT clients' weights or arena (activations) persisting in L2 in every mode, so BE "
-                  "traffic cannot evict them between RT requests (CUDA)")
-      ->check(CLI::IsMember({"off", "weights", "arena"}));
-  cmd->add_option("--rt-l2-mib", f->rt_l2_mib,
-                  "The L2 set-aside --rt-l2 shares among the RT clients, MiB (default 0: the device's largest)")
-      ->check(CLI::Range(0.0, 1024.0));
+  add_rt_l2_flags(cmd, f->rt_l2);
   add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--rt-order", f->rt_order,
                   "Which waiting RT request runs next: fifo (first arrived) or edf (earliest deadline, from each "

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -58,6 +59,32 @@ inline void add_be_queue_flag(CLI::App* cmd, double& us) {
                   "than --cap (at least one behind the running one), by their measured kernel time")
       ->check(CLI::Range(0.0, 1e6));
 }
+
+// --rt-l2 and --rt-l2-mib (colocate and DISB): the RT clients' buffer persisting in L2.
+struct RtL2Flags {
+  std::string buffer = "off";
+  double mib = 0;  // 0: the device's largest set-aside
+};
+
+inline void add_rt_l2_flags(CLI::App* cmd, RtL2Flags& f) {
+  cmd->add_option("--rt-l2", f.buffer,
+                  "Keep the RT clients' weights or arena (activations) persisting in L2, so BE traffic cannot "
+                  "evict them between RT requests (CUDA)")
+      ->check(CLI::IsMember({"off", "weights", "arena"}));
+  cmd->add_option("--rt-l2-mib", f.mib,
+                  "The L2 set-aside --rt-l2 shares among the RT clients, MiB (default 0: the device's largest)")
+      ->check(CLI::Range(0.0, 1024.0));
+}
+
+// The buffer --rt-l2 names, refused on devices without L2 control before anything runs.
+inline L2Persist rt_l2_buffer(const RtL2Flags& f, const std::string& device) {
+  const L2Persist buffer = l2_persist_from_name(f.buffer);
+  ATOLL_CHECK(buffer == L2Persist::kOff || device == "cuda", kInvalidArgument,
+              "--rt-l2 {} needs --device cuda: the simulated GPU has no L2 persistence", f.buffer);
+  return buffer;
+}
+
+inline int64_t rt_l2_budget_bytes(const RtL2Flags& f) { return std::llround(f.mib * 1024.0 * 1024.0); }
 
 inline void add_rt_path_flags(CLI::App* cmd, RtPathFlags& f) {
   cmd->add_option("--inputs", f.inputs,

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -202,7 +201,7 @@ class Runner {
       wc.inputs = p.inputs;
       sw.clients.push_back(std::move(wc));
     }
-    const int64_t l2_persisting = persist_rt_in_l2(*device, sw);
+    const int64_t l2_persisting = sched::persist_rt_clients(*device, sw, o_.rt_l2, o_.rt_l2_budget_bytes);
     sw.on_progress = [this](sched::DeviceTime remaining) {
       progress_.seconds_left = static_cast<double>(remaining) / 1e9;
       if (o_.on_progress) o_.on_progress(progress_);
@@ -243,17 +242,6 @@ class Runner {
     run.host_stalls = stalls.stop();
     if (sw.real_time) run.host_load = host_load(cpu_before, read_cpu_times());
     return run;
-  }
-
-  // The RT clients' buffer persisting in L2 as DisbOptions::rt_l2 asks; the set-aside granted.
-  int64_t persist_rt_in_l2(sched::ExecDevice& device, const sched::Workload& sw) const {
-    if (o_.rt_l2 == L2Persist::kOff) return 0;
-    std::vector<sched::InstanceId> rt;
-    for (const sched::WorkloadClient& c : sw.clients) {
-      if (c.task_class == sched::TaskClass::kRealTime) rt.push_back(c.instance);
-    }
-    const int64_t budget = o_.rt_l2_budget_bytes > 0 ? o_.rt_l2_budget_bytes : std::numeric_limits<int64_t>::max();
-    return device.set_l2_persistence(rt, o_.rt_l2, budget);
   }
 
   // `spec`'s arrivals within `duration_ms`, drawn as the run reaches them, in whole ns before `end`.

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -325,6 +326,15 @@ class Driver {
 };
 
 }  // namespace
+
+int64_t persist_rt_clients(ExecDevice& device, const Workload& workload, L2Persist buffer, int64_t budget_bytes) {
+  if (buffer == L2Persist::kOff) return 0;
+  std::vector<InstanceId> rt;
+  for (const WorkloadClient& c : workload.clients) {
+    if (c.task_class == TaskClass::kRealTime) rt.push_back(c.instance);
+  }
+  return device.set_l2_persistence(rt, buffer, budget_bytes > 0 ? budget_bytes : std::numeric_limits<int64_t>::max());
+}
 
 WorkloadRun run_workload(ExecDevice& device, const Workload& workload) {
   Driver driver(device, workload);

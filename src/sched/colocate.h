@@ -135,6 +135,11 @@ struct WorkloadRun {
 // clients in order, so TaskResult::client indexes `workload.clients`.
 WorkloadRun run_workload(ExecDevice& device, const Workload& workload);
 
+// The RT clients' `buffer` persisting in L2 (ExecDevice::set_l2_persistence) with a set-aside of
+// `budget_bytes` (0: the device's largest), before the workload runs; the set-aside granted, 0
+// for L2Persist::kOff (nothing is asked of the device then).
+int64_t persist_rt_clients(ExecDevice& device, const Workload& workload, L2Persist buffer, int64_t budget_bytes);
+
 // True for devices whose clock moves only when driven (ExecDevice::simulated_clock).
 bool is_simulated(const ExecDevice& device);
 
@@ -180,6 +185,7 @@ struct WorkloadReport {
   double warmup_s = 0;            // the unmeasured run before (0: none, as on the simulator)
   bool armed_rt = false;          // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
   int64_t sentinel_rt_tasks = 0;  // of the measured run's RT tasks, started by the arrival sentinel
+  int64_t l2_persisting_bytes = 0;  // the set-aside granted for ColocateOptions::rt_l2 (0: off)
   RtOrder rt_order = RtOrder::kArrival;
   // With ColocateOptions::keep_results only: every request, outputs dropped, in completion order.
   std::vector<TaskResult> results;
@@ -210,6 +216,8 @@ struct ColocateOptions {
   double warmup_s = 0.3;
   DeviceTime be_queue_ns = 0;  // SchedulerOptions::be_queue_ns
   RtPath rt_path;
+  L2Persist rt_l2 = L2Persist::kOff;  // persist_rt_clients, in the measured run
+  int64_t rt_l2_budget_bytes = 0;     // 0: the device's largest set-aside
   // Kernel profiles (atoll profile): a client whose program one belongs to gets it, and on the
   // simulator runs its measured times. The padding modes profile the others on the device.
   std::vector<ModelProfile> profiles;

@@ -213,6 +213,8 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   std::vector<const Program*> programs;
   for (const WorkloadClient& c : w.clients) programs.push_back(&device->program(c.instance));
   check_profiles_used(o.profiles, programs);
+  // Before the warm-up, so that it fills the persisting lines too.
+  const int64_t l2_persisting = persist_rt_clients(*device, w, o.rt_l2, o.rt_l2_budget_bytes);
   const double warmup_s = w.real_time ? o.warmup_s : 0.0;
   if (warmup_s > 0) warm_up(*device, w, warmup_s);
   ColocateTally tally(w, o.keep_results);
@@ -231,6 +233,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   report.warmup_s = warmup_s;
   report.armed_rt = run.armed_rt;
   report.sentinel_rt_tasks = run.stats.sentinel_rt_tasks;
+  report.l2_persisting_bytes = l2_persisting;
   report.rt_order = o.rt_order;
   return report;
 }

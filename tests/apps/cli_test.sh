@@ -174,6 +174,8 @@ expect_error "bench serve window with no request due" "no request was due in the
 sed 's/"name": "cli"/"name": "..\/..\/X"/' "$work/w.json" >"$work/escape.json"
 expect_error "disb workload name with a path" "field 'name': '../../X' holds a path separator" \
   "$atoll" bench disb --workload "$work/escape.json" --modes rt-only --duration 0.01 --out "$work/escape"
+expect_error "colocate RT L2 persistence on the simulator" "--rt-l2 arena needs --device cuda" \
+  "$atoll" colocate --rt tiny_cnn --be tiny_vgg --rt-l2 arena --duration 0.01
 expect_error "disb RT L2 persistence on the simulator" "--rt-l2 weights needs --device cuda" \
   "$atoll" bench disb --workload "$work/w.json" --modes rt-only --duration 0.01 --rt-l2 weights --out "$work/persist"
 sed 's/"priority": "rt"/"priority": "rt", "dealine_ms": 5/' "$work/w.json" >"$work/typo.json"

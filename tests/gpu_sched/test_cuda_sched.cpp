@@ -23,30 +23,6 @@
 namespace atl::sched {
 namespace {
 
-// A BE and an RT model compiled and loaded on one CUDA device, and the reference outputs of an
-// instance for given inputs (its whole program on a stream of its own, unpreempted).
-struct LoadedPair {
-  std::unique_ptr<ExecDevice> device;
-  CompiledModel be_model, rt_model;
-  InstanceId be_inst = -1, rt_inst = -1;
-  StreamId ref_stream = -1;
-  std::vector<Tensor> reference(InstanceId inst, const std::vector<Tensor>& inputs) {
-    device->write_inputs(inst, ref_stream, inputs);
-    return run_to_end(*device, ref_stream, inst, 0);
-  }
-};
-
-LoadedPair load_pair(const std::string& be, const std::string& rt) {
-  LoadedPair p;
-  p.device = make_cuda_exec_device();
-  p.be_model = compile_zoo_model({.name = be, .seed = 1}, p.device->target(), true);
-  p.rt_model = compile_zoo_model({.name = rt, .seed = 2}, p.device->target(), true);
-  p.be_inst = p.device->load(p.be_model.program, p.be_model.weights);
-  p.rt_inst = p.device->load(p.rt_model.program, p.rt_model.weights);
-  p.ref_stream = p.device->create_stream(StreamPriority::kLow);
-  return p;
-}
-
 class CudaPreemption : public ::testing::TestWithParam<std::string> {};
 
 // Launches like the scheduler (at most 4 kernels in flight), raises the flag after a random number

@@ -20,19 +20,14 @@ TEST(CudaSideFlag, ResetServesExactOutputsAndLeavesTheFlagLow) {
   const test::ScopedEnv side("ATOLL_CUDA_SIDE_FLAG", "1");
   const uint64_t seed = test_seed();
   SCOPED_TRACE(::testing::Message() << "ATOLL_TEST_SEED=" << seed);
-  auto device = make_cuda_exec_device();
-  const CompiledModel be_model = compile_zoo_model({.name = "resnet50", .seed = 1}, device->target(), true);
-  const CompiledModel rt_model = compile_zoo_model({.name = "resnet18", .seed = 2}, device->target(), true);
-  const InstanceId be_inst = device->load(be_model.program, be_model.weights);
-  const InstanceId rt_inst[2] = {device->load(rt_model.program, rt_model.weights),
-                                 device->load(rt_model.program, rt_model.weights)};
-  const StreamId ref = device->create_stream(StreamPriority::kLow);
-  const std::vector<Tensor> be_inputs = seeded_inputs(be_model.program, seed);
-  device->write_inputs(be_inst, ref, be_inputs);
-  const std::vector<Tensor> be_want = run_to_end(*device, ref, be_inst, 0);
-  const std::vector<Tensor> rt_inputs = seeded_inputs(rt_model.program, seed + 1);
-  device->write_inputs(rt_inst[0], ref, rt_inputs);
-  const std::vector<Tensor> rt_want = run_to_end(*device, ref, rt_inst[0], 0);
+  LoadedPair pair = load_pair("resnet50", "resnet18");
+  ExecDevice* device = pair.device.get();
+  const InstanceId be_inst = pair.be_inst;
+  const InstanceId rt_inst[2] = {pair.rt_inst, device->load(pair.rt_model.program, pair.rt_model.weights)};
+  const std::vector<Tensor> be_inputs = seeded_inputs(pair.be_model.program, seed);
+  const std::vector<Tensor> be_want = pair.reference(be_inst, be_inputs);
+  const std::vector<Tensor> rt_inputs = seeded_inputs(pair.rt_model.program, seed + 1);
+  const std::vector<Tensor> rt_want = pair.reference(rt_inst[0], rt_inputs);
 
   SchedulerOptions opts;
   opts.mode = Mode::kReset;
@@ -61,7 +56,7 @@ TEST(CudaSideFlag, ResetServesExactOutputsAndLeavesTheFlagLow) {
   EXPECT_GT(s.stats().preemptions, 0) << "no RT request preempted BE work";
   EXPECT_EQ(s.stats().armed_rt_tasks, 30) << "the side flag's probe fell back to launching on arrival";
   // A flag left up by a late side write would stop this run's kernels at entry.
-  EXPECT_TRUE(same_bytes(run_to_end(*device, ref, be_inst, 0), be_want));
+  EXPECT_TRUE(same_bytes(pair.reference(be_inst, be_inputs), be_want));
 }
 
 }  // namespace

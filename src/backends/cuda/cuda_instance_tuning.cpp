@@ -25,6 +25,7 @@ constexpr double kSpinBaseUs = 50.0;
 constexpr double kSpinPerLaunchUs = 8.0;
 
 std::string choice_name(const GemmChoice& c) {
+  if (c.tile == GemmTile::kGemv) return "gemv";
   const char* kernel = gemm_tile_is_pingpong(c.tile) ? "p"
                        : gemm_tile_is_tma(c.tile)    ? "t"
                        : gemm_tile_is_wgmma(c.tile)  ? "w"

@@ -335,6 +335,7 @@ struct PrepareFn {
 
 int gemm_tile_m(GemmTile t) {
   switch (t) {
+    case GemmTile::kGemv: return kGemvMaxRows;
     case GemmTile::k32x64: return 32;
     case GemmTile::k64x64:
     case GemmTile::kW64x128:
@@ -359,12 +360,17 @@ bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
+  if (cfg.tile == GemmTile::kGemv) return;  // no dynamic shared memory
   if (gemm_tile_is_tma(cfg.tile)) return prepare_tma_gemm(cfg.tile);
   if (gemm_tile_is_wgmma(cfg.tile)) return prepare_wgmma_gemm(cfg.tile);
   dispatch<PrepareFn>(cfg);
 }
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
+  if (cfg.tile == GemmTile::kGemv) {
+    launch_gemv(p, s, flag, name);  // one split: no partials to reduce
+    return;
+  }
   if (gemm_tile_is_tma(cfg.tile)) {
     launch_tma_gemm(p, cfg.tile, s, flag, name);
   } else if (gemm_tile_is_wgmma(cfg.tile)) {

@@ -19,6 +19,10 @@ constexpr double kBlockOverheadUs = 4.0;
 constexpr double kReduceLaunchUs = 1.0;
 constexpr double kBytesPerUs = 3.0e6;
 constexpr int kMaxSplits = 32;
+// The GEMV path streams B at close to HBM bandwidth (a guess until its first H200 run; autotuning
+// at load times it against the tiles) after a launch's fixed cost.
+constexpr double kGemvBytesPerUs = 4.0e6;
+constexpr double kGemvOverheadUs = 2.0;
 constexpr int kMinKTilesPerSplit = 4;
 
 struct TileTraits {
@@ -82,6 +86,7 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
     tiles.push_back(GemmTile::k64x64);  // the only instantiation of the scalar and [K, N] variants
   }
   std::vector<GemmChoice> out;
+  if (s.gemv) out.push_back({GemmTile::kGemv, 1});
   for (GemmTile t : tiles) {
     if (s.n_segment > 0 && s.n_segment % gemm_tile_n(t) != 0) continue;
     const int k_tiles = ceil_div(s.K, gemm_tile_k(t));
@@ -99,6 +104,10 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
 }
 
 double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count) {
+  if (c.tile == GemmTile::kGemv) {
+    const double bytes = 2.0 * (static_cast<double>(s.N) * s.K + static_cast<double>(s.M) * (s.K + s.N));
+    return kGemvOverheadUs + bytes / kGemvBytesPerUs;
+  }
   const TileTraits& t = traits(c.tile);
   const int bm = gemm_tile_m(c.tile), bn = gemm_tile_n(c.tile);
   const int tile_k = gemm_tile_k(c.tile);

@@ -15,6 +15,7 @@ struct GemmShape {
   bool tma = false;    // and the TMA tiles read A (tma_gemm_applies)
   bool pingpong = false;  // and the ping-pong TMA tile is offered (CudaBackendOptions::pingpong)
   int n_segment = 0;   // GemmParams::n_segment: only tiles whose N divides it
+  bool gemv = false;   // the GEMV path serves it (gemv_applies)
 };
 
 // Every (tile, splits) the kernel variants support for this shape.

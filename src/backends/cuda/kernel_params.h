@@ -58,6 +58,7 @@ enum class GemmTile : uint8_t {
   k128x64,
   k64x64,
   k32x64,
+  kGemv,  // not a tile: one warp per output column, up to kGemvMaxRows rows (gemv.cu)
   kW128x128,
   kW128x64,
   kW64x128,
@@ -85,6 +86,10 @@ int gemm_tile_k(GemmTile t);
 bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
 bool gemm_tile_is_tma(GemmTile t);
 bool gemm_tile_is_pingpong(GemmTile t);
+// The GEMV path (gemv.cu): batch-1 GEMMs of at most this many rows with a plain row-major A.
+constexpr int kGemvMaxRows = 8;
+bool gemv_applies(const GemmParams& p);
+void launch_gemv(const GemmParams& p, cudaStream_t s, const int* flag, const char* name);
 // Whether this build holds the wgmma kernels (an sm_90a architecture was built).
 bool wgmma_gemm_built();
 void prepare_wgmma_gemm(GemmTile tile);

@@ -16,8 +16,8 @@ namespace atl::cuda {
 namespace {
 
 constexpr int kGemvThreads = 256;
-constexpr int kChunk = 8;    // halves per 16-byte load
-constexpr int kUnroll = 4;   // loads of B in flight per lane
+constexpr int kChunk = 8;   // halves per 16-byte load
+constexpr int kUnroll = 4;  // loads of B in flight per lane
 constexpr unsigned kFullWarp = 0xffffffffu;
 
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
@@ -101,8 +101,8 @@ void launch_rows(const GemmParams& p, cudaStream_t s, const int* flag, const cha
 
 bool gemv_applies(const GemmParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 &&
-                       p.pad_l == 0 && p.in_h == p.out_h && p.in_w == p.out_w;
+  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
+                       p.in_h == p.out_h && p.in_w == p.out_w;
   // In place (residual == c) a rerun after a stop would read outputs it already wrote.
   return plain_a && p.batch == 1 && p.n_segment == 0 && p.M >= 1 && p.M <= kGemvMaxRows && p.N > 0 && p.K > 0 &&
          p.K % kChunk == 0 && p.in_c % kChunk == 0 && p.ldb % kChunk == 0 && aligned(p.a) && aligned(p.b) &&

@@ -92,6 +92,10 @@ class ProgressLine {
 void print_table(const bench::BenchResults& r, double duration_s) {
   fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
              r.device, r.rt_order);
+  if (r.rt_l2 != "off" && !r.runs.empty()) {
+    fmt::print("RT clients' {} persisting in L2: {:.1f} MiB set aside\n", r.rt_l2,
+               static_cast<double>(r.runs.front().l2_persisting_bytes) / (1024.0 * 1024.0));
+  }
   fmt::print("{:<13} {:>9} {:>9} {:>28} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>11} {:>10} {:>8}\n",
              "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
              "preempt", "preempt p99", "staging p50/p99 (share)", "react p99", "BE wait ms", "dropped");

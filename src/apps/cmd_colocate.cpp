@@ -119,6 +119,10 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   }
   fmt::print("colocate  mode {} on {}, {:.3f} s, RT order {}, in-flight cap {}\n", sched::mode_name(r.mode), r.device,
              r.duration_s, sched::rt_order_name(r.rt_order), f.cap);
+  if (f.rt_l2.buffer != "off") {
+    fmt::print("RT clients' {} persisting in L2: {:.1f} MiB set aside\n", f.rt_l2.buffer,
+               static_cast<double>(r.l2_persisting_bytes) / (1024.0 * 1024.0));
+  }
   for (const auto& c : r.clients) {
     const std::string name = fmt::format("{}@{}", c.name, c.batch);
     if (c.task_class == sched::TaskClass::kRealTime) {

@@ -59,5 +59,18 @@ TEST(CudaSideFlag, ResetServesExactOutputsAndLeavesTheFlagLow) {
   EXPECT_TRUE(same_bytes(pair.reference(be_inst, be_inputs), be_want));
 }
 
+TEST(CudaSideFlag, RefusesTheDoorbellBesideIt) {
+  REQUIRE_GPU();
+  const test::ScopedEnv side("ATOLL_CUDA_SIDE_FLAG", "1");
+  const test::ScopedEnv bell("ATOLL_CUDA_DOORBELL", "1");
+  try {
+    make_cuda_exec_device();
+    FAIL() << "made a device with both ways of raising the flag";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(e.message().find("ATOLL_CUDA_SIDE_FLAG"), std::string::npos) << e.message();
+  }
+}
+
 }  // namespace
 }  // namespace atl::sched

@@ -299,13 +299,28 @@ class CudaExecDevice final : public ExecDevice {
       // holds as well, and nothing else may wait behind it.
       std::vector<cudaStream_t> with_bells = others;
       for (const StreamId s : held) with_bells.push_back(state(s).doorbell_stream.get());
-      if (probe_holds(held, with_bells, false) && (!side_flag_on_ || probe_holds(held, others, true))) return true;
+      if (probe_holds(held, with_bells, false) && (!side_flag_on_ || side_streams_isolate(held, others))) return true;
       spdlog::warn(
           "cuda: doorbell streams share hardware queues with held streams; the flag is raised by the held "
           "streams alone");
       doorbells_on_ = side_flag_on_ = false;
     }
     return probe_holds(held, others, false);
+  }
+
+  // With side flags, twice as many streams wait on gates: none may hold up the others' streams,
+  // nor another lane's (its upload would wait for the other lane's next request).
+  bool side_streams_isolate(std::span<const StreamId> held, std::span<const cudaStream_t> others) {
+    if (!probe_holds(held, others, true)) return false;
+    for (const StreamId lane : held) {
+      std::vector<StreamId> rest;
+      for (const StreamId s : held) {
+        if (s != lane) rest.push_back(s);
+      }
+      const cudaStream_t own[] = {state(lane).stream.get(), state(lane).doorbell_stream.get()};
+      if (!probe_holds(rest, own, true)) return false;
+    }
+    return true;
   }
 
   // Whether every stream of `others` gets past a mapped write while `held` hold work (and, with

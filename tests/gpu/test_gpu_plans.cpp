@@ -1,5 +1,5 @@
 // The CUDA backend's launch planning, which needs no GPU: the fused attention's query tiles
-// against each device's shared memory and grid, and which GEMMs the TMA tiles may take.
+// against each device's shared memory and grid, and which GEMMs the TMA tiles and the GEMV may take.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -141,6 +141,63 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));
+}
+
+// The GEMV path serves batch-1 GEMMs of up to kGemvMaxRows rows over a plain row-major A with
+// 16-byte rows, never in place, and the planner offers it (once, unsplit) only where it applies.
+TEST(GpuGemmPlan, GemvOnlyForFewRowsOfAPlainA) {
+  const auto* aligned = reinterpret_cast<const __half*>(uintptr_t{0x10000});
+  cuda::GemmParams g;  // VGG-19's first classifier Gemm at batch 1
+  g.a = g.b = aligned;
+  g.M = 1;
+  g.N = 4096;
+  g.K = 25088;
+  g.in_c = g.cg = g.ldb = g.K;
+  EXPECT_TRUE(cuda::gemv_applies(g));
+  cuda::GemmParams rows = g;
+  rows.M = cuda::kGemvMaxRows;
+  EXPECT_TRUE(cuda::gemv_applies(rows));
+  ++rows.M;
+  EXPECT_FALSE(cuda::gemv_applies(rows));
+  cuda::GemmParams batched = g;
+  batched.batch = 2;
+  EXPECT_FALSE(cuda::gemv_applies(batched));
+  cuda::GemmParams conv = g;  // a 3x3 convolution's im2col walk
+  conv.kw = 3;
+  conv.cg = g.K / 9;
+  EXPECT_FALSE(cuda::gemv_applies(conv));
+  cuda::GemmParams ragged = g;
+  ragged.K = ragged.in_c = ragged.cg = ragged.ldb = 37;
+  EXPECT_FALSE(cuda::gemv_applies(ragged));
+  cuda::GemmParams unaligned = g;
+  unaligned.b = reinterpret_cast<const __half*>(uintptr_t{0x10008});
+  EXPECT_FALSE(cuda::gemv_applies(unaligned));
+  cuda::GemmParams in_place = g;
+  auto* out = reinterpret_cast<__half*>(uintptr_t{0x20000});
+  in_place.c = out;
+  in_place.residual = out;
+  EXPECT_FALSE(cuda::gemv_applies(in_place));
+  in_place.residual = aligned;
+  EXPECT_TRUE(cuda::gemv_applies(in_place));
+
+  cuda::GemmShape shape{g.M, g.N, g.K, 1, true, false, true, true};
+  const auto gemv_choices = [](const cuda::GemmShape& s) {
+    int n = 0;
+    for (const cuda::GemmChoice& c : cuda::candidate_choices(s)) {
+      if (c.tile == cuda::GemmTile::kGemv) {
+        EXPECT_EQ(c.splits, 1);
+        ++n;
+      }
+    }
+    return n;
+  };
+  EXPECT_EQ(gemv_choices(shape), 0);
+  shape.gemv = true;
+  EXPECT_EQ(gemv_choices(shape), 1);
+  EXPECT_FALSE(cuda::gemm_tile_is_wgmma(cuda::GemmTile::kGemv));
+  EXPECT_FALSE(cuda::gemm_tile_is_tma(cuda::GemmTile::kGemv));
+  // The cost model puts it ahead of the split-K tiles on a 205 MB weight read (autotuning decides on a GPU).
+  EXPECT_EQ(cuda::choose_gemm(shape, 132).tile, cuda::GemmTile::kGemv);
 }
 
 }  // namespace

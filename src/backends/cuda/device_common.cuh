@@ -82,8 +82,7 @@ __device__ __forceinline__ float apply_act(float v, int act) {
 
 // Eight halves moved as one 16-byte access. Through uint4, a native vector type: a struct of
 // __half2 (even aligned to 16) is copied member by member, four 4-byte accesses in the PTX.
-__device__ __forceinline__ void load8(const __half* p, float (&v)[8]) {
-  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
   const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -93,6 +92,10 @@ __device__ __forceinline__ void load8(const __half* p, float (&v)[8]) {
     v[2 * i] = f.x;
     v[2 * i + 1] = f.y;
   }
+}
+
+__device__ __forceinline__ void load8(const __half* p, float (&v)[8]) {
+  unpack8(*reinterpret_cast<const uint4*>(p), v);
 }
 
 __device__ __forceinline__ void store8(__half* p, const float (&v)[8]) {

@@ -20,18 +20,6 @@ constexpr int kChunk = 8;   // halves per 16-byte load
 constexpr int kUnroll = 4;  // loads of B in flight per lane
 constexpr unsigned kFullWarp = 0xffffffffu;
 
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&v)[8]) {
-  const uint32_t words[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    __half2 h;
-    memcpy(&h, &words[i], sizeof(h));
-    const float2 f = __half22float2(h);
-    v[2 * i] = f.x;
-    v[2 * i + 1] = f.y;
-  }
-}
-
 // acc[m] += A[m, k .. k + 7] . b (rows m < p.M only).
 template <int ROWS>
 __device__ __forceinline__ void accumulate(const GemmParams& p, int k, const float (&b)[8], float (&acc)[ROWS]) {
@@ -39,7 +27,7 @@ __device__ __forceinline__ void accumulate(const GemmParams& p, int k, const flo
   for (int m = 0; m < ROWS; ++m) {
     if (m >= p.M) break;
     float a[8];
-    unpack8(*reinterpret_cast<const uint4*>(p.a + static_cast<int64_t>(m) * p.in_c + k), a);
+    load8(p.a + static_cast<int64_t>(m) * p.in_c + k, a);
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[m] = fmaf(a[i], b[i], acc[m]);
   }

@@ -65,14 +65,23 @@ if has_step disb; then
   # DISB_ATOLL names another atoll binary (a branch's, carried beside the archive).
   # A workload takes its modes' seconds plus its loads, warm-up and standalone runs (25-45 s on
   # the H200: G and REAL load five models); the wall time printed here is for budgeting calls.
-  for w in ${DISB_WORKLOADS:-A}; do
-    started=$SECONDS
+  # DISB_AB=VAR (an on/off switch such as ATOLL_CUDA_SIDE_FLAG): each workload runs with VAR=0 and
+  # then VAR=1 on the same machine, tagged _VAR0 and _VAR1, so the two sit side by side in the table.
+  disb_one() {  # workload, tag
+    local started=$SECONDS
     # shellcheck disable=SC2086
-    timeout -k 5 "${DISB_LIMIT:-300}" "${DISB_ATOLL:-$bin/atoll}" bench disb --workload "$w" --device cuda \
+    timeout -k 5 "${DISB_LIMIT:-300}" "${DISB_ATOLL:-$bin/atoll}" bench disb --workload "$1" --device cuda \
       --duration "${DISB_SECONDS:-3}" ${DISB_MODES:+--modes "$DISB_MODES"} ${DISB_ARGS:-} \
-      --out "$out/disb_$w${DISB_TAG:-}" 2>&1 | grep -v "s left$" | tee "$out/disb_$w${DISB_TAG:-}.log" | tail -14
-    grep -h "warn" "$out/disb_$w${DISB_TAG:-}.log" | head -3
-    echo "disb $w: $((SECONDS - started)) s of wall time"
+      --out "$out/disb_$1$2" 2>&1 | grep -v "s left$" | tee "$out/disb_$1$2.log" | tail -14
+    grep -h "warn" "$out/disb_$1$2.log" | head -3
+    echo "disb $1$2: $((SECONDS - started)) s of wall time"
+  }
+  for w in ${DISB_WORKLOADS:-A}; do
+    if [[ -n ${DISB_AB:-} ]]; then
+      for v in 0 1; do (export "$DISB_AB=$v" && disb_one "$w" "${DISB_TAG:-}_$DISB_AB$v"); done
+    else
+      disb_one "$w" "${DISB_TAG:-}"
+    fi
   done
   python3 scripts/gpu/disb_table.py "$out"
   # Where each preemption's device time went (the traced mode's trace.json).

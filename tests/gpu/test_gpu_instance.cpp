@@ -10,6 +10,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/doorbell.h"
 #include "backends/cuda/stream_gate.h"
+#include "backends/cuda/stream_write.h"
 #include "core/error.h"
 #include "gpu_test_util.h"
 #include "runtime/session.h"
@@ -299,6 +300,37 @@ TEST(GpuStreamGate, DoorbellRingsWhenItsHoldOpens) {
   gate.open();
   EXPECT_TRUE(rings_within(1, test::hang_limit(std::chrono::milliseconds(1000)))) << "the second doorbell never rang";
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+// A stream that follows a hold waits for that hold's opening, not for a new one: the side flag's
+// write lands exactly when the lane's gate opens. With no hold pending there is nothing to follow.
+TEST(GpuStreamGate, FollowerWaitsForTheSameOpening) {
+  ATL_REQUIRE_GPU();
+  cuda::StreamGate gate;
+  cuda::Stream held = cuda::make_stream(), follower = cuda::make_stream();
+  EXPECT_EQ(gputest::code_of([&] { gate.follow(follower.get()); }), ErrorCode::kInvalidArgument);
+  struct OpenAll {  // a failed check must not leave held work that blocks the next test's sync
+    cuda::StreamGate& g;
+    ~OpenAll() { g.open_all(); }
+  } open_all{gate};
+  cuda::PinnedBuffer words(2 * sizeof(uint32_t), /*mapped=*/true);
+  auto* word = static_cast<volatile uint32_t*>(words.get());
+  word[0] = 0;
+  word[1] = 0;
+  auto* device_words = static_cast<uint32_t*>(words.device_alias());
+  gate.hold(held.get());
+  gate.follow(follower.get());
+  cuda::stream_write_value32(held.get(), device_words, 1);
+  cuda::stream_write_value32(follower.get(), device_words + 1, 1);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(word[0], 0u) << "the held stream ran before its gate opened";
+  EXPECT_EQ(word[1], 0u) << "the follower ran before the gate opened";
+  EXPECT_EQ(gate.pending(), 1u) << "following counts no hold";
+  gate.open();
+  ATL_CUDA_CHECK(cudaStreamSynchronize(held.get()));
+  ATL_CUDA_CHECK(cudaStreamSynchronize(follower.get()));
+  EXPECT_EQ(word[0], 1u);
+  EXPECT_EQ(word[1], 1u);
 }
 
 }  // namespace

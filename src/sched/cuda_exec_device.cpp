@@ -138,18 +138,17 @@ class CudaExecDevice final : public ExecDevice {
     int max_setaside = 0;
     ATL_CUDA_CHECK(cudaDeviceGetAttribute(&max_setaside, cudaDevAttrMaxPersistingL2CacheSize, device_));
     const bool on = buffer != L2Persist::kOff && budget_bytes > 0 && !instances.empty();
+    const L2Persist asked = on ? buffer : L2Persist::kOff;
     // Lines persisting from an earlier setting would hold the set-aside.
     ATL_CUDA_CHECK(cudaCtxResetPersistingL2Cache());
     ATL_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize,
                                       on ? static_cast<size_t>(std::min<int64_t>(budget_bytes, max_setaside)) : 0));
     size_t granted = 0;
     ATL_CUDA_CHECK(cudaDeviceGetLimit(&granted, cudaLimitPersistingL2CacheSize));
-    std::vector<int64_t> windows;
-    for (const InstanceId i : instances) windows.push_back(on ? inst(i).l2_persist_bytes(buffer) : 0);
-    const std::vector<double> ratios = persist_hit_ratios(windows, on ? static_cast<int64_t>(granted) : 0);
-    for (size_t n = 0; n < instances.size(); ++n) {
-      inst(instances[n]).set_l2_persistence(on ? buffer : L2Persist::kOff, ratios[n]);
-    }
+    std::vector<int64_t> windows;  // all 0 when off: every ratio is then 0
+    for (const InstanceId i : instances) windows.push_back(inst(i).l2_persist_bytes(asked));
+    const std::vector<double> ratios = persist_hit_ratios(windows, static_cast<int64_t>(granted));
+    for (size_t n = 0; n < instances.size(); ++n) inst(instances[n]).set_l2_persistence(asked, ratios[n]);
     persisting_ = on;
     return static_cast<int64_t>(granted);
   }

@@ -19,8 +19,8 @@
 #include <string>
 #include <vector>
 
-#include "core/gate_word.h"
 #include "backends/backend.h"
+#include "core/gate_word.h"
 #include "core/tensor.h"
 #include "ir/graph.h"
 #include "profile/kernel_profile.h"

@@ -3,7 +3,7 @@
 // bandwidth (VGG-19's first classifier Gemm: 205 MB in 98 us, docs/PERFORMANCE.md). One warp per
 // output column n reads B's row once in 16-byte loads, four in flight per lane, and keeps every
 // row of A's dot product in registers; A's rows (a few KB) stay in L1/L2. The epilogue is the
-// GEMM's: act(alpha * acc + bias + residual). The flag is tested once per chunk of K (256
+// GEMM's: act(alpha * acc + bias + residual). The flag is tested once per chunk of K (1024
 // elements per warp) by the whole warp, so a stop is warp-uniform and comes within one chunk.
 // Outputs are written once, after a column's whole reduction: a stopped kernel reruns exactly.
 #include "backends/cuda/cuda_check.h"
@@ -89,10 +89,8 @@ void launch_rows(const GemmParams& p, cudaStream_t s, const int* flag, const cha
 
 bool gemv_applies(const GemmParams& p) {
   const auto aligned = [](const void* ptr) { return reinterpret_cast<uintptr_t>(ptr) % 16 == 0; };
-  const bool plain_a = p.cg == p.K && p.kw == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_t == 0 && p.pad_l == 0 &&
-                       p.in_h == p.out_h && p.in_w == p.out_w;
   // In place (residual == c) a rerun after a stop would read outputs it already wrote.
-  return plain_a && p.batch == 1 && p.n_segment == 0 && p.M >= 1 && p.M <= kGemvMaxRows && p.N > 0 && p.K > 0 &&
+  return tma_reads_plain_a(p) && p.batch == 1 && p.n_segment == 0 && p.M >= 1 && p.M <= kGemvMaxRows && p.N > 0 && p.K > 0 &&
          p.K % kChunk == 0 && p.in_c % kChunk == 0 && p.ldb % kChunk == 0 && aligned(p.a) && aligned(p.b) &&
          (p.residual == nullptr || p.residual != p.c);
 }

@@ -44,8 +44,9 @@ TEST(CudaOptions, GoodUploadCopySettingsPass) {
 
 // The on/off switches take 0 or 1 only: "false" once turned fused attention on.
 TEST(CudaOptions, SwitchesTakeZeroOrOneOnly) {
-  for (const char* name : {"ATOLL_CUDA_AUTOTUNE", "ATOLL_CUDA_WGMMA", "ATOLL_CUDA_TMA_IM2COL", "ATOLL_CUDA_PINGPONG",
-                           "ATOLL_CUDA_HEAD_VIEWS", "ATOLL_CUDA_GEMM_GROUPS", "ATOLL_CUDA_FUSED_ATTENTION"}) {
+  for (const char* name :
+       {"ATOLL_CUDA_AUTOTUNE", "ATOLL_CUDA_WGMMA", "ATOLL_CUDA_TMA_IM2COL", "ATOLL_CUDA_PINGPONG", "ATOLL_CUDA_GEMV",
+        "ATOLL_CUDA_HEAD_VIEWS", "ATOLL_CUDA_GEMM_GROUPS", "ATOLL_CUDA_FUSED_ATTENTION"}) {
     for (const char* v : {"false", "off", "yes", "2", " 1"}) {
       ScopedEnv env(name, v);
       EXPECT_NE(backend_error().find(std::string(name) + " must be 0 or 1, not '" + v + "'"), std::string::npos)

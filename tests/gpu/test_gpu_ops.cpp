@@ -470,16 +470,19 @@ TEST(GpuOps, PingPongTilesMatchTheReference) {
   EXPECT_GE(r.cases, 8) << "op cases that offer the ping-pong tile";
 }
 
-// The GEMV path: on every Gemm case it serves (batch-1 rows up to 8, K a multiple of 8, with and
-// without a residual), it matches the reference, reruns bit-identically and stops at entry.
+// With CudaBackendOptions::gemv, the GEMV path: on every Gemm case it serves (batch-1 rows up to
+// 8, K a multiple of 8, with and without a residual), it matches the reference, reruns
+// bit-identically and stops at entry.
 TEST(GpuOps, GemvPathMatchesTheReference) {
   ATL_REQUIRE_GPU();
+  CudaBackendOptions options;
+  options.gemv = true;
   std::vector<OpCase> cases;
   for (OpCase& c : all_cases()) {
     if (c.op == OpKind::kGemm || c.op == OpKind::kMatMul || c.op == OpKind::kConv2d) cases.push_back(c);
   }
   const ChoiceCheck r =
-      check_gemm_choices(CudaBackendOptions{}, cases, [](const std::string& choice) { return choice == "gemv"; });
+      check_gemm_choices(options, cases, [](const std::string& choice) { return choice == "gemv"; });
   EXPECT_GE(r.cases, 3) << "op cases that offer the GEMV path";
 }
 

@@ -60,6 +60,7 @@ class CudaBackend final : public Backend {
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     info_.pingpong = info_.wgmma && options.pingpong;
+    info_.gemv = options.gemv;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
     fused_attention_ = options.fused_attention;
@@ -75,12 +76,12 @@ class CudaBackend final : public Backend {
     // Everything that changes which choices exist or which is fastest (the versions count kernel
     // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads, v5 and v4 the
     // staged epilogue's addends loaded a chunk ahead).
-    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}", prop.name,
+    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
                                                         : "mma.sync+wgmma+tma v4",
-                                     info_.pingpong ? "+pingpong v1" : "");
+                                     info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "");
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -141,6 +142,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.wgmma = env_switch("ATOLL_CUDA_WGMMA", true);
   options.tma_im2col = env_switch("ATOLL_CUDA_TMA_IM2COL", true);
   options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
+  options.gemv = env_switch("ATOLL_CUDA_GEMV", false);
   options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);
   options.gemm_groups = env_switch("ATOLL_CUDA_GEMM_GROUPS", true);
   options.fused_attention = env_switch("ATOLL_CUDA_FUSED_ATTENTION", true);

@@ -55,6 +55,10 @@ struct CudaBackendOptions {
   // epilogue beside the other's MMAs; ATOLL_CUDA_PINGPONG=1 turns it on). Off until the GPU suite
   // has run it and it has been timed on the H200.
   bool pingpong = false;
+  // Also offer the GEMV path (gemv.cu) to batch-1 GEMMs of up to 8 rows over a plain A
+  // (ATOLL_CUDA_GEMV=1 turns it on). Off until the GPU suite has run it and it has been timed on
+  // the H200: with it on, autotuning keeps it wherever it times faster than the tiles.
+  bool gemv = false;
   // Compile attention's heads-first transposes into the MatMuls around them
   // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=0 turns it off). On since session 18,
   // likewise.

@@ -18,6 +18,7 @@ struct DeviceInfo {
   bool wgmma = false;  // sm_90 device and an sm_90a build: the Hopper GEMM tiles are offered
   bool tma_im2col = false;  // and the TMA tiles to im2col convolutions (CudaBackendOptions)
   bool pingpong = false;    // and the ping-pong TMA tile (CudaBackendOptions)
+  bool gemv = false;        // the GEMV path is offered (CudaBackendOptions::gemv, any device)
   size_t smem_optin = 0;    // shared memory one block may take (cudaDeviceProp::sharedMemPerBlockOptin)
 };
 

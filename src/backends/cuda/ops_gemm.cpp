@@ -38,7 +38,7 @@ class GemmLaunch final : public KernelLaunch {
                dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p)),
                dev.pingpong,
                p.n_segment,
-               vec && !b_kn && gemv_applies(p)} {
+               dev.gemv && vec && !b_kn && gemv_applies(p)} {
     config_.vec = vec;
     config_.b_kn = b_kn;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});

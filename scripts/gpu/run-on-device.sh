@@ -2,7 +2,8 @@
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
 #   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
-#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (and the engine's
+#   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (BENCH_AB and DISB_AB
+#   alternate an on/off switch) (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
 #   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
@@ -317,8 +318,21 @@ if has_step csan; then
 fi
 if has_step bench; then
   # BENCH_TAG suffixes the JSON (a second run with other settings, e.g. ATOLL_CUDA_TMA_IM2COL=1).
-  # shellcheck disable=SC2086
-  timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" --json "$out/atoll_cuda${BENCH_TAG:-}.json" ${BENCH_ARGS:-} 2>&1 | tail -30
+  # BENCH_AB=VAR (an on/off switch such as ATOLL_CUDA_GEMV) alternates VAR=0 and VAR=1 for
+  # BENCH_ROUNDS rounds (default 2) on the same machine, JSON tagged _VAR<v>_<round>.
+  bench_one() {  # tag
+    # shellcheck disable=SC2086
+    timeout -k 5 "${BENCH_LIMIT:-200}" "$bin/atoll_bench_cuda" --json "$out/atoll_cuda$1.json" ${BENCH_ARGS:-} 2>&1 | tail -30
+  }
+  if [[ -n ${BENCH_AB:-} ]]; then
+    for round in $(seq "${BENCH_ROUNDS:-2}"); do
+      for v in 0 1; do
+        (export "$BENCH_AB=$v" && bench_one "${BENCH_TAG:-}_$BENCH_AB${v}_$round" | sed "s/^/$BENCH_AB=$v round $round: /")
+      done
+    done
+  else
+    bench_one "${BENCH_TAG:-}"
+  fi
 fi
 if has_step torch; then
   # shellcheck disable=SC2086

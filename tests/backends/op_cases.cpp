@@ -318,7 +318,7 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
                   {act_input("x", Shape{3, 200}), param("w", Shape{130, 200}, Layout::kRowMajor, fan_in_scale(200)),
                    param("b", Shape{130})}));
   // Batch-1 classifier shapes, which the CUDA GEMV path serves: rows of A up to 8, K a multiple
-  // of 8 but not of a warp's 256-element chunk, a residual; and one row over a longer K.
+  // of 8 but not of the GEMV's K chunk, a residual; and one row over a longer K.
   cases.push_back(
       simple_case("gemm_rows6_bias_residual_relu", OpKind::kGemm, gemm_attrs(true, true, "relu"),
                   {act_input("x", Shape{2, 3, 264}), param("w", Shape{70, 264}, Layout::kRowMajor, fan_in_scale(264)),
@@ -327,6 +327,16 @@ void add_gemm_norm_cases(std::vector<OpCase>& cases) {
       simple_case("gemm_row1_long_k", OpKind::kGemm, gemm_attrs(true, false, "none"),
                   {act_input("x", Shape{1, 2056}), param("w", Shape{33, 2056}, Layout::kRowMajor, fan_in_scale(2056)),
                    param("b", Shape{33})}));
+  // Three rows over three of the GEMV's K chunks (the last a tail), and more columns than a full
+  // grid's blocks cover, so its blocks loop.
+  cases.push_back(
+      simple_case("gemm_rows3_chunks", OpKind::kGemm, gemm_attrs(true, false, "none"),
+                  {act_input("x", Shape{3, 4104}), param("w", Shape{20, 4104}, Layout::kRowMajor, fan_in_scale(4104)),
+                   param("b", Shape{20})}));
+  cases.push_back(
+      simple_case("gemm_rows2_wide_n", OpKind::kGemm, gemm_attrs(true, false, "none"),
+                  {act_input("x", Shape{2, 16}), param("w", Shape{17000, 16}, Layout::kRowMajor, fan_in_scale(16)),
+                   param("b", Shape{17000})}));
   cases.push_back(simple_case("matmul_batched", OpKind::kMatMul, {},
                               {act_input("a", Shape{2, 3, 7, 9}), act_input("b", Shape{2, 3, 9, 5})}));
   cases.push_back(simple_case("matmul_trans_b_alpha", OpKind::kMatMul, {{"trans_b", int64_t{1}}, {"alpha", 0.125}},

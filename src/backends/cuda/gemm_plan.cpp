@@ -19,9 +19,12 @@ constexpr double kBlockOverheadUs = 4.0;
 constexpr double kReduceLaunchUs = 1.0;
 constexpr double kBytesPerUs = 3.0e6;
 constexpr int kMaxSplits = 32;
-// The GEMV path streams B at close to HBM bandwidth (a guess until its first H200 run; autotuning
-// at load times it against the tiles) after a launch's fixed cost.
-constexpr double kGemvBytesPerUs = 4.0e6;
+// The GEMV path streams B at close to HBM bandwidth after a launch's fixed cost, plus its reads
+// of A's staged rows from shared memory (every row once per pair of columns) at the device's
+// shared-memory bandwidth. Guesses: the first version, which read A per warp from L2, streamed
+// 205 MB at 2.4 TB/s on the H100 (session 29); autotuning at load times it against the tiles.
+constexpr double kGemvBytesPerUs = 3.0e6;
+constexpr double kGemvSmemBytesPerUs = 25.0e6;
 constexpr double kGemvOverheadUs = 2.0;
 constexpr int kMinKTilesPerSplit = 4;
 
@@ -106,7 +109,8 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
 double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count) {
   if (c.tile == GemmTile::kGemv) {
     const double bytes = 2.0 * (static_cast<double>(s.N) * s.K + static_cast<double>(s.M) * (s.K + s.N));
-    return kGemvOverheadUs + bytes / kGemvBytesPerUs;
+    const double staged = static_cast<double>(s.M) * s.N * s.K;  // A's 2-byte halves, once per two columns
+    return kGemvOverheadUs + bytes / kGemvBytesPerUs + staged / kGemvSmemBytesPerUs;
   }
   const TileTraits& t = traits(c.tile);
   const int bm = gemm_tile_m(c.tile), bn = gemm_tile_n(c.tile);

@@ -36,6 +36,9 @@ def row(run, d, m):
     share = f"{100 * sentinel / rt_done:.0f}%" if rt_done else "-"
     st = m.get("host_stalls")
     stalls = f"{st['over_threshold']}/{st['longest_us'] / 1e3:.2f}" if st else "-"
+    busy = m.get("host_cpu_busy") or {}
+    if "steal_max_core" in busy:
+        stalls += f" ({100 * busy['steal_max_core']:.1f}%, {busy['involuntary_switches']})"
     return [run, d["workload"]["name"], m["mode"], f"{rt['p50']:.3f}", f"{rt['p99']:.3f}", vs,
             f"{100 * m['rt_deadline_miss_rate']:.2f}", f"{m['throughput_per_s']['be']:.1f}",
             f"{pre['p50']:.1f}/{pre['p99']:.1f}", f"{wait.get('p50', 0):.1f}/{wait.get('p99', 0):.1f}",
@@ -47,7 +50,7 @@ def main(args):
     header = ["run", "WL", "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%] (p: paired)", "miss %", "BE/s",
               "preempt p50/p99 us", "wait p50/p99 us", "reaction p50/p99 us", "reaction p99 sentinel/scheduler us",
               "sentinel p99 wake/claim/open us", "on device p99 ms", "sentinel", "dropped",
-              "host stalls >500us / longest ms"]
+              "host stalls >500us / longest ms (most stolen core, involuntary switches)"]
     rows = []
     for f in results_files(args):
         d = json.loads(f.read_text())

@@ -162,9 +162,11 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  c->sm_mhz_mean, c->sm_mhz_min, c->sm_mhz_max, c->power_w_mean);
     }
     if (const auto& s = run.host_stalls) {
-      fmt::print("  host in {}: {} stalls over {:.0f} us (longest {:.0f} us) in {} wakes, CPU steal {:.2f}%\n", run.mode,
-                 s->over_threshold, s->threshold_us, s->longest_us, s->wakes,
-                 run.host_load ? 100.0 * run.host_load->steal : 0.0);
+      const bench::HostLoad load = run.host_load.value_or(bench::HostLoad{});
+      fmt::print("  host in {}: {} stalls over {:.0f} us (longest {:.0f} us) in {} wakes, CPU steal {:.2f}% (most "
+                 "stolen core {:.2f}%), {} involuntary context switches\n",
+                 run.mode, s->over_threshold, s->threshold_us, s->longest_us, s->wakes, 100.0 * load.steal,
+                 100.0 * load.steal_max_core, load.involuntary_switches);
     }
   }
   for (size_t i = 0; i < r.runs.size(); ++i) {
@@ -178,10 +180,13 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  r.runs[i].mode, 100.0 * load->busy_others);
     }
     if (const auto& s = r.runs[i].host_stalls; s && s->longest_us > bench::kStallWarningUs) {
+      const bench::HostLoad load = r.runs[i].host_load.value_or(bench::HostLoad{});
       fmt::print(stderr,
-                 "warning: mode {}: the host stalled {} times for over {:.0f} us (longest {:.1f} ms); RT latency "
-                 "tails of that size are the host's, not the scheduler's\n",
-                 r.runs[i].mode, s->over_threshold, s->threshold_us, s->longest_us / 1e3);
+                 "warning: mode {}: the host stalled {} times for over {:.0f} us (longest {:.1f} ms; most stolen "
+                 "core {:.2f}%, {} involuntary context switches); RT latency tails of that size are the host's, not "
+                 "the scheduler's\n",
+                 r.runs[i].mode, s->over_threshold, s->threshold_us, s->longest_us / 1e3, 100.0 * load.steal_max_core,
+                 load.involuntary_switches);
     }
   }
 }

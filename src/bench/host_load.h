@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <vector>
 
 namespace atl::bench {
 
@@ -16,9 +17,15 @@ struct CpuTimes {
   uint64_t total = 0;  // every state
   uint64_t self = 0;   // this process
   uint64_t steal = 0;  // a virtual machine's CPUs waiting while the hypervisor ran something else
+  // Per core ("cpuN" lines, in order): steal and every state. A hypervisor that takes one vCPU
+  // for milliseconds stalls whatever thread ran there, yet moves the aggregate share little.
+  std::vector<uint64_t> core_steal;
+  std::vector<uint64_t> core_total;
+  uint64_t involuntary_switches = 0;  // this process's threads taken off a core by the kernel
 };
 
-// Parses the aggregate "cpu ..." line of /proc/stat; nullopt if there is none.
+// Parses the aggregate "cpu ..." line of /proc/stat and the per-core lines after it; nullopt if
+// the aggregate line is missing or malformed (a malformed core line drops the per-core figures).
 std::optional<CpuTimes> parse_proc_stat(std::string_view text);
 // Now; nullopt where /proc/stat cannot be read (not Linux).
 std::optional<CpuTimes> read_cpu_times();
@@ -27,6 +34,8 @@ struct HostLoad {
   double busy = 0;         // share of all cores' time spent busy, 0..1
   double busy_others = 0;  // the same without this process's own time
   double steal = 0;        // share of all cores' time stolen by the hypervisor (in busy too)
+  double steal_max_core = 0;          // the most stolen core's share of its own time
+  uint64_t involuntary_switches = 0;  // this process's, between the readings
 };
 // Between two readings; nullopt if either is missing or no time passed.
 std::optional<HostLoad> host_load(const std::optional<CpuTimes>& from, const std::optional<CpuTimes>& to);

@@ -271,7 +271,11 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
     mj["gpu_clock"] = nullptr;
   }
   if (const auto& load = run.host_load) {
-    mj["host_cpu_busy"] = {{"all", load->busy}, {"others", load->busy_others}, {"steal", load->steal}};
+    mj["host_cpu_busy"] = {{"all", load->busy},
+                           {"others", load->busy_others},
+                           {"steal", load->steal},
+                           {"steal_max_core", load->steal_max_core},
+                           {"involuntary_switches", load->involuntary_switches}};
   } else {
     mj["host_cpu_busy"] = nullptr;
   }

@@ -1,7 +1,8 @@
 // Mid-kernel preemption of every kernel of every zoo model at batch 8: the flag rises at a
 // random moment of the kernel's run (device clock, bench/exit_probe.h); the kernel must
 // leave within a generous bound (atoll_bench_kernel_exit holds the real target), and re-running
-// it from scratch onto poisoned outputs must give the bits of an uninterrupted run.
+// it from scratch onto poisoned outputs must give the bits of an uninterrupted run; so must a run
+// launched on a flag that another stream's kernel had just read low through L1.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -63,6 +64,17 @@ TEST_P(GpuKernelExitTest, EveryKernelLeavesMidRunAndRerunsBitExact) {
       for (size_t i = 0; i < kernel.outputs.size(); ++i) {
         EXPECT_EQ(gpu.read_binding(kernel.outputs[i]), want[i]) << "kernel '" << kernel.name << "' output " << i;
       }
+    }
+    // Launched on a raised flag that another stream's kernel had just read low through L1: at
+    // worst each block runs one item, never more than the whole kernel; a rerun is still exact.
+    for (const Binding& b : kernel.outputs) gpu.poison_binding(b, 0xFF);
+    const double stale = probe.stale_entry_us(victim, flag, 1);
+    if (test::timing_judged()) {
+      EXPECT_LE(stale, duration + kExitBoundUs) << "kernel '" << kernel.name << "'";
+    }
+    probe.duration_us(victim, flag, 1);
+    for (size_t i = 0; i < kernel.outputs.size(); ++i) {
+      EXPECT_EQ(gpu.read_binding(kernel.outputs[i]), want[i]) << "kernel '" << kernel.name << "' output " << i << ", stale entry";
     }
   }
   // Most raises land inside the kernel: the test must have measured exits, not only late raises.

@@ -40,6 +40,12 @@ class ExitProbe {
   // queued on the device when a preemption begins costs to pass through the SMs, its blocks
   // exiting at entry. The flag is left raised.
   double entry_us(const Victim& victim, int* flag, int reps);
+  // The same, but the flag is raised only after one block per SM of another stream's kernel has
+  // read it low through L1 (as a flag-checking kernel's entry does) and ended: what a BE kernel
+  // started during a preemption costs when kernels of other BE streams have just read the flag.
+  // PTX promises L1 invalidation only between dependent grids; against entry_us this shows
+  // whether the entry read (cuda::ItemFlag) can see a stale line on the device at hand.
+  double stale_entry_us(const Victim& victim, int* flag, int reps);
 
  private:
   // Start stamp, victim, end stamp, with the flag set to `flag_value` first; with
@@ -50,9 +56,11 @@ class ExitProbe {
   // minus the gap (us).
   double median_span_us(const Victim& victim, int* flag, int reps, int flag_value);
 
-  cuda::Stream victim_, raiser_;
-  cuda::DeviceBuffer slots_;  // start, raise, end (uint64 ns)
-  cuda::HostGate gate_;       // holds the victim's stream until a trial is enqueued
+  cuda::Stream victim_, raiser_, primer_;
+  cuda::DeviceBuffer slots_;   // start, raise, end (uint64 ns)
+  cuda::DeviceBuffer primed_;  // primer blocks counted in, and a sink word
+  cuda::Event raised_;         // the primed raise, which the victim's stream waits for
+  cuda::HostGate gate_;        // holds the victim's stream until a trial is enqueued
   double gap_us_ = 0;
 };
 

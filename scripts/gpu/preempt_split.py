@@ -2,7 +2,8 @@
 """Where a preemption's time goes, from a DISB run's trace.json (the traced mode, reset when it
 ran) and results.json: for each preemption in the trace window, measured from the scheduler's
 preempt event (the RT task's entry), when the BE kernels running at that instant ended, how many
-BE kernels started after it (grids already queued on the device, exiting at entry), when the last
+BE kernels started after it (grids already queued on the device, exiting at entry) and how long
+they lasted against the same kernel run whole, when the last
 BE kernel ended and when the first RT kernel started. Percentiles over the events, in us.
 
     python3 scripts/gpu/preempt_split.py DISB_OUT_DIR [MORE ...]
@@ -28,7 +29,15 @@ def split(trace):
     be = sorted((k for k in kernels if k.get("cat") == "be"), key=lambda k: k["ts"])
     rt = sorted((k for k in kernels if k.get("cat") == "rt"), key=lambda k: k["ts"])
     preempts = sorted(e["ts"] for e in trace["traceEvents"] if e.get("ph") == "i" and e["name"].startswith("preempt"))
-    out = {k: [] for k in ("running_end", "queued_count", "queued_dur", "last_be_end", "rt_start", "rt_after_be")}
+    out = {k: [] for k in ("running_end", "queued_count", "queued_dur", "queued_share", "last_be_end", "rt_start",
+                           "rt_after_be")}
+    # A queued kernel's time against the same kernel run whole: near 0 means it left at entry,
+    # near 1 that it ran to its end.
+    whole = {}
+    for k in be:
+        if not k.get("args", {}).get("preempted"):
+            whole.setdefault(k["name"], []).append(k["dur"])
+    whole = {name: pct(durs, 0.5) for name, durs in whole.items()}
     for n, t in enumerate(preempts):
         # The preemption's own RT task starts before the next one begins; an RT task launched
         # outside the trace window would otherwise pair this event with a later task.
@@ -42,6 +51,7 @@ def split(trace):
         out["rt_start"].append(first_rt - t)
         out["queued_count"].append(len(queued))
         out["queued_dur"].extend(k["dur"] for k in queued)
+        out["queued_share"].extend(k["dur"] / whole[k["name"]] for k in queued if whole.get(k["name"]))
         if running:
             out["running_end"].append(max(k["ts"] + k["dur"] for k in running) - t)
         if ends:
@@ -68,6 +78,7 @@ def main(args):
             print(summary("running BE kernels end (after preempt)", s["running_end"]))
             print(summary("BE kernels started after preempt (count)", s["queued_count"]))
             print(summary("  their durations", s["queued_dur"]))
+            print(summary("  their share of the kernel run whole", s["queued_share"]))
             print(summary("last BE kernel end (after preempt)", s["last_be_end"]))
             print(summary("first RT kernel start (after preempt)", s["rt_start"]))
             print(summary("first RT kernel start - last BE end", s["rt_after_be"]))

@@ -134,6 +134,12 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  m.sentinel_wake_us.p50, m.sentinel_wake_us.p99, m.sentinel_claim_us.p50, m.sentinel_claim_us.p99,
                  m.sentinel_open_us.p50, m.sentinel_open_us.p99);
     }
+    if (m.gate_passed_us.count > 0 || m.gate_flag_us.count > 0) {
+      fmt::print("  from the gate's store (host clock), p50/p99: the stream past its hold {:.1f}/{:.1f} us ({}), the "
+                 "flag written behind it {:.1f}/{:.1f} us ({})\n",
+                 m.gate_passed_us.p50, m.gate_passed_us.p99, m.gate_passed_us.count, m.gate_flag_us.p50,
+                 m.gate_flag_us.p99, m.gate_flag_us.count);
+    }
   }
   for (const bench::ModeRun& run : r.runs) {
     // Host time per step, where the device clock shows it.

@@ -200,6 +200,10 @@ ModeStats summarize(const Workload& w, const ModeRun& run, const std::vector<dou
   m.sentinel_open_us = distribution(run.sentinel_open_us);
   m.preemption_entry_us = distribution(run.preemption_entry_us);
   m.preemption_release_us = distribution(run.preemption_release_us);
+  if (run.gate_stamps) {
+    m.gate_passed_us = distribution(run.gate_stamps->passed_us);
+    m.gate_flag_us = distribution(run.gate_stamps->flag_us);
+  }
   const auto share = [](double part, double whole) { return whole > 0 ? part / whole : 0.0; };
   m.staging_share_p50 = share(m.preemption_staging_us.p50, m.preemption_latency_us.p50);
   m.staging_share_p99 = share(m.preemption_staging_us.p99, m.preemption_latency_us.p99);
@@ -250,6 +254,11 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
                              {"open", distribution_json(m.sentinel_open_us)}};
   mj["preemption_entry_us"] = distribution_json(m.preemption_entry_us);
   mj["preemption_release_us"] = distribution_json(m.preemption_release_us);
+  if (run.gate_stamps) {
+    mj["gate_stamps_us"] = {{"passed", distribution_json(m.gate_passed_us)}, {"flag", distribution_json(m.gate_flag_us)}};
+  } else {
+    mj["gate_stamps_us"] = nullptr;
+  }
   const sched::PollStats& polls = run.polls;
   mj["scheduler_polls"] = {{"count", polls.count},
                            {"over_50us", polls.over_50us},

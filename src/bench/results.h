@@ -98,6 +98,9 @@ struct ModeRun {
   int64_t l2_persisting_bytes = 0;              // the set-aside granted for DisbOptions::rt_l2 (0: off)
   int64_t sentinel_rt_tasks = 0;                // RT tasks the arrival sentinel started (SchedulerStats)
   int staged_clients = 0;
+  // ATOLL_CUDA_GATE_STAMPS: host store opening an RT lane's hold -> its stream past the hold, and
+  // -> the flag written behind it (sched::GateStamps); nullopt where the device does not stamp.
+  std::optional<sched::GateStamps> gate_stamps;
 };
 
 // A mode's RT p99 against rt-only's on the same workload: ratio - 1, with a conservative 95%
@@ -152,6 +155,7 @@ struct ModeStats {
   // Staging's other two parts: admission -> the scheduler starting the task (the RT queue and RT
   // mode entry), and start -> dispatch (the holds opened, the inputs staged).
   Distribution preemption_entry_us, preemption_release_us;
+  Distribution gate_passed_us, gate_flag_us;  // ModeRun::gate_stamps (empty where not stamped)
   double longest_be_wait_ms = 0;
 };
 

@@ -227,7 +227,9 @@ class Runner {
     const std::optional<CpuTimes> cpu_before = sw.real_time ? read_cpu_times() : std::nullopt;
     GpuClockSampler clock(sw.real_time ? device->pci_bus_id() : std::string(), kClockSampleMs);
     HostStallWatch stalls(sw.real_time);
+    device->take_gate_stamps();  // the mode's own only, not the warm-up's
     const sched::WorkloadRun wr = sched::run_workload(recorder, sw);
+    run.gate_stamps = device->take_gate_stamps();
     run.polls = wr.stats.polls;
     run.rt_armed = wr.armed_rt;
     run.l2_persisting_bytes = l2_persisting;

@@ -60,6 +60,9 @@ struct StreamState {
   cuda::PinnedBuffer rung;
   std::deque<uint32_t> doorbells;
   std::optional<uint32_t> must_ring;  // the newest doorbell whose gate opened, until seen rung
+  // ATOLL_CUDA_GATE_STAMPS: mapped words the stream writes each hold's token to, once past the
+  // hold and once past the flag write behind it (GateStampWatcher).
+  cuda::PinnedBuffer stamps;
   // Launches not held back: what wait_until may wait for.
   uint64_t released_launches() const { return holds.empty() ? launched : holds.front(); }
 };
@@ -71,6 +74,7 @@ class CudaExecDevice final : public ExecDevice {
         backend_(make_cuda_backend(device)),
         doorbells_on_(doorbells_wanted()),
         side_flag_on_(side_flag_wanted()) {
+    if (env_switch("ATOLL_CUDA_GATE_STAMPS", false)) stamp_watcher_ = std::make_unique<GateStampWatcher>();
     ATOLL_CHECK(!(doorbells_on_ && side_flag_on_), kInvalidArgument,
                 "ATOLL_CUDA_DOORBELL=1 and ATOLL_CUDA_SIDE_FLAG=1: the flag is raised by one of them, not both");
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
@@ -267,6 +271,9 @@ class CudaExecDevice final : public ExecDevice {
       if (side_flag_on_) return;
     }
     cuda::stream_write_value32(st.stream.get(), flag(), 1);
+    if (stamp_watcher_ && st.gate && st.gate->pending() > 0) {
+      cuda::stream_write_value32(st.stream.get(), stamp_word(st, 1), st.gate->newest_hold_token());
+    }
   }
 
   // A doorbell whose gate opened may still be waiting for an SM; lowering the flag before it
@@ -276,6 +283,11 @@ class CudaExecDevice final : public ExecDevice {
     wait_for_opened_doorbells();
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     wait_bounded(control_.get(), "lowering the preemption flag");
+  }
+
+  std::optional<GateStamps> take_gate_stamps() override {
+    if (!stamp_watcher_) return std::nullopt;
+    return stamp_watcher_->take();
   }
 
   bool can_hold() const override { return true; }
@@ -355,6 +367,7 @@ class CudaExecDevice final : public ExecDevice {
     StreamState& st = state(stream);
     make_gate(st);
     st.gate->hold(st.stream.get());
+    if (stamp_watcher_) cuda::stream_write_value32(st.stream.get(), stamp_word(st, 0), st.gate->newest_hold_token());
     st.holds.push_back(st.launched);
   }
 
@@ -452,12 +465,20 @@ class CudaExecDevice final : public ExecDevice {
   // Off unless ATOLL_CUDA_DOORBELL=1: on the H200 (DISB B and C, session 25) the doorbell stopped
   // the running BE kernels 5 us sooner but moved no RT task's start, and its spinning block cost
   // the RT tasks 12 us on the device and 2-3 points of RT p99.
+  // Word `i` of the stream's gate stamps (0: past the hold, 1: past the flag write), as the device sees it.
+  static uint32_t* stamp_word(StreamState& st, int i) { return static_cast<uint32_t*>(st.stamps.device_alias()) + i; }
   static bool doorbells_wanted() { return env_switch("ATOLL_CUDA_DOORBELL", false); }
   // Off until measured: moves the flag write off the held stream (raise_flag).
   static bool side_flag_wanted() { return env_switch("ATOLL_CUDA_SIDE_FLAG", false); }
   void make_gate(StreamState& st) {
     if (st.gate) return;
     st.gate = std::make_unique<cuda::StreamGate>();
+    if (stamp_watcher_) {
+      st.stamps = cuda::PinnedBuffer(2 * sizeof(uint32_t), /*mapped=*/true);
+      auto* words = static_cast<uint32_t*>(st.stamps.get());
+      words[0] = words[1] = 0;
+      stamp_watcher_->watch(st.gate->host_word(), words, words + 1);
+    }
     if (!doorbells_on_ && !side_flag_on_) return;
     st.doorbell_stream = cuda::make_priority_stream(true);
     st.rung = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
@@ -558,6 +579,8 @@ class CudaExecDevice final : public ExecDevice {
   cuda::Stream control_;
   cuda::Event base_event_;
   DeviceTime base_host_ = 0;
+  // Last: stopped before the streams' stamp words are freed. Null unless ATOLL_CUDA_GATE_STAMPS=1.
+  std::unique_ptr<GateStampWatcher> stamp_watcher_;
 };
 
 }  // namespace

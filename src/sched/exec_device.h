@@ -25,6 +25,7 @@
 #include "ir/graph.h"
 #include "profile/kernel_profile.h"
 #include "program/program.h"
+#include "sched/gate_stamps.h"
 
 namespace atl::l2 {
 struct ResidencyConfig;
@@ -197,6 +198,12 @@ class ExecDevice {
   // L2Persist::kOff or a zero budget turns persistence off for them and the set-aside to 0.
   // Returns the set-aside granted. kUnsupported on devices without L2 control.
   virtual int64_t set_l2_persistence(std::span<const InstanceId> instances, L2Persist buffer, int64_t budget_bytes);
+
+  // ---- Where an armed task's start goes (a diagnostic) ----
+  // The delays, since the last call, from each host store that opened a hold to the device's
+  // stream passing it and to the flag written behind it, on the host's clock (gate_stamps.h);
+  // nullopt where the device does not stamp (CUDA: unless ATOLL_CUDA_GATE_STAMPS=1).
+  virtual std::optional<GateStamps> take_gate_stamps() { return std::nullopt; }
 
   virtual DeviceTime now() = 0;
   // Whether now() is a simulated clock, moving only when driven, on which no host thread's delay

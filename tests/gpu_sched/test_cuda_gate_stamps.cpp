@@ -53,10 +53,11 @@ TEST(CudaGateStamps, ResetStampsEveryArmedTaskAndKeepsOutputsExact) {
   ASSERT_EQ(s.stats().armed_rt_tasks, kRtRequests) << "RT tasks launched on arrival have no holds to stamp";
   const std::optional<GateStamps> got = device->take_gate_stamps();
   ASSERT_TRUE(got.has_value());
-  // Two holds per armed task, each passed once opened; one flag write per task that preempted.
+  // Two holds per armed task, each passed once opened; one flag write per armed task (the next
+  // task, armed behind the last, may have been released by the stop).
   EXPECT_GE(got->passed_us.size(), static_cast<size_t>(kRtRequests));
   EXPECT_GT(got->flag_us.size(), 0u);
-  EXPECT_LE(got->flag_us.size(), static_cast<size_t>(kRtRequests));
+  EXPECT_LE(got->flag_us.size(), static_cast<size_t>(kRtRequests) + 1);
   for (const double us : got->passed_us) EXPECT_GE(us, 0.0);
   for (const double us : got->flag_us) EXPECT_GE(us, 0.0);
   EXPECT_TRUE(same_bytes(pair.reference(pair.be_inst, be_inputs), be_want)) << "the flag was left up";

@@ -286,8 +286,7 @@ class CudaExecDevice final : public ExecDevice {
   }
 
   std::optional<GateStamps> take_gate_stamps() override {
-    if (!stamp_watcher_) return std::nullopt;
-    return stamp_watcher_->take();
+    return stamp_watcher_ ? std::optional<GateStamps>(stamp_watcher_->take()) : std::nullopt;
   }
 
   bool can_hold() const override { return true; }

@@ -11,18 +11,14 @@
 #include <cstring>
 #include <tuple>
 
+#include "core/gate_word.h"
+
 namespace atl::sched {
 
 namespace {
 
 // Sleeping ends tens of microseconds late on Linux; the last stretch before an arrival spins.
 constexpr DeviceTime kSpinLead = 150'000;
-
-void cpu_relax() {
-#if defined(__x86_64__)
-  __builtin_ia32_pause();
-#endif
-}
 
 }  // namespace
 

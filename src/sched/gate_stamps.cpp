@@ -2,6 +2,8 @@
 
 #include <chrono>
 
+#include "core/gate_word.h"
+
 namespace atl::sched {
 
 namespace {
@@ -17,12 +19,6 @@ uint32_t read_word(const uint32_t* w) {
 int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
-}
-
-void relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
 }
 
 }  // namespace
@@ -100,7 +96,7 @@ void GateStampWatcher::poll() {
       }
     }
     passes_.fetch_add(1, std::memory_order_release);
-    relax();
+    cpu_relax();
   }
 }
 

@@ -9,21 +9,33 @@
 
 namespace atl::cuda {
 
+namespace {
+
+// The stream's access-policy window: `bytes` from `base` persisting at `hit_ratio`, the rest of
+// the window's lines `miss`; no window where `bytes` is 0.
+void set_window(cudaStream_t s, void* base, size_t bytes, double hit_ratio, cudaAccessProperty miss) {
+  cudaStreamAttrValue v = {};
+  if (bytes > 0) {
+    v.accessPolicyWindow.base_ptr = base;
+    v.accessPolicyWindow.num_bytes = bytes;
+    v.accessPolicyWindow.hitRatio = static_cast<float>(hit_ratio);
+    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
+    v.accessPolicyWindow.missProp = miss;
+  }
+  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+}
+
+}  // namespace
+
 void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
   if (residency_) set_stream_window(s, residency_->windows[k]);
   launches_[k]->launch(s, flag);
 }
 
 void CudaInstanceImpl::set_stream_window(cudaStream_t s, const L2Window& w) const {
-  cudaStreamAttrValue v = {};
-  if (w.bytes > 0) {
-    v.accessPolicyWindow.base_ptr = arena_.bytes_ptr() + w.offset;
-    v.accessPolicyWindow.num_bytes = static_cast<size_t>(w.bytes);
-    v.accessPolicyWindow.hitRatio = static_cast<float>(residency_->hit_ratio);
-    v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
-    v.accessPolicyWindow.missProp = cudaAccessPropertyStreaming;
-  }
-  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+  if (w.bytes == 0) return set_window(s, nullptr, 0, 0.0, cudaAccessPropertyNormal);
+  set_window(s, arena_.bytes_ptr() + w.offset, static_cast<size_t>(w.bytes), residency_->hit_ratio,
+             cudaAccessPropertyStreaming);
 }
 
 void CudaInstanceImpl::clear_l2_state() {
@@ -79,14 +91,8 @@ int64_t CudaInstanceImpl::persisting_l2_limit() const {
 
 void CudaInstanceImpl::set_persist_window(cudaStream_t s) const {
   if (!persist_) return;
-  cudaStreamAttrValue v = {};
-  v.accessPolicyWindow.base_ptr = persist_->base;
-  v.accessPolicyWindow.num_bytes = persist_->bytes;
-  v.accessPolicyWindow.hitRatio = static_cast<float>(persist_->hit_ratio);
-  v.accessPolicyWindow.hitProp = cudaAccessPropertyPersisting;
   // The lines left out by the hit ratio stay ordinary: streaming would evict them first.
-  v.accessPolicyWindow.missProp = cudaAccessPropertyNormal;
-  ATL_CUDA_CHECK(cudaStreamSetAttribute(s, cudaStreamAttributeAccessPolicyWindow, &v));
+  set_window(s, persist_->base, persist_->bytes, persist_->hit_ratio, cudaAccessPropertyNormal);
 }
 
 void CudaInstanceImpl::clear_stream_window(cudaStream_t s) const {

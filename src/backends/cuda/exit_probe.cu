@@ -84,6 +84,11 @@ void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us,
     raiser_kernel<<<1, 32, 0, raiser_.get()>>>(slots, static_cast<uint64_t>(raise_after_us * 1e3), flag);
     ATL_CUDA_CHECK_LAUNCH("exit_probe_raiser");
   }
+  stamped_run(victim, flag, t);
+}
+
+void ExitProbe::stamped_run(const Victim& victim, int* flag, uint64_t (&t)[3]) {
+  auto* slots = static_cast<uint64_t*>(slots_.get());
   // The stamps time the device, not the host's launch calls.
   gate_.hold(victim_.get());
   stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kStart);
@@ -94,6 +99,10 @@ void ExitProbe::run_once(const Victim& victim, int* flag, double raise_after_us,
   gate_.release();
   ATL_CUDA_CHECK(cudaDeviceSynchronize());
   ATL_CUDA_CHECK(cudaMemcpy(t, slots, sizeof(t), cudaMemcpyDeviceToHost));
+}
+
+double ExitProbe::span_us(const uint64_t (&t)[3]) const {
+  return static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_;
 }
 
 double ExitProbe::calibrate_gap_us(int reps) {
@@ -112,7 +121,7 @@ double ExitProbe::median_span_us(const Victim& victim, int* flag, int reps, int 
   for (int i = 0; i < reps; ++i) {
     uint64_t t[3];
     run_once(victim, flag, -1, t, flag_value);
-    d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
+    d.push_back(span_us(t));
   }
   return std::max(0.0, median(d));
 }
@@ -142,18 +151,10 @@ double ExitProbe::stale_entry_us(const Victim& victim, int* flag, int reps) {
     // The victim's stream depends on the raiser's, not on the primer's.
     ATL_CUDA_CHECK(cudaEventRecord(raised_.get(), raiser_.get()));
     ATL_CUDA_CHECK(cudaStreamWaitEvent(victim_.get(), raised_.get(), 0));
-    gate_.hold(victim_.get());
-    stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kStart);
-    ATL_CUDA_CHECK_LAUNCH("exit_probe_start");
-    victim(victim_.get(), flag);
-    stamp_kernel<<<1, 32, 0, victim_.get()>>>(slots + kEnd);
-    ATL_CUDA_CHECK_LAUNCH("exit_probe_end");
-    gate_.release();
-    ATL_CUDA_CHECK(cudaDeviceSynchronize());
     uint64_t t[3];
-    ATL_CUDA_CHECK(cudaMemcpy(t, slots, sizeof(t), cudaMemcpyDeviceToHost));
+    stamped_run(victim, flag, t);
     ATOLL_CHECK(t[kRaise] != 0, kInternal, "exit probe: the primed raiser gave up waiting for {} primer blocks", blocks);
-    d.push_back(static_cast<double>(t[kEnd] - t[kStart]) / 1e3 - gap_us_);
+    d.push_back(span_us(t));
   }
   return std::max(0.0, median(d));
 }

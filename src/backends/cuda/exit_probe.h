@@ -52,6 +52,11 @@ class ExitProbe {
   // `raise_after_us` >= 0 also the raiser. Returns the three device times (start, raise, end) in
   // ns; raise is 0 without a raiser.
   void run_once(const Victim& victim, int* flag, double raise_after_us, uint64_t (&t)[3], int flag_value = 0);
+  // Holds the victim's stream, enqueues start stamp, victim and end stamp, releases it, and reads
+  // the three slots back once the device is idle.
+  void stamped_run(const Victim& victim, int* flag, uint64_t (&t)[3]);
+  // End stamp minus start stamp minus the gap (us).
+  double span_us(const uint64_t (&t)[3]) const;
   // Median of `reps` runs without a raiser, the flag set to `flag_value`, start to end stamp
   // minus the gap (us).
   double median_span_us(const Victim& victim, int* flag, int reps, int flag_value);

@@ -1,7 +1,8 @@
 // atoll_bench_kernel_exit: how fast every kernel of the zoo models leaves once its preemption
 // flag rises mid-run, on the device clock (see exit_probe.h), how long one launched with the flag
 // already up takes to pass through (a kernel queued on the device when a preemption begins), and
-// what the flag checks cost a whole model run. Prints a table per op family and per model;
+// what the flag checks cost a whole model run and each op family (every kernel run alone with and
+// without the flag). Prints a table per op family and per model;
 // writes one JSON document. With --uploads, kernel 0 carries its input's upload as DISB's
 // large-batch BE clients do (an SM copy over mapped host memory and the f16 conversion, each
 // under the flag): in F and G on the H200 that launch set the slowest preemptions (session 22).
@@ -42,6 +43,7 @@ struct KernelResult {
   std::string name, family;
   std::string choice;  // GEMM-backed kernels: the tile and split tuning chose ("" otherwise)
   double duration_us = 0;
+  double no_flag_us = 0;      // the same run with no flag passed: what its checks cost
   double entry_us = 0;        // launched with the flag already raised
   double stale_entry_us = 0;  // the same, raised after another stream's kernel read it through L1
   std::vector<double> exits_us;
@@ -81,8 +83,15 @@ nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
     entry.push_back(k->entry_us);
     stale.push_back(k->stale_entry_us);
   }
+  double with_flag = 0, no_flag = 0;
+  for (const KernelResult* k : ks) {
+    with_flag += k->duration_us;
+    no_flag += k->no_flag_us;
+  }
   return {{"kernels", ks.size()},
           {"samples", all.size()},
+          {"flag_cost_pct", no_flag > 0 ? 100.0 * (with_flag / no_flag - 1.0) : 0.0},
+          {"no_flag_us", no_flag},
           {"p50_us", quantile(all, 0.5)},
           {"p99_us", quantile(all, 0.99)},
           {"max_us", quantile(all, 1.0)},
@@ -134,7 +143,8 @@ std::vector<KernelResult> probe_kernels(CudaInstance& gpu, const Program& p, ben
     r.name = p.kernels[k].name;
     r.family = family_of(p.kernels[k]);
     r.choice = gpu.gemm_choice(static_cast<int>(k));
-    r.duration_us = probe.duration_us(victim, flag, 3);
+    r.duration_us = probe.duration_us(victim, flag, 5);
+    r.no_flag_us = probe.duration_us(victim, nullptr, 5);
     // Raises land uniformly over the victim's run: it starts about one launch gap after the
     // start stamp.
     const double lo = std::min(probe.gap_us(), r.duration_us / 2), hi = std::max(lo, r.duration_us);
@@ -181,6 +191,7 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, bench::ExitP
                           {"family", k.family},
                           {"choice", k.choice},
                           {"duration_us", k.duration_us},
+                          {"no_flag_us", k.no_flag_us},
                           {"entry_us", k.entry_us},
                           {"stale_entry_us", k.stale_entry_us},
                           {"exits_us", k.exits_us},
@@ -251,12 +262,12 @@ int run(const Options& o) {
   }
   std::map<std::string, std::vector<const KernelResult*>> by_family;
   for (const KernelResult& k : all) by_family[k.family].push_back(&k);
-  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} worst kernel\n", "op family", "kern", "p50 us", "p99 us",
+  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost (standalone) / worst kernel\n", "op family", "kern", "p50 us", "p99 us",
              "max us", "entry p50/max", "stale p50/max");
   doc["families"] = nlohmann::json::object();
   for (const auto& [family, ks] : by_family) {
     const nlohmann::json s = summary(ks, o.worst);
-    print_row(family, s, "");
+    print_row(family, s, fmt::format("{:+.2f}% of {:.0f} us  ", s["flag_cost_pct"].get<double>(), s["no_flag_us"].get<double>()));
     doc["families"][family] = s;
   }
   write_file_atomic(o.json_path, doc.dump(1) + "\n");

@@ -33,19 +33,26 @@ def main():
         if "compile" in ref:
             row["torch_compile_ms"] = ref["compile"]["median_ms"]
             row["compile_ratio"] = row["atoll_ms"] / row["torch_compile_ms"]
+        if "median_ms" in ref.get("max_autotune", {}):
+            row["torch_max_autotune_ms"] = ref["max_autotune"]["median_ms"]
+            row["max_autotune_compile_s"] = ref["max_autotune"]["compile_s"]
+            row["max_autotune_ratio"] = row["atoll_ms"] / row["torch_max_autotune_ms"]
         row["flag_overhead_pct"] = 100 * r["flag_overhead"]
         row["atoll_planner_ms"] = r["planner"]["median_ms"]
         row["planner_ratio"] = row["atoll_planner_ms"] / row["torch_graph_ms"]
         rows.append(row)
     print(f"atoll vs PyTorch {torch.get('torch', '?')} CUDA graphs on {atoll['device']} ({atoll['date']})")
-    print("| model | batch | atoll ms | torch.compile ms | / compile | torch graph ms | / graph | cost-model ms | flag cost |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| model | batch | atoll ms | torch.compile ms | / compile | max-autotune ms | / max-autotune | torch graph ms "
+          "| / graph | cost-model ms | flag cost |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
-            print(f"| {r['model']} | {r['batch']} | error: {r['error'][:60]} |||||||")
+            print(f"| {r['model']} | {r['batch']} | error: {r['error'][:60]} |||||||||")
             continue
         compiled = (f"{r['torch_compile_ms']:.3f} | {r['compile_ratio']:.2f}" if "torch_compile_ms" in r else "- | -")
-        print(f"| {r['model']} | {r['batch']} | {r['atoll_ms']:.3f} | {compiled} | {r['torch_graph_ms']:.3f} | "
+        autotuned = (f"{r['torch_max_autotune_ms']:.3f} | {r['max_autotune_ratio']:.2f}"
+                     if "torch_max_autotune_ms" in r else "- | -")
+        print(f"| {r['model']} | {r['batch']} | {r['atoll_ms']:.3f} | {compiled} | {autotuned} | {r['torch_graph_ms']:.3f} | "
               f"{r['ratio']:.2f} | {r['atoll_planner_ms']:.3f} | {r['flag_overhead_pct']:+.2f}% |")
     if a.json:
         json.dump({"device": atoll["device"], "date": atoll["date"], "rows": rows}, open(a.json, "w"), indent=1)

@@ -2,7 +2,9 @@
 """PyTorch side of the CUDA benchmark: the zoo's architectures in fp16 (CNNs channels_last),
 eager and CUDA-graph latency at each batch size, and for the models named in --compile
 torch.compile(mode="reduce-overhead") (Inductor fusions plus CUDA graphs, the strongest thing a
-PyTorch user picks), median of many event-timed runs, JSON out.
+PyTorch user picks), and for the models named in --max-autotune torch.compile(mode="max-autotune")
+in a child process stopped at --max-autotune-budget-s (its compile takes minutes), median of many
+event-timed runs, JSON out.
 
 Models are built from their constructors with random weights (nothing is downloaded); latency
 does not depend on the weight values. BERT/DistilBERT come from transformers' configs.
@@ -10,6 +12,8 @@ does not depend on the weight values. BERT/DistilBERT come from transformers' co
 import argparse
 import datetime
 import json
+import multiprocessing
+import queue
 import statistics
 import sys
 
@@ -68,15 +72,15 @@ def time_fn(fn, iters, warmup):
     return {"median_ms": statistics.median(samples), "min_ms": min(samples), "mean_ms": statistics.fmean(samples)}
 
 
-def time_compiled(model, inputs, iters, warmup):
-    """torch.compile reduce-overhead: compiled once (timed), then timed like the graphs."""
+def time_compiled(model, inputs, iters, warmup, mode="reduce-overhead"):
+    """torch.compile in `mode`: compiled once (timed), then timed like the graphs."""
     import time
 
     # Dynamo's cache is keyed by the forward's code, shared by every instance of a model class: a
     # second batch size would recompile with a dynamic batch dimension (slower kernels, and no
     # compile time at a third). Each batch gets its own static compile, as a deployment would.
     torch._dynamo.reset()
-    compiled = torch.compile(model, mode="reduce-overhead", dynamic=False)
+    compiled = torch.compile(model, mode=mode, dynamic=False)
     began = time.perf_counter()
     for _ in range(3):  # the first calls compile and record the CUDA graph
         compiled(*inputs)
@@ -85,6 +89,29 @@ def time_compiled(model, inputs, iters, warmup):
     r = time_fn(lambda: compiled(*inputs), iters, warmup)
     r["compile_s"] = compile_s
     return r
+
+
+def _max_autotune_child(name, batch, seq_len, iters, warmup, results):
+    model, inputs = build(name, batch, seq_len)
+    with torch.inference_mode():
+        results.put(time_compiled(model, inputs, iters, warmup, mode="max-autotune"))
+
+
+def time_max_autotune(name, batch, seq_len, iters, warmup, budget_s):
+    """max-autotune in a child process (spawned: CUDA does not survive a fork), killed when its
+    compile and timing outlast budget_s, so one slow autotune cannot eat the run."""
+    ctx = multiprocessing.get_context("spawn")
+    results = ctx.Queue()
+    child = ctx.Process(target=_max_autotune_child, args=(name, batch, seq_len, iters, warmup, results))
+    child.start()
+    try:
+        return results.get(timeout=budget_s)
+    except queue.Empty:
+        return {"error": f"over the {budget_s:.0f} s budget" if child.is_alive() else f"child exited with {child.exitcode}"}
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
 
 
 def bench(name, batch, seq_len, iters, warmup, compile_too):
@@ -124,6 +151,10 @@ def main():
     p.add_argument("--json", default="torch_models.json")
     p.add_argument("--compile", nargs="*", default=[], metavar="MODEL",
                    help='also time torch.compile(mode="reduce-overhead") for these models ("all": every one)')
+    p.add_argument("--max-autotune", nargs="*", default=[], metavar="MODEL",
+                   help='also time torch.compile(mode="max-autotune") for these models ("all": every one)')
+    p.add_argument("--max-autotune-budget-s", type=float, default=300,
+                   help="seconds one max-autotune compile and timing may take before it is stopped")
     a = p.parse_args()
     torch.backends.cudnn.benchmark = True
     doc = {
@@ -138,9 +169,17 @@ def main():
             try:
                 compile_too = name in a.compile or "all" in a.compile
                 r = bench(name, batch, a.seq_len, a.iters, a.warmup, compile_too)
+                if name in a.max_autotune or "all" in a.max_autotune:
+                    r["max_autotune"] = time_max_autotune(name, batch, a.seq_len, a.iters, a.warmup,
+                                                          a.max_autotune_budget_s)
                 line = f"{name:<14} b{batch:<2} eager {r['eager']['median_ms']:8.3f} ms  graph {r['graph']['median_ms']:8.3f} ms"
                 if "compile" in r:
                     line += f"  compile {r['compile']['median_ms']:8.3f} ms ({r['compile']['compile_s']:.0f} s to compile)"
+                if "median_ms" in r.get("max_autotune", {}):
+                    m = r["max_autotune"]
+                    line += f"  max-autotune {m['median_ms']:8.3f} ms ({m['compile_s']:.0f} s)"
+                elif "max_autotune" in r:
+                    line += f"  max-autotune: {r['max_autotune']['error']}"
                 print(line, flush=True)
             except Exception as e:  # one model failing must not lose the others' numbers
                 r = {"model": name, "batch": batch, "error": f"{type(e).__name__}: {e}"}

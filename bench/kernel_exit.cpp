@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -240,6 +241,8 @@ int run(const Options& o) {
   doc["date"] = today();
   doc["device"] = make_cuda_backend()->device_description();
   doc["trials_per_kernel"] = o.trials;
+  const char* check_tiles = std::getenv("ATOLL_CUDA_GEMM_CHECK_TILES");
+  doc["gemm_check_tiles"] = check_tiles != nullptr ? check_tiles : "2";
   doc["launch_gap_us"] = probe.calibrate_gap_us(50);
   fmt::print("launch gap (stamp to stamp) {:.2f} us\n", doc["launch_gap_us"].get<double>());
   fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",

@@ -42,6 +42,19 @@ TEST(CudaOptions, GoodUploadCopySettingsPass) {
   EXPECT_EQ(backend_error().find("ATOLL_CUDA_UPLOAD"), std::string::npos);
 }
 
+TEST(CudaOptions, GemmCheckTilesTakeAPowerOfTwoUpToSixteen) {
+  for (const char* v : {"0", "3", "32", "2x", "", "-2"}) {
+    ScopedEnv env("ATOLL_CUDA_GEMM_CHECK_TILES", v);
+    EXPECT_NE(backend_error().find("ATOLL_CUDA_GEMM_CHECK_TILES must be 1, 2, 4, 8 or 16, not '" + std::string(v) + "'"),
+              std::string::npos)
+        << "'" << v << "'";
+  }
+  for (const char* v : {"1", "2", "4", "8", "16"}) {
+    ScopedEnv env("ATOLL_CUDA_GEMM_CHECK_TILES", v);
+    EXPECT_EQ(backend_error().find("ATOLL_CUDA_GEMM_CHECK_TILES"), std::string::npos) << "'" << v << "'";
+  }
+}
+
 // The on/off switches take 0 or 1 only: "false" once turned fused attention on.
 TEST(CudaOptions, SwitchesTakeZeroOrOneOnly) {
   for (const char* name :

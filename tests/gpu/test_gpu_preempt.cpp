@@ -114,12 +114,9 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
   for (size_t i = 0; i < clean.size(); ++i) EXPECT_TRUE(gputest::same_bytes(rerun[i], clean[i])) << "output " << i;
 }
 
-// Tiles of every GEMM kernel: mma.sync, and the wgmma and TMA ones where the device offers them.
-class GpuLongBlocks : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
-  ATL_REQUIRE_GPU();
-  // One GEMM of a few blocks, each running thousands of K tiles (about a millisecond).
+// One GEMM of a few blocks on `tile`, each running thousands of K tiles (about a millisecond): a
+// flag raised a quarter in ends it well before its end, and a rerun after the stop is exact.
+void expect_stop_inside_main_loop(const std::string& tile, int check_tiles) {
   opcases::OpCase c;
   c.name = "long_gemm";
   c.op = OpKind::kGemm;
@@ -136,16 +133,17 @@ TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
   const opcases::OpCaseData data = c.build(DType::kF16, gputest::fresh_seed());
   CudaBackendOptions options;  // every tile, the ping-pong one included
   options.pingpong = true;
+  options.gemm_check_tiles = check_tiles;
   auto inst = make_cuda_backend(options)->load(data.program, data.weights);
   CudaInstance& gpu = gputest::as_cuda(*inst);
   int unsplit = -1;
   for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
     gpu.select_gemm_choice(0, i);
-    if (gpu.gemm_choice(0) == GetParam()) unsplit = i;
+    if (gpu.gemm_choice(0) == tile) unsplit = i;
   }
-  const bool hopper_tile = GetParam().front() == 'w' || GetParam().front() == 't' || GetParam().front() == 'p';
-  if (unsplit < 0 && !hopper_tile) FAIL() << "no tile " << GetParam();
-  if (unsplit < 0) GTEST_SKIP() << "this device or build offers no " << GetParam() << " tile";
+  const bool hopper_tile = tile.front() == 'w' || tile.front() == 't' || tile.front() == 'p';
+  if (unsplit < 0 && !hopper_tile) FAIL() << "no tile " << tile;
+  if (unsplit < 0) GTEST_SKIP() << "this device or build offers no " << tile << " tile";
   ASSERT_GE(unsplit, 0);
   gpu.select_gemm_choice(0, unsplit);
   inst->set_input(0, data.inputs[0]);
@@ -164,12 +162,32 @@ TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
   ATL_CUDA_CHECK(cudaStreamSynchronize(control.get()));
   // Every block has passed its entry check long before the flag rises: only the in-loop check
   // can end the kernel this early.
-  EXPECT_LT(stopped, 0.6 * full) << "full " << full << " ms";
+  EXPECT_LT(stopped, 0.6 * full) << "full " << full << " ms, " << check_tiles << " K tiles between checks";
 
   gputest::set_flag(gpu.preempt_flag(), 0);
   gpu.poison(0xFF);
   inst->run();
-  EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean));
+  EXPECT_TRUE(gputest::same_bytes(inst->get_output(0), clean)) << check_tiles << " K tiles between checks";
+}
+
+// Tiles of every GEMM kernel: mma.sync, and the wgmma and TMA ones where the device offers them.
+class GpuLongBlocks : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GpuLongBlocks, StopInsideTheirMainLoop) {
+  ATL_REQUIRE_GPU();
+  expect_stop_inside_main_loop(GetParam(), CudaBackendOptions{}.gemm_check_tiles);
+}
+
+// The TMA kernels' check distance (ATOLL_CUDA_GEMM_CHECK_TILES) at its ends and between.
+TEST(GpuLongBlocksCheckDistance, TmaTilesStopAtEveryDistance) {
+  ATL_REQUIRE_GPU();
+  for (const char* tile : {"t128x256/s1", "p128x128/s1"}) {
+    for (const int check_tiles : {1, 4, 16}) {
+      SCOPED_TRACE(::testing::Message() << tile << ", " << check_tiles << " K tiles between checks");
+      expect_stop_inside_main_loop(tile, check_tiles);
+      if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks,

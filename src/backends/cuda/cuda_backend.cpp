@@ -61,6 +61,10 @@ class CudaBackend final : public Backend {
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     info_.pingpong = info_.wgmma && options.pingpong;
     info_.gemv = options.gemv;
+    const int check = options.gemm_check_tiles;
+    ATOLL_CHECK(check >= 1 && check <= 16 && (check & (check - 1)) == 0, kInvalidArgument,
+                "CUDA backend: GEMM check tiles must be 1, 2, 4, 8 or 16, not {}", check);
+    info_.gemm_check_tiles = check;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
     fused_attention_ = options.fused_attention;
@@ -76,12 +80,13 @@ class CudaBackend final : public Backend {
     // Everything that changes which choices exist or which is fastest (the versions count kernel
     // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads, v5 and v4 the
     // staged epilogue's addends loaded a chunk ahead).
-    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}", prop.name,
+    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
                                                         : "mma.sync+wgmma+tma v4",
-                                     info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "");
+                                     info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "",
+                                     check == 2 ? "" : fmt::format(" check {}", check));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -158,6 +163,12 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     ATOLL_CHECK(ec == std::errc() && end == v.data() + v.size() && n >= 1 && n <= 1024, kInvalidArgument,
                 "ATOLL_CUDA_UPLOAD_BLOCKS must be a whole number from 1 to 1024, not '{}'", v);
     options.upload_copy.blocks = n;
+  }
+  if (const char* tiles = std::getenv("ATOLL_CUDA_GEMM_CHECK_TILES")) {
+    const std::string_view v(tiles);
+    ATOLL_CHECK(v == "1" || v == "2" || v == "4" || v == "8" || v == "16", kInvalidArgument,
+                "ATOLL_CUDA_GEMM_CHECK_TILES must be 1, 2, 4, 8 or 16, not '{}'", v);
+    std::from_chars(v.data(), v.data() + v.size(), options.gemm_check_tiles);
   }
   if (const char* flag = std::getenv("ATOLL_CUDA_UPLOAD_FLAG")) {
     const std::string_view v(flag);

@@ -76,6 +76,11 @@ struct CudaBackendOptions {
   // (CudaInstance::set_program_graphs; ATOLL_CUDA_PROGRAM_GRAPHS=2). 1: on the H200 (session 22)
   // no graph launch blocked behind a running instantiation, and DISB E was no better with 2.
   int program_graphs = 1;
+  // K tiles between the TMA GEMM's flag checks (a power of two from 1 to 16;
+  // ATOLL_CUDA_GEMM_CHECK_TILES). Each check is a barrier of both consumer warpgroups: on the
+  // H200 the GEMMs paid +2.35% for the flag at BERT-base b32 with 2 (session 31), while a longer
+  // distance lets a raise run that many more tiles (about 1 us each on a 128x256 tile).
+  int gemm_check_tiles = 2;
   UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's

@@ -11,7 +11,7 @@
 // the output pixels start at, and the tap is the copy's offset. The cp.async kernel
 // (gemm_sm90.cu) keeps the other convolutions.
 //
-// Preemption: the consumers read the flag every kTmaCheckTiles K tiles (one thread's read,
+// Preemption: the consumers read the flag every p.check_tiles K tiles (one thread's read,
 // issued a check ahead and OR-ed over a named barrier of the 256 consumer threads). On a raise
 // they stop at once and tell the producer through a shared word; it stops issuing and waits for
 // the copies in flight, which must land before the block's shared memory is released. The
@@ -36,7 +36,6 @@ using namespace gemm;
 
 constexpr int kTmaBK = 64;                 // one 128-byte swizzle row of halves
 constexpr int kTmaRowBytes = kTmaBK * 2;
-constexpr int kTmaCheckTiles = 2;          // the cp.async wgmma kernel's check distance
 constexpr int kTmaConsumerThreads = 256;
 constexpr int kTmaThreads = 128 + kTmaConsumerThreads;
 constexpr int kTmaBM = 128;
@@ -189,7 +188,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(ring.full(s), (it / STAGES) & 1);
-      if (flag != nullptr && kt % kTmaCheckTiles == 0) {
+      if (flag != nullptr && (kt & (p.check_tiles - 1)) == 0) {
         if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
           wgmma_wait<0>();
           if (ctid == 0) ring.raise_stop();
@@ -287,14 +286,14 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
         }
       }
       // One decision per K tile for the whole warpgroup: a thread that left alone would hang the
-      // others at their next barrier. The leader's flag read, every kTmaCheckTiles, rides along.
+      // others at their next barrier. The leader's flag read, every p.check_tiles, rides along.
       // Without a flag nothing raises the stop word.
       if (flag != nullptr && warpgroup_or(wg, stopped || pending != 0)) {
         wgmma_wait<0>();
         if (leader) ring.raise_stop();
         return;
       }
-      if (flag != nullptr && leader && kt % kTmaCheckTiles == 0) pending = load_flag(flag);
+      if (flag != nullptr && leader && (kt & (p.check_tiles - 1)) == 0) pending = load_flag(flag);
       const uint32_t stage = ring.stages + s * S::kStageBytes;
       const uint64_t da0 = sw128_desc(stage), da1 = sw128_desc(stage + 64 * kTmaRowBytes);
       const uint64_t db = sw128_desc(stage + S::kABytes);

@@ -41,6 +41,7 @@ class GemmLaunch final : public KernelLaunch {
                dev.gemv && vec && !b_kn && gemv_applies(p)} {
     config_.vec = vec;
     config_.b_kn = b_kn;
+    params_.check_tiles = dev.gemm_check_tiles;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});
     set_gemm_choice(choose_gemm(shape_, dev.sm_count));
   }

@@ -92,9 +92,12 @@ def time_compiled(model, inputs, iters, warmup, mode="reduce-overhead"):
 
 
 def _max_autotune_child(name, batch, seq_len, iters, warmup, results):
-    model, inputs = build(name, batch, seq_len)
-    with torch.inference_mode():
-        results.put(time_compiled(model, inputs, iters, warmup, mode="max-autotune"))
+    try:
+        model, inputs = build(name, batch, seq_len)
+        with torch.inference_mode():
+            results.put(time_compiled(model, inputs, iters, warmup, mode="max-autotune"))
+    except Exception as e:  # reported at once, not found out at the budget's end
+        results.put({"error": f"{type(e).__name__}: {e}"})
 
 
 def time_max_autotune(name, batch, seq_len, iters, warmup, budget_s):

@@ -47,6 +47,12 @@ inline double slowdown() {
   return f;
 }
 
+// ATOLL_OP_PERF=1: the tests that time things also report the times (reports, not assertions).
+inline bool perf_mode() {
+  const char* v = std::getenv("ATOLL_OP_PERF");
+  return v != nullptr && std::string(v) == "1";
+}
+
 // Whether timings and device-wide readings are judged: only when the tests run as they would alone.
 inline bool timing_judged() { return slowdown() == 1.0; }
 

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 
+#include "../test_env.h"
 #include "backends/cpu/cpu_backend.h"
 #include "core/rng.h"
 #include "op_cases.h"
@@ -28,11 +29,6 @@ using opcases::OpCaseData;
 
 // fp32 kernels against a double reference: only accumulation-order rounding remains.
 constexpr double kTolerance = 1e-4;
-
-bool perf_mode() {
-  const char* v = std::getenv("ATOLL_OP_PERF");
-  return v != nullptr && std::strcmp(v, "1") == 0;
-}
 
 class CpuOpTest : public ::testing::TestWithParam<OpCase> {};
 
@@ -57,7 +53,7 @@ TEST_P(CpuOpTest, MatchesReference) {
     const Tensor again = inst->get_output(static_cast<int>(i));
     EXPECT_EQ(std::memcmp(again.raw(), first[i].raw(), again.nbytes()), 0) << c.name << " output " << i;
   }
-  if (perf_mode()) {
+  if (test::perf_mode()) {
     constexpr int kIters = 20;
     std::vector<double> ms;
     for (int it = 0; it < kIters; ++it) {

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "../test_env.h"
 #include "bench/results.h"
 #include "bench/runner.h"
 #include "bench/workload.h"
@@ -293,6 +294,17 @@ TEST(Results, RtP99ChangeOverTheSameRequests) {
 
   for (RequestRecord& q : r.runs[1].requests) q.arrival_ms += 0.05;  // another arrival schedule
   EXPECT_FALSE(paired_rt_p99_change(r.workload, r.runs[1], r.runs[0]).has_value());
+}
+
+TEST(Results, RecordTheEngineSwitchesSet) {
+  const test::ScopedEnv blocks("ATOLL_CUDA_UPLOAD_BLOCKS", "16");
+  const test::ScopedEnv odd("ATOLL_CUDA_ODD", "a\xff\nb");  // invalid UTF-8 and a line break
+  const nlohmann::json j = results_json(synthetic_results());
+  const nlohmann::json& switches = j["settings"]["engine_switches"];
+  EXPECT_EQ(switches["ATOLL_CUDA_UPLOAD_BLOCKS"], "16");
+  EXPECT_EQ(switches["ATOLL_CUDA_ODD"], "a\\xff\\nb");
+  for (const auto& [name, value] : switches.items()) EXPECT_EQ(name.rfind("ATOLL_CUDA_", 0), 0u) << name;
+  EXPECT_NO_THROW(static_cast<void>(j.dump())) << "the file must stay valid JSON";
 }
 
 TEST(Results, JsonCsvTraceAndReport) {

@@ -11,7 +11,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <ctime>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -21,6 +20,7 @@
 #include "backends/cuda/launch.h"
 #include "backends/cuda/exit_probe.h"
 #include "core/atomic_file.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "core/stats.h"
 #include "runtime/session.h"
@@ -241,8 +241,7 @@ int run(const Options& o) {
   doc["date"] = today();
   doc["device"] = make_cuda_backend()->device_description();
   doc["trials_per_kernel"] = o.trials;
-  const char* check_tiles = std::getenv("ATOLL_CUDA_GEMM_CHECK_TILES");
-  doc["gemm_check_tiles"] = check_tiles != nullptr ? check_tiles : "2";
+  doc["engine_switches"] = env_with_prefix("ATOLL_CUDA_");  // e.g. ATOLL_CUDA_GEMM_CHECK_TILES
   doc["launch_gap_us"] = probe.calibrate_gap_us(50);
   fmt::print("launch gap (stamp to stamp) {:.2f} us\n", doc["launch_gap_us"].get<double>());
   fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",

@@ -2,15 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <string_view>
 #include <nlohmann/json.hpp>
 #include <tuple>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/text.h"
 
@@ -317,19 +315,6 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   return mj;
 }
 
-// The CUDA engine's switches set in this process's environment (ATOLL_CUDA_*, read by the backend
-// at load), so a results file says which engine ran: A/B runs differ only there.
-nlohmann::json engine_switches() {
-  std::map<std::string, std::string> found;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const size_t eq = entry.find('=');
-    if (!entry.starts_with("ATOLL_CUDA_") || eq == std::string_view::npos) continue;
-    found[printable(entry.substr(0, eq))] = printable(entry.substr(eq + 1));
-  }
-  return found;
-}
-
 }  // namespace
 
 nlohmann::json results_json(const BenchResults& r) {
@@ -368,7 +353,8 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"rt_launch", r.rt_path.rt_single_launch ? "one" : "per-kernel"},
                    {"rt_arm_next", r.rt_path.arm_behind_running ? "behind" : "after"},
                    {"rt_order", r.rt_order},
-                   {"engine_switches", engine_switches()}};
+                   // The CUDA engine's switches (read by the backend at load): A/B runs differ only there.
+                   {"engine_switches", env_with_prefix("ATOLL_CUDA_")}};
   const ModeStats* rt_only = find_rt_only(r.stats);
   for (size_t i = 0; i < r.stats.size(); ++i) j["modes"].push_back(mode_json(r.stats[i], r.runs[i], rt_only));
   return j;

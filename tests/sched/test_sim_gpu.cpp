@@ -319,8 +319,9 @@ TEST(SimShapes, EachKernelChecksAsItsCudaKernelDoes) {
   stem.inputs = {x, w};
   p.kernels.push_back(stem);
   const auto shapes = roofline_shapes(p, c);
-  // 2 x 128 of 2^20 K columns between two reads that can stop the block.
-  EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 256.0 / (1 << 20), 1.0);
+  // 2 x 256 of 2^20 K columns between two reads that can stop the block (K in whole 64-channel
+  // tiles: the TMA GEMM's distance).
+  EXPECT_NEAR(static_cast<double>(shapes[0].check_ns), shapes[0].block_ns * 2.0 * c.tma_gemm_check_k / (1 << 20), 1.0);
   EXPECT_EQ(shapes[1].check_ns, shapes[1].block_ns);
   // The stem is an implicit GEMM like any other convolution: its K (flops / 2 / outputs) is
   // 1e9 / 2^21 = 477, read every gemm_check_k columns, one check late.

@@ -86,7 +86,7 @@ class CudaBackend final : public Backend {
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
                                                         : "mma.sync+wgmma+tma v4",
                                      info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "",
-                                     check == 2 ? "" : fmt::format(" check {}", check));
+                                     fmt::format(" check {}", check));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -147,7 +147,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.wgmma = env_switch("ATOLL_CUDA_WGMMA", true);
   options.tma_im2col = env_switch("ATOLL_CUDA_TMA_IM2COL", true);
   options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
-  options.gemv = env_switch("ATOLL_CUDA_GEMV", false);
+  options.gemv = env_switch("ATOLL_CUDA_GEMV", true);
   options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);
   options.gemm_groups = env_switch("ATOLL_CUDA_GEMM_GROUPS", true);
   options.fused_attention = env_switch("ATOLL_CUDA_FUSED_ATTENTION", true);

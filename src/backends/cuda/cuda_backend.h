@@ -29,11 +29,14 @@ std::string cuda_pci_bus_id(int device);
 // default) tests the value read beside the step's own PCIe read; "ahead" tests the value read
 // during the step before, as every grid-stride kernel does, one round trip later. On the H200 the
 // launch carrying a batch-32 upload exits 26.7 us after a raise with "ahead" and 21.4 us with
-// "fresh" (p50; 16 blocks: 15.6 us but the upload runs 18% longer), session 23.
+// "fresh" (p50; 16 blocks: 15.6 us but the upload runs 18% longer), session 23. 16 blocks since
+// session 32: with 64, the uploads' PCIe reads delayed the GPU's poll of an armed RT lane's gate
+// (DISB F on an H100: the stream passed its hold 207.8 us after the gate's store at p99, 73.3 us
+// with 16), and DISB F's and G's preemption p99 fell from 196/208 us to 107/111 us.
 // ATOLL_CUDA_UPLOAD_BLOCKS and ATOLL_CUDA_UPLOAD_FLAG let atoll_bench_kernel_exit --uploads and
 // DISB compare the settings.
 struct UploadCopy {
-  int blocks = 64;
+  int blocks = 16;
   bool fresh_flag = true;
 };
 
@@ -56,9 +59,10 @@ struct CudaBackendOptions {
   // has run it and it has been timed on the H200.
   bool pingpong = false;
   // Also offer the GEMV path (gemv.cu) to batch-1 GEMMs of up to 8 rows over a plain A
-  // (ATOLL_CUDA_GEMV=1 turns it on). Off until the GPU suite has run it and it has been timed on
-  // the H200: with it on, autotuning keeps it wherever it times faster than the tiles.
-  bool gemv = false;
+  // (ATOLL_CUDA_GEMV=0 turns it off); autotuning keeps it wherever it times faster than the tiles.
+  // On since session 32: every zoo model ran 0.3-3.6% faster at batch 1 on the H200 (sessions
+  // 30-31), and on an H100 VGG-19 b1's exit p99 fell from 11.9 to 6.8 us and DISB A's RT p99 by 3%.
+  bool gemv = true;
   // Compile attention's heads-first transposes into the MatMuls around them
   // (CompileTarget::matmul_head_views; ATOLL_CUDA_HEAD_VIEWS=0 turns it off). On since session 18,
   // likewise.
@@ -77,10 +81,11 @@ struct CudaBackendOptions {
   // no graph launch blocked behind a running instantiation, and DISB E was no better with 2.
   int program_graphs = 1;
   // K tiles between the TMA GEMM's flag checks (a power of two from 1 to 16;
-  // ATOLL_CUDA_GEMM_CHECK_TILES). Each check is a barrier of both consumer warpgroups: on the
-  // H200 the GEMMs paid +2.35% for the flag at BERT-base b32 with 2 (session 31), while a longer
-  // distance lets a raise run that many more tiles (about 1 us each on a 128x256 tile).
-  int gemm_check_tiles = 2;
+  // ATOLL_CUDA_GEMM_CHECK_TILES). Each check is a barrier of both consumer warpgroups, while a
+  // longer distance lets a raise run that many more tiles (about 1 us each on a 128x256 tile).
+  // 4 since session 32: on an H100 at BERT-base b32 the Gemm family's flag cost was +2.28% with
+  // 2, +1.55% with 4 and +1.43% with 8, its exit p99 11.5, 13.8 and 17.9 us.
+  int gemm_check_tiles = 4;
   UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's

@@ -49,7 +49,7 @@ struct GemmParams {
   float alpha = 1.0f;
   int act = kActNone;
   int splits = 1, k_tiles_per_split = 0;
-  int check_tiles = 2;  // TMA kernels: K tiles between flag checks, a power of two
+  int check_tiles = 4;  // TMA kernels: K tiles between flag checks, a power of two
 };
 
 // mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).

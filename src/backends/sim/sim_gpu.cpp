@@ -25,7 +25,7 @@ SimGpu::SimGpu(SimGpuConfig config, bool record_trace)
                   config.launch_latency_ns >= 0 && config.flag_write_ns >= 0 && config.block_exit_ns >= 0 &&
                   config.loop_check_ns >= 0 && config.io_call_ns >= 0 &&
                   config.block_floor_ns >= 1 && config.split_block_ns >= 1 && config.elems_per_block >= 1 &&
-                  config.gemm_check_k >= 1 && config.item_elems >= 1,
+                  config.gemm_check_k >= 1 && config.tma_gemm_check_k >= 1 && config.item_elems >= 1,
               kInvalidArgument,
               "simulated GPU latencies must be non-negative, block floor, split size, block size and check "
               "spacings positive");

@@ -40,7 +40,10 @@ struct SimGpuConfig {
   SimTime block_exit_ns = 300;       // a block that sees the flag at entry still holds its slot this long
   SimTime loop_check_ns = 2000;      // check interval of kernels whose shape gives none; 0 = never
   // How the CUDA kernels check, from which each kernel's own interval is derived (check_ns_of):
-  int64_t gemm_check_k = 128;  // K a GEMM block covers between flag reads (4 tiles of 32)
+  int64_t gemm_check_k = 128;      // K a GEMM block covers between flag reads (4 tiles of 32)
+  // The same for the sm_90 TMA GEMM (GEMMs and convolutions over whole 64-channel K tiles):
+  // CudaBackendOptions::gemm_check_tiles' default, 4 tiles of 64.
+  int64_t tma_gemm_check_k = 256;
   int64_t item_elems = 2048;   // outputs of one CUDA block of a per-item kernel (256 threads x 8)
   SimTime io_call_ns = 4000;   // host time to copy one request's inputs or outputs
 
@@ -61,7 +64,8 @@ struct SimKernelShape {
 // roofline, as batch-1 kernels do.
 std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpuConfig& config);
 // How often a running block of `k` (shape `s`) reads the flag, the way the CUDA kernel does:
-// GEMM-backed kernels (image stems included) every gemm_check_k of K, each read
+// GEMM-backed kernels (image stems included) every gemm_check_k of K (tma_gemm_check_k where K
+// comes in whole 64-channel tiles, as the TMA GEMM takes it), each read
 // tested one check later (so those intervals count twice); every other kernel once per item (a
 // CUDA block of item_elems outputs), also tested one item later. Never above block_ns: every block
 // checks when it starts.

@@ -27,13 +27,19 @@ int64_t grid_blocks(const Kernel& k, double work_slot_ns, const SimGpuConfig& co
 // The share of a block's work between two flag reads that can stop it.
 double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& c) {
   const double gemm_k = k.flops / (2.0 * static_cast<double>(out_elems_of(k)));
-  const auto gemm = [&] { return 2.0 * static_cast<double>(c.gemm_check_k) / std::max(1.0, gemm_k); };
-  if (k.op == OpKind::kGemm || k.op == OpKind::kMatMul) return gemm();
+  // The TMA GEMM takes K in whole tiles of kTmaChannels (per filter tap for a convolution).
+  const auto gemm = [&](bool tma) {
+    return 2.0 * static_cast<double>(tma ? c.tma_gemm_check_k : c.gemm_check_k) / std::max(1.0, gemm_k);
+  };
+  constexpr int64_t kTmaChannels = 64;
+  if (k.op == OpKind::kGemm || k.op == OpKind::kMatMul) {
+    return gemm(std::llround(gemm_k) % kTmaChannels == 0);
+  }
   if (k.op == OpKind::kConv2d && k.inputs.size() >= 2 && k.inputs[1].shape.rank() == 4) {
     const Shape& w = k.inputs[1].shape;  // [O, C/group, kh, kw]
     const bool depthwise = conv2d_params(k.attrs).group > 1 && w[1] == 1;
     // Every other convolution, image stems included, is an implicit GEMM on the CUDA backend.
-    if (!depthwise) return gemm();
+    if (!depthwise) return gemm(w[1] % kTmaChannels == 0);
   }
   const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);
   // Each item tests the read made during the item before it: two items between a raise and the stop.

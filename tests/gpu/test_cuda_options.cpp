@@ -55,6 +55,19 @@ TEST(CudaOptions, GemmCheckTilesTakeAPowerOfTwoUpToSixteen) {
   }
 }
 
+TEST(CudaOptions, GemmEpilogueCheckChunksTakeAPowerOfTwoUpToEight) {
+  for (const char* v : {"0", "3", "16", "4x", "", "-4"}) {
+    ScopedEnv env("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", v);
+    EXPECT_NE(backend_error().find("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS must be 1, 2, 4 or 8, not '" + std::string(v) + "'"),
+              std::string::npos)
+        << "'" << v << "'";
+  }
+  for (const char* v : {"1", "2", "4", "8"}) {
+    ScopedEnv env("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", v);
+    EXPECT_EQ(backend_error().find("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS"), std::string::npos) << "'" << v << "'";
+  }
+}
+
 // The on/off switches take 0 or 1 only: "false" once turned fused attention on.
 TEST(CudaOptions, SwitchesTakeZeroOrOneOnly) {
   for (const char* name :

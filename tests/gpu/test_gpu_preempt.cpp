@@ -190,6 +190,58 @@ TEST(GpuLongBlocksCheckDistance, TmaTilesStopAtEveryDistance) {
   }
 }
 
+// The wgmma epilogues' check distance (ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS) changes where they
+// test the flag, never what they write: with the flag passed and low, every tile's output at
+// 1, 4 and 8 chunks is byte for byte the one at the default's 2.
+TEST(GpuEpilogueCheckDistance, EveryTileWritesTheSameAtEveryDistance) {
+  ATL_REQUIRE_GPU();
+  opcases::OpCase c;
+  c.name = "epilogue_gemm";
+  c.op = OpKind::kGemm;
+  c.attrs = Attrs{{"bias", int64_t{1}}, {"residual", int64_t{1}}, {"act", std::string("relu")}};
+  opcases::Operand x, w, b, r;  // the order of gemm_3d_bias_residual_gelu (tests/backends/op_cases.cpp)
+  x.name = "x";
+  x.shape = Shape{256, 512};
+  w.name = "w";
+  w.role = opcases::Operand::Role::kWeight;
+  w.shape = Shape{512, 512};
+  w.scale = 0.05f;
+  b.name = "b";
+  b.role = opcases::Operand::Role::kWeight;
+  b.shape = Shape{512};
+  r.name = "residual";
+  r.shape = Shape{256, 512};
+  c.operands = {x, w, b, r};
+  const opcases::OpCaseData data = c.build(DType::kF16, gputest::fresh_seed());
+  const auto outputs = [&](int chunks) {
+    CudaBackendOptions options;
+    options.pingpong = true;
+    options.gemm_epi_check_chunks = chunks;
+    auto inst = make_cuda_backend(options)->load(data.program, data.weights);
+    CudaInstance& gpu = gputest::as_cuda(*inst);
+    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
+    gputest::set_flag(gpu.preempt_flag(), 0);
+    std::vector<std::pair<std::string, Tensor>> by_tile;
+    for (int i = 0; i < gpu.gemm_choice_count(0); ++i) {
+      gpu.select_gemm_choice(0, i);
+      gpu.poison(0xFF);
+      inst->run();  // with the flag: the instance is preemptible by default
+      by_tile.emplace_back(gpu.gemm_choice(0), inst->get_output(0));
+    }
+    return by_tile;
+  };
+  const auto want = outputs(2);
+  ASSERT_FALSE(want.empty());
+  for (const int chunks : {1, 4, 8}) {
+    const auto got = outputs(chunks);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].first, want[i].first);
+      EXPECT_TRUE(gputest::same_bytes(got[i].second, want[i].second)) << want[i].first << ", " << chunks << " chunks";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks,
                          ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x64/s1", "t128x128/s1",
                                            "t128x256/s1", "p128x128/s1"),

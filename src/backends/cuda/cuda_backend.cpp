@@ -65,6 +65,10 @@ class CudaBackend final : public Backend {
     ATOLL_CHECK(check >= 1 && check <= 16 && (check & (check - 1)) == 0, kInvalidArgument,
                 "CUDA backend: GEMM check tiles must be 1, 2, 4, 8 or 16, not {}", check);
     info_.gemm_check_tiles = check;
+    const int epi = options.gemm_epi_check_chunks;
+    ATOLL_CHECK(epi >= 1 && epi <= 8 && (epi & (epi - 1)) == 0, kInvalidArgument,
+                "CUDA backend: GEMM epilogue check chunks must be 1, 2, 4 or 8, not {}", epi);
+    info_.gemm_epi_check_chunks = epi;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
     fused_attention_ = options.fused_attention;
@@ -86,7 +90,7 @@ class CudaBackend final : public Backend {
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
                                                         : "mma.sync+wgmma+tma v4",
                                      info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "",
-                                     fmt::format(" check {}", check));
+                                     fmt::format(" check {} epi {}", check, epi));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -169,6 +173,12 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
     ATOLL_CHECK(v == "1" || v == "2" || v == "4" || v == "8" || v == "16", kInvalidArgument,
                 "ATOLL_CUDA_GEMM_CHECK_TILES must be 1, 2, 4, 8 or 16, not '{}'", v);
     std::from_chars(v.data(), v.data() + v.size(), options.gemm_check_tiles);
+  }
+  if (const char* chunks = std::getenv("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS")) {
+    const std::string_view v(chunks);
+    ATOLL_CHECK(v == "1" || v == "2" || v == "4" || v == "8", kInvalidArgument,
+                "ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS must be 1, 2, 4 or 8, not '{}'", v);
+    std::from_chars(v.data(), v.data() + v.size(), options.gemm_epi_check_chunks);
   }
   if (const char* flag = std::getenv("ATOLL_CUDA_UPLOAD_FLAG")) {
     const std::string_view v(flag);

@@ -86,6 +86,12 @@ struct CudaBackendOptions {
   // 4 since session 32: on an H100 at BERT-base b32 the Gemm family's flag cost was +2.28% with
   // 2, +1.55% with 4 and +1.43% with 8, its exit p99 11.5, 13.8 and 17.9 us.
   int gemm_check_tiles = 4;
+  // 32-column chunks between the wgmma epilogue's flag checks (1, 2, 4 or 8;
+  // ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS). These checks are barriers of both consumer warpgroups too:
+  // with K 768 a 128x256 tile makes three in its K loop at distance 4, one before its epilogue and
+  // three in it, which is where the GEMMs' flag cost stays past distance 4 (+1.43% at 8, session
+  // 32). A longer distance lets a raise run through more of the epilogue's chunks.
+  int gemm_epi_check_chunks = 2;
   UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's

@@ -15,7 +15,7 @@
 // issued a check ahead and OR-ed over a named barrier of the 256 consumer threads). On a raise
 // they stop at once and tell the producer through a shared word; it stops issuing and waits for
 // the copies in flight, which must land before the block's shared memory is released. The
-// epilogue checks too, every kEpiCheckChunks of its chunks (wgmma_epilogue.cuh).
+// epilogue checks too, every p.epi_check_chunks of its chunks (wgmma_epilogue.cuh).
 #include <algorithm>
 #include <array>
 #include <functional>

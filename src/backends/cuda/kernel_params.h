@@ -50,6 +50,7 @@ struct GemmParams {
   int act = kActNone;
   int splits = 1, k_tiles_per_split = 0;
   int check_tiles = 4;  // TMA kernels: K tiles between flag checks, a power of two
+  int epi_check_chunks = 2;  // wgmma epilogues: 32-column chunks between flag checks, a power of two
 };
 
 // mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).

@@ -18,8 +18,8 @@ constexpr int kEpiStride = kEpiCols + 8;
 constexpr int kEpiBufBytes = 64 * kEpiStride * 4;
 // Chunks wait on their residual loads one after another, and a flag raised after the check before
 // the epilogue waited for all of them (a 128x256 tile has eight: ResNet-50 b32's one-wave layer4
-// GEMMs exited in up to 23 us on the H200). So the epilogue checks every this many chunks.
-constexpr int kEpiCheckChunks = 2;
+// GEMMs exited in up to 23 us on the H200). So the epilogue checks every p.epi_check_chunks chunks
+// (CudaBackendOptions::gemm_epi_check_chunks).
 
 #if defined(ATL_WGMMA_DEVICE)
 
@@ -35,7 +35,7 @@ __device__ __forceinline__ void warpgroup_barrier(int wg) {
 
 // One consumer warpgroup's 64 x BN accumulators (m64nNk16 layout: warp w holds rows 16w..16w+15;
 // registers 4j..4j+3 hold columns 8j + 2(lane % 4) + {0, 1} of rows lane / 4 and lane / 4 + 8)
-// through `buf`, 32 columns per chunk. Every kEpiCheckChunks chunks `stop_check()` replaces the
+// through `buf`, 32 columns per chunk. Every p.epi_check_chunks chunks `stop_check()` replaces the
 // chunk's first barrier: a barrier over every consumer thread that returns true when the block
 // saw the flag, and the epilogue then stops (the tile's outputs are partial; the kernel reruns).
 // Returns whether it stopped.
@@ -73,7 +73,7 @@ __device__ __forceinline__ bool staged_epilogue(const GemmParams& p, const Epilo
   for (int chunk = 0; chunk < kChunks; ++chunk) {
     const int col = n_base + chunk * kEpiCols + quad_col;
     // The previous chunk (or tile) has been read.
-    if (chunk > 0 && chunk % kEpiCheckChunks == 0) {
+    if (chunk > 0 && (chunk & (p.epi_check_chunks - 1)) == 0) {
       if (stop_check()) return true;
     } else {
       warpgroup_barrier(wg);

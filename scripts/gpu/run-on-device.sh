@@ -67,7 +67,9 @@ if has_step disb; then
   # A workload takes its modes' seconds plus its loads, warm-up and standalone runs (25-45 s on
   # the H200: G and REAL load five models); the wall time printed here is for budgeting calls.
   # DISB_AB=VAR (an on/off switch such as ATOLL_CUDA_SIDE_FLAG): each workload runs with VAR=0 and
-  # then VAR=1 on the same machine, tagged _VAR0 and _VAR1, so the two sit side by side in the table.
+  # then VAR=1 on the same machine, tagged _VAR0 and _VAR1, so the two sit side by side in the
+  # table. For a setting, DISB_AB_VALUES lists its values instead (ATOLL_CUDA_UPLOAD_BLOCKS:
+  # DISB_AB_VALUES="64 16"; session 32 ran it as 0/1, which meant 0 and 1 blocks), tagged _VAR<value>.
   disb_one() {  # workload, tag
     local started=$SECONDS
     # shellcheck disable=SC2086
@@ -79,7 +81,7 @@ if has_step disb; then
   }
   for w in ${DISB_WORKLOADS:-A}; do
     if [[ -n ${DISB_AB:-} ]]; then
-      for v in 0 1; do (export "$DISB_AB=$v" && disb_one "$w" "${DISB_TAG:-}_$DISB_AB$v"); done
+      for v in ${DISB_AB_VALUES:-0 1}; do (export "$DISB_AB=$v" && disb_one "$w" "${DISB_TAG:-}_$DISB_AB$v"); done
     else
       disb_one "$w" "${DISB_TAG:-}"
     fi

@@ -69,7 +69,7 @@ if has_step disb; then
   # DISB_AB=VAR (an on/off switch such as ATOLL_CUDA_SIDE_FLAG): each workload runs with VAR=0 and
   # then VAR=1 on the same machine, tagged _VAR0 and _VAR1, so the two sit side by side in the
   # table. For a setting, DISB_AB_VALUES lists its values instead (ATOLL_CUDA_UPLOAD_BLOCKS:
-  # DISB_AB_VALUES="64 16"; session 32 ran it as 0/1, which meant 0 and 1 blocks), tagged _VAR<value>.
+  # DISB_AB_VALUES="64 16"; as 0/1 it was refused and then ran on one block), tagged _VAR<value>.
   disb_one() {  # workload, tag
     local started=$SECONDS
     # shellcheck disable=SC2086

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <optional>
 #include <string>
 
@@ -42,30 +43,28 @@ TEST(CudaOptions, GoodUploadCopySettingsPass) {
   EXPECT_EQ(backend_error().find("ATOLL_CUDA_UPLOAD"), std::string::npos);
 }
 
-TEST(CudaOptions, GemmCheckTilesTakeAPowerOfTwoUpToSixteen) {
-  for (const char* v : {"0", "3", "32", "2x", "", "-2"}) {
-    ScopedEnv env("ATOLL_CUDA_GEMM_CHECK_TILES", v);
-    EXPECT_NE(backend_error().find("ATOLL_CUDA_GEMM_CHECK_TILES must be 1, 2, 4, 8 or 16, not '" + std::string(v) + "'"),
-              std::string::npos)
+// A check distance takes only the powers of two it lists, written plainly.
+void expect_distance_option(const std::string& name, const std::string& allowed, std::initializer_list<const char*> bad,
+                            std::initializer_list<const char*> good) {
+  for (const char* v : bad) {
+    ScopedEnv env(name.c_str(), v);
+    EXPECT_NE(backend_error().find(name + " must be " + allowed + ", not '" + std::string(v) + "'"), std::string::npos)
         << "'" << v << "'";
   }
-  for (const char* v : {"1", "2", "4", "8", "16"}) {
-    ScopedEnv env("ATOLL_CUDA_GEMM_CHECK_TILES", v);
-    EXPECT_EQ(backend_error().find("ATOLL_CUDA_GEMM_CHECK_TILES"), std::string::npos) << "'" << v << "'";
+  for (const char* v : good) {
+    ScopedEnv env(name.c_str(), v);
+    EXPECT_EQ(backend_error().find(name), std::string::npos) << "'" << v << "'";
   }
 }
 
+TEST(CudaOptions, GemmCheckTilesTakeAPowerOfTwoUpToSixteen) {
+  expect_distance_option("ATOLL_CUDA_GEMM_CHECK_TILES", "1, 2, 4, 8 or 16", {"0", "3", "32", "2x", "", "-2"},
+                         {"1", "2", "4", "8", "16"});
+}
+
 TEST(CudaOptions, GemmEpilogueCheckChunksTakeAPowerOfTwoUpToEight) {
-  for (const char* v : {"0", "3", "16", "4x", "", "-4"}) {
-    ScopedEnv env("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", v);
-    EXPECT_NE(backend_error().find("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS must be 1, 2, 4 or 8, not '" + std::string(v) + "'"),
-              std::string::npos)
-        << "'" << v << "'";
-  }
-  for (const char* v : {"1", "2", "4", "8"}) {
-    ScopedEnv env("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", v);
-    EXPECT_EQ(backend_error().find("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS"), std::string::npos) << "'" << v << "'";
-  }
+  expect_distance_option("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", "1, 2, 4 or 8", {"0", "3", "16", "4x", "", "-4"},
+                         {"1", "2", "4", "8"});
 }
 
 // The on/off switches take 0 or 1 only: "false" once turned fused attention on.

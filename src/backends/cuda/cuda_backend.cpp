@@ -19,6 +19,34 @@ namespace {
 // The oldest compute capability this build carries code for (from ATOLL_CUDA_ARCHITECTURES).
 constexpr int kMinArch = ATL_CUDA_MIN_ARCH;
 
+constexpr int kMaxCheckTiles = 16;     // K tiles
+constexpr int kMaxEpiCheckChunks = 8;  // a 128x256 tile's chunks
+
+// The flag-check distances (CudaBackendOptions::gemm_check_tiles, gemm_epi_check_chunks) are
+// powers of two, so the kernels test them with a mask.
+bool power_of_two_up_to(int v, int max) {
+  return v >= 1 && v <= max && (v & (v - 1)) == 0;
+}
+
+// "1, 2, 4 or 8" for 8.
+std::string powers_of_two_up_to(int max) {
+  std::string list = "1";
+  for (int v = 2; v <= max; v *= 2) list += fmt::format("{} {}", v < max ? "," : " or", v);
+  return list;
+}
+
+// A distance from the environment, refused by name unless it is written as one of those.
+void read_distance(const char* name, int max, int& out) {
+  const char* raw = std::getenv(name);
+  if (raw == nullptr) return;
+  const std::string_view v(raw);
+  int n = 0;
+  std::from_chars(v.data(), v.data() + v.size(), n);
+  ATOLL_CHECK(power_of_two_up_to(n, max) && v == std::to_string(n), kInvalidArgument, "{} must be {}, not '{}'", name,
+              powers_of_two_up_to(max), v);
+  out = n;
+}
+
 std::string probe_device() {
   int count = 0;
   const cudaError_t err = cudaGetDeviceCount(&count);
@@ -62,12 +90,13 @@ class CudaBackend final : public Backend {
     info_.pingpong = info_.wgmma && options.pingpong;
     info_.gemv = options.gemv;
     const int check = options.gemm_check_tiles;
-    ATOLL_CHECK(check >= 1 && check <= 16 && (check & (check - 1)) == 0, kInvalidArgument,
-                "CUDA backend: GEMM check tiles must be 1, 2, 4, 8 or 16, not {}", check);
+    ATOLL_CHECK(power_of_two_up_to(check, kMaxCheckTiles), kInvalidArgument,
+                "CUDA backend: GEMM check tiles must be {}, not {}", powers_of_two_up_to(kMaxCheckTiles), check);
     info_.gemm_check_tiles = check;
     const int epi = options.gemm_epi_check_chunks;
-    ATOLL_CHECK(epi >= 1 && epi <= 8 && (epi & (epi - 1)) == 0, kInvalidArgument,
-                "CUDA backend: GEMM epilogue check chunks must be 1, 2, 4 or 8, not {}", epi);
+    ATOLL_CHECK(power_of_two_up_to(epi, kMaxEpiCheckChunks), kInvalidArgument,
+                "CUDA backend: GEMM epilogue check chunks must be {}, not {}", powers_of_two_up_to(kMaxEpiCheckChunks),
+                epi);
     info_.gemm_epi_check_chunks = epi;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
@@ -168,18 +197,8 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
                 "ATOLL_CUDA_UPLOAD_BLOCKS must be a whole number from 1 to 1024, not '{}'", v);
     options.upload_copy.blocks = n;
   }
-  if (const char* tiles = std::getenv("ATOLL_CUDA_GEMM_CHECK_TILES")) {
-    const std::string_view v(tiles);
-    ATOLL_CHECK(v == "1" || v == "2" || v == "4" || v == "8" || v == "16", kInvalidArgument,
-                "ATOLL_CUDA_GEMM_CHECK_TILES must be 1, 2, 4, 8 or 16, not '{}'", v);
-    std::from_chars(v.data(), v.data() + v.size(), options.gemm_check_tiles);
-  }
-  if (const char* chunks = std::getenv("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS")) {
-    const std::string_view v(chunks);
-    ATOLL_CHECK(v == "1" || v == "2" || v == "4" || v == "8", kInvalidArgument,
-                "ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS must be 1, 2, 4 or 8, not '{}'", v);
-    std::from_chars(v.data(), v.data() + v.size(), options.gemm_epi_check_chunks);
-  }
+  read_distance("ATOLL_CUDA_GEMM_CHECK_TILES", kMaxCheckTiles, options.gemm_check_tiles);
+  read_distance("ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS", kMaxEpiCheckChunks, options.gemm_epi_check_chunks);
   if (const char* flag = std::getenv("ATOLL_CUDA_UPLOAD_FLAG")) {
     const std::string_view v(flag);
     ATOLL_CHECK(v == "ahead" || v == "fresh", kInvalidArgument, "ATOLL_CUDA_UPLOAD_FLAG must be ahead or fresh, not '{}'",

@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${ATOLL_FUZZ_DIR:-build-fuzz}
-flags="-O1 -g -fsanitize=address,undefined,float-cast-overflow,fuzzer-no-link -fno-sanitize-recover=undefined"
+flags="-O1 -g1 -fsanitize=address,undefined,float-cast-overflow,fuzzer-no-link -fno-sanitize-recover=undefined"
 CC=clang CXX=clang++ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Debug -DATOLL_CUDA=OFF \
   -DATOLL_BUILD_TESTS=OFF -DATOLL_FUZZ=ON -DCMAKE_CXX_FLAGS="$flags -fno-omit-frame-pointer" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" >/dev/null

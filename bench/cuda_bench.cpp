@@ -2,7 +2,6 @@
 // bench/torch_models.py measures PyTorch (CUDA-graph replays timed by events, median of many),
 // plus the cost of the preemption checks, optional GEMM tuning and the slowest kernels.
 // Writes one JSON document; see scripts/gpu/run-on-device.sh.
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
 
 #include <algorithm>
@@ -15,14 +14,15 @@
 #include "backends/cuda/cuda_check.h"
 #include "core/atomic_file.h"
 #include "core/error.h"
+#include "probe_cli.h"
 #include "runtime/session.h"
 
 namespace atl {
 namespace {
 
 struct Options {
-  std::vector<std::string> models{"resnet50",    "resnet152",    "vgg19",     "densenet201",
-                                  "inception_v3", "mobilenet_v2", "bert_base", "resnet18", "distilbert"};
+  std::vector<std::string> models{"resnet50",     "resnet152", "vgg19",    "densenet201", "inception_v3",
+                                  "mobilenet_v2", "bert_base", "resnet18", "distilbert"};
   std::vector<int64_t> batches{1, 8};
   int iters = 200;
   int warmup = 20;
@@ -70,8 +70,8 @@ nlohmann::json bench_model(const std::string& model, int64_t batch, const Option
   j["gflop"] = p.total_flops() / 1e9;
   j["load_s"] = load_s;
   const MemoryReport m = gpu.memory();
-  j["memory_bytes"] = {{"weights", m.weight_bytes}, {"arena", m.arena_bytes}, {"workspace", m.workspace_bytes},
-                       {"io", m.io_bytes}};
+  j["memory_bytes"] = {
+      {"weights", m.weight_bytes}, {"arena", m.arena_bytes}, {"workspace", m.workspace_bytes}, {"io", m.io_bytes}};
   // First the cost model's choices (the binary turns load-time autotuning off), then the same
   // instance after timing every alternative, which is what a default load gives.
   j["planner"] = time_runs(gpu, o);
@@ -167,16 +167,16 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   atl::Options o;
-  CLI::App app{"atoll CUDA latency benchmark (CUDA-graph replays, median)"};
-  app.add_option("--models", o.models, "zoo models");
-  app.add_option("--batches", o.batches, "batch sizes");
-  app.add_option("--iters", o.iters, "timed replays per measurement");
-  app.add_option("--warmup", o.warmup, "untimed replays first");
-  app.add_option("--tune", o.tune_repeats, "time every GEMM tile/split choice this many times and keep the best");
-  app.add_option("--top", o.top_kernels, "slowest kernels listed per model");
-  app.add_option("--wgmma", o.wgmma, "offer the Hopper wgmma GEMM tiles (1) or only mma.sync (0)");
-  app.add_option("--json", o.json_path, "output file");
-  CLI11_PARSE(app, argc, argv);
+  atl::ProbeCli app{"atoll CUDA latency benchmark (CUDA-graph replays, median)"};
+  app.option("--models", o.models, "zoo models");
+  app.option("--batches", o.batches, "batch sizes");
+  app.option("--iters", o.iters, "timed replays per measurement");
+  app.option("--warmup", o.warmup, "untimed replays first");
+  app.option("--tune", o.tune_repeats, "time every GEMM tile/split choice this many times and keep the best");
+  app.option("--top", o.top_kernels, "slowest kernels listed per model");
+  app.option("--wgmma", o.wgmma, "offer the Hopper wgmma GEMM tiles (1) or only mma.sync (0)");
+  app.option("--json", o.json_path, "output file");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     return atl::run(o);
   } catch (const std::exception& e) {

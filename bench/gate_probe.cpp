@@ -12,7 +12,6 @@
 // landing minus the gate seen (what the front-end adds), over the trials.
 #include <fmt/core.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -28,6 +27,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 
 namespace atl {
 namespace {
@@ -109,12 +109,12 @@ class GateProbe {
 };
 
 int run(int argc, char** argv) {
-  CLI::App app{"Flag landing after a gate opens: the held stream's write against a doorbell kernel"};
+  atl::ProbeCli app{"Flag landing after a gate opens: the held stream's write against a doorbell kernel"};
   int trials = 200;
   std::string json_path;
-  app.add_option("--trials", trials, "Trials per mode and load")->check(CLI::Range(1, 100000));
-  app.add_option("--json", json_path, "Write the results here");
-  CLI11_PARSE(app, argc, argv);
+  app.option("--trials", trials, "Trials per mode and load", atl::ProbeCheck::between(1, 100000));
+  app.option("--json", json_path, "Write the results here");
+  if (auto status = app.parse(argc, argv)) return *status;
   ATOLL_CHECK(cuda_device_available(), kCuda, "no CUDA device: {}", cuda_unavailable_reason());
   GateProbe probe;
   nlohmann::json out;

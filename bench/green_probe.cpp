@@ -16,11 +16,10 @@
 #include <cuda.h>
 #include <fmt/core.h>
 
-#include <CLI/CLI.hpp>
 #include <array>
 #include <atomic>
-#include <exception>
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -32,6 +31,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 #include "runtime/session.h"
 
 namespace atl {
@@ -240,8 +240,12 @@ struct Probe {
     const double vs_shared = shared_rate && *shared_rate > 0 ? rate / *shared_rate : 0.0;
     fmt::print("{:<9} {:>6} {:>10.1f} {:>10.1f} {:>+9.1f}% {:>10.1f} {:>9.2f}\n", name, rt_sms, d.p50, d.p99,
                100.0 * (d.p99 / *alone_p99 - 1.0), rate, vs_shared);
-    rows.push_back({{"arrangement", name}, {"rt_sms", rt_sms}, {"rt_us", distribution_json(d)},
-                    {"rt_p99_vs_alone", d.p99 / *alone_p99}, {"be_passes_per_s", rate}, {"be_vs_shared", vs_shared}});
+    rows.push_back({{"arrangement", name},
+                    {"rt_sms", rt_sms},
+                    {"rt_us", distribution_json(d)},
+                    {"rt_p99_vs_alone", d.p99 / *alone_p99},
+                    {"be_passes_per_s", rate},
+                    {"be_vs_shared", vs_shared}});
   }
 };
 
@@ -265,14 +269,14 @@ int main(int argc, char** argv) {
   int64_t be_batch = 32;
   int trials = 300;
   std::vector<unsigned> rt_sms{16, 32, 64, 96};
-  CLI::App app{"atoll: RT latency and BE throughput with BE (and RT) on green contexts of disjoint SMs"};
-  app.add_option("--rt", rt_model, "RT zoo model (batch 1)");
-  app.add_option("--be", be_model, "BE zoo model");
-  app.add_option("--be-batch", be_batch, "BE batch")->check(CLI::PositiveNumber);
-  app.add_option("--rt-sms", rt_sms, "SMs set aside for RT, one arrangement pair each")->check(CLI::PositiveNumber);
-  app.add_option("--trials", trials, "timed RT tasks per arrangement")->check(CLI::PositiveNumber);
-  app.add_option("--json", json_path, "output file");
-  CLI11_PARSE(app, argc, argv);
+  atl::ProbeCli app{"atoll: RT latency and BE throughput with BE (and RT) on green contexts of disjoint SMs"};
+  app.option("--rt", rt_model, "RT zoo model (batch 1)");
+  app.option("--be", be_model, "BE zoo model");
+  app.option("--be-batch", be_batch, "BE batch", atl::kPositive);
+  app.option("--rt-sms", rt_sms, "SMs set aside for RT, one arrangement pair each", atl::kPositive);
+  app.option("--trials", trials, "timed RT tasks per arrangement", atl::kPositive);
+  app.option("--json", json_path, "output file");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     ATOLL_CHECK(atl::cuda_device_available(), kCuda, "no CUDA device: {}", atl::cuda_unavailable_reason());
     const auto rt = atl::load(rt_model, 1), be = atl::load(be_model, be_batch);
@@ -295,9 +299,11 @@ int main(int argc, char** argv) {
         probe.rows.push_back({{"arrangement", "green"}, {"rt_sms", r}, {"error", e.message()}});
       }
     }
-    atl::write_file_atomic(json_path, nlohmann::json{{"rt", rt_model}, {"be", be_model}, {"be_batch", be_batch},
-                                                     {"arrangements", probe.rows}}
-                                          .dump(1) + "\n");
+    atl::write_file_atomic(
+        json_path,
+        nlohmann::json{{"rt", rt_model}, {"be", be_model}, {"be_batch", be_batch}, {"arrangements", probe.rows}}.dump(
+            1) +
+            "\n");
     return 0;
   } catch (const std::exception& e) {
     fmt::print(stderr, "atoll_bench_green: {}\n", e.what());

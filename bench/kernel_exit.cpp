@@ -8,7 +8,6 @@
 // under the flag): in F and G on the H200 that launch set the slowest preemptions (session 22).
 #include <fmt/core.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -17,12 +16,13 @@
 #include <random>
 
 #include "backends/cuda/cuda_backend.h"
-#include "backends/cuda/launch.h"
 #include "backends/cuda/exit_probe.h"
+#include "backends/cuda/launch.h"
 #include "core/atomic_file.h"
 #include "core/env.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 #include "runtime/session.h"
 
 namespace atl {
@@ -97,7 +97,8 @@ nlohmann::json summary(const std::vector<const KernelResult*>& ks, int worst) {
           {"p99_us", quantile(all, 0.99)},
           {"max_us", quantile(all, 1.0)},
           {"entry_us", {{"p50", quantile(entry, 0.5)}, {"p99", quantile(entry, 0.99)}, {"max", quantile(entry, 1.0)}}},
-          {"stale_entry_us", {{"p50", quantile(stale, 0.5)}, {"p99", quantile(stale, 0.99)}, {"max", quantile(stale, 1.0)}}},
+          {"stale_entry_us",
+           {{"p50", quantile(stale, 0.5)}, {"p99", quantile(stale, 0.99)}, {"max", quantile(stale, 1.0)}}},
           {"worst", w}};
 }
 
@@ -214,17 +215,19 @@ void print_row(const std::string& label, const nlohmann::json& s, const std::str
   const nlohmann::json& e = s["entry_us"];
   const nlohmann::json& stale = s["stale_entry_us"];
   fmt::print("{:<26} {:>5} {:>8.1f} {:>8.1f} {:>8.1f} {:>6.1f}/{:<6.1f} {:>6.1f}/{:<6.1f} {}{}\n", label,
-             s["kernels"].get<size_t>(), s["p50_us"].get<double>(), s["p99_us"].get<double>(), s["max_us"].get<double>(),
-             e["p50"].get<double>(), e["max"].get<double>(), stale["p50"].get<double>(), stale["max"].get<double>(),
-             extra, worst);
+             s["kernels"].get<size_t>(), s["p50_us"].get<double>(), s["p99_us"].get<double>(),
+             s["max_us"].get<double>(), e["p50"].get<double>(), e["max"].get<double>(), stale["p50"].get<double>(),
+             stale["max"].get<double>(), extra, worst);
 }
 
 // Kernel 0 with its input's upload (--uploads): its own line, as the family table mixes it with
 // the layout kernels that carry none.
 void print_upload_row(const KernelResult& k) {
-  fmt::print("  {} with its upload: run {:.1f} us, exit p50 {:.1f} max {:.1f} us over {} raises ({} ran to the end), "
-             "entry {:.1f} us\n",
-             k.name, k.duration_us, quantile(k.exits_us, 0.5), quantile(k.exits_us, 1.0), k.exits_us.size(), k.ran_to_end, k.entry_us);
+  fmt::print(
+      "  {} with its upload: run {:.1f} us, exit p50 {:.1f} max {:.1f} us over {} raises ({} ran to the end), "
+      "entry {:.1f} us\n",
+      k.name, k.duration_us, quantile(k.exits_us, 0.5), quantile(k.exits_us, 1.0), k.exits_us.size(), k.ran_to_end,
+      k.entry_us);
 }
 
 std::string today() {
@@ -244,8 +247,8 @@ int run(const Options& o) {
   doc["engine_switches"] = env_with_prefix("ATOLL_CUDA_");  // e.g. ATOLL_CUDA_GEMM_CHECK_TILES
   doc["launch_gap_us"] = probe.calibrate_gap_us(50);
   fmt::print("launch gap (stamp to stamp) {:.2f} us\n", doc["launch_gap_us"].get<double>());
-  fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost / worst kernel\n", "model", "kern", "p50 us", "p99 us",
-             "max us", "entry p50/max", "stale p50/max");
+  fmt::print("{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost / worst kernel\n", "model", "kern", "p50 us",
+             "p99 us", "max us", "entry p50/max", "stale p50/max");
   doc["models"] = nlohmann::json::array();
   std::vector<KernelResult> all;
   for (const std::string& model : o.models) {
@@ -264,12 +267,13 @@ int run(const Options& o) {
   }
   std::map<std::string, std::vector<const KernelResult*>> by_family;
   for (const KernelResult& k : all) by_family[k.family].push_back(&k);
-  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost (standalone) / worst kernel\n", "op family", "kern", "p50 us", "p99 us",
-             "max us", "entry p50/max", "stale p50/max");
+  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost (standalone) / worst kernel\n", "op family",
+             "kern", "p50 us", "p99 us", "max us", "entry p50/max", "stale p50/max");
   doc["families"] = nlohmann::json::object();
   for (const auto& [family, ks] : by_family) {
     const nlohmann::json s = summary(ks, o.worst);
-    print_row(family, s, fmt::format("{:+.2f}% of {:.0f} us  ", s["flag_cost_pct"].get<double>(), s["no_flag_us"].get<double>()));
+    print_row(family, s,
+              fmt::format("{:+.2f}% of {:.0f} us  ", s["flag_cost_pct"].get<double>(), s["no_flag_us"].get<double>()));
     doc["families"][family] = s;
   }
   write_file_atomic(o.json_path, doc.dump(1) + "\n");
@@ -281,16 +285,16 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   atl::Options o;
-  CLI::App app{"atoll kernel exit latency: flag raised mid-kernel, device clock"};
-  app.add_option("--models", o.models, "zoo models");
-  app.add_option("--batches", o.batches, "batch sizes (default 1 8 32; 1 8 16 for BERTs)");
-  app.add_option("--trials", o.trials, "mid-kernel raises per kernel");
-  app.add_option("--cost-iters", o.cost_iters, "graph replays per flag-cost measurement");
-  app.add_option("--worst", o.worst, "slowest-exiting kernels listed per row");
-  app.add_option("--seed", o.seed, "inputs and raise times");
-  app.add_flag("--uploads", o.uploads, "kernel 0 carries its input's upload (SM copy and conversion), as BE uploads do");
-  app.add_option("--json", o.json_path, "output file");
-  CLI11_PARSE(app, argc, argv);
+  atl::ProbeCli app{"atoll kernel exit latency: flag raised mid-kernel, device clock"};
+  app.option("--models", o.models, "zoo models");
+  app.option("--batches", o.batches, "batch sizes (default 1 8 32; 1 8 16 for BERTs)");
+  app.option("--trials", o.trials, "mid-kernel raises per kernel");
+  app.option("--cost-iters", o.cost_iters, "graph replays per flag-cost measurement");
+  app.option("--worst", o.worst, "slowest-exiting kernels listed per row");
+  app.option("--seed", o.seed, "inputs and raise times");
+  app.flag("--uploads", o.uploads, "kernel 0 carries its input's upload (SM copy and conversion), as BE uploads do");
+  app.option("--json", o.json_path, "output file");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     return atl::run(o);
   } catch (const std::exception& e) {

@@ -13,7 +13,6 @@
 // and records the longest: a long one beside a long launch means the launch held a lock.
 #include <fmt/core.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -26,6 +25,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 #include "runtime/session.h"
 
 namespace atl {
@@ -145,12 +145,12 @@ int main(int argc, char** argv) {
   int64_t batch = 1;
   int trials = 200;
   std::string json_path = "atoll_launch_probe.json";
-  CLI::App app{"atoll graph-launch host time in the scheduler's situations (idle, behind a running task, gated)"};
-  app.add_option("--models", models, "zoo models");
-  app.add_option("--batch", batch, "batch size")->check(CLI::PositiveNumber);
-  app.add_option("--trials", trials, "timed launches per situation")->check(CLI::PositiveNumber);
-  app.add_option("--json", json_path, "output file");
-  CLI11_PARSE(app, argc, argv);
+  atl::ProbeCli app{"atoll graph-launch host time in the scheduler's situations (idle, behind a running task, gated)"};
+  app.option("--models", models, "zoo models");
+  app.option("--batch", batch, "batch size", atl::kPositive);
+  app.option("--trials", trials, "timed launches per situation", atl::kPositive);
+  app.option("--json", json_path, "output file");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     ATOLL_CHECK(atl::cuda_device_available(), kCuda, "no CUDA device: {}", atl::cuda_unavailable_reason());
     atl::SideCalls side;

@@ -27,7 +27,6 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -46,6 +45,7 @@
 #include "core/atomic_file.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 
 namespace atl {
 namespace {
@@ -409,20 +409,20 @@ nlohmann::json stall_probe(int streams) {
 
 int main(int argc, char** argv) {
   atl::Options o;
-  CLI::App app{"atoll preemption-latency sweep (wait / reset against BE kernel count and duration)"};
-  app.add_option("--counts", o.counts, "BE kernels handed to CUDA before the RT request arrives");
-  app.add_option("--durations-us", o.durations_us, "duration of each BE kernel, microseconds");
-  app.add_option("--modes", o.modes,
-                 "wait, reset, armed (reset with the flag write enqueued before arrival) and/or armed-all (the probe "
-                 "too)");
-  app.add_option("--trials", o.trials, "RT arrivals per point (fewer for long `wait` points)");
-  app.add_option("--threads", o.threads, "threads per BE block");
-  app.add_option("--seed", o.seed, "seed of the arrival phases");
-  app.add_option("--json", o.json_path, "output file");
+  atl::ProbeCli app{"atoll preemption-latency sweep (wait / reset against BE kernel count and duration)"};
+  app.option("--counts", o.counts, "BE kernels handed to CUDA before the RT request arrives");
+  app.option("--durations-us", o.durations_us, "duration of each BE kernel, microseconds");
+  app.option("--modes", o.modes,
+             "wait, reset, armed (reset with the flag write enqueued before arrival) and/or armed-all (the probe "
+             "too)");
+  app.option("--trials", o.trials, "RT arrivals per point (fewer for long `wait` points)");
+  app.option("--threads", o.threads, "threads per BE block");
+  app.option("--seed", o.seed, "seed of the arrival phases");
+  app.option("--json", o.json_path, "output file");
   int stall_streams = 0;
-  app.add_option("--stall-probe", stall_streams,
-                 "instead of the sweep: with this many streams, which ones a wait pending on the first holds back");
-  CLI11_PARSE(app, argc, argv);
+  app.option("--stall-probe", stall_streams,
+             "instead of the sweep: with this many streams, which ones a wait pending on the first holds back");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     if (stall_streams > 0) {
       const nlohmann::json probe = atl::stall_probe(stall_streams);

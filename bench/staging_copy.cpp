@@ -8,7 +8,6 @@
 // `--reps`, microseconds and GB/s.
 #include <fmt/core.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "backends/cuda/host_copy.h"
 #include "core/atomic_file.h"
 #include "core/stats.h"
+#include "probe_cli.h"
 
 namespace {
 
@@ -42,12 +42,12 @@ int main(int argc, char** argv) {
   int reps = 200;
   int threads = 4;
   std::string json_path = "staging_copy.json";
-  CLI::App app{"atoll staging-copy benchmark (host -> pinned staging memory)"};
-  app.add_option("--sizes", sizes, "bytes per copy");
-  app.add_option("--reps", reps, "copies per measurement")->check(CLI::Range(1, 100000));
-  app.add_option("--threads", threads, "threads of the split copy")->check(CLI::Range(1, 16));
-  app.add_option("--json", json_path, "output file");
-  CLI11_PARSE(app, argc, argv);
+  atl::ProbeCli app{"atoll staging-copy benchmark (host -> pinned staging memory)"};
+  app.option("--sizes", sizes, "bytes per copy");
+  app.option("--reps", reps, "copies per measurement", atl::ProbeCheck::between(1, 100000));
+  app.option("--threads", threads, "threads of the split copy", atl::ProbeCheck::between(1, 16));
+  app.option("--json", json_path, "output file");
+  if (auto status = app.parse(argc, argv)) return *status;
   try {
     nlohmann::json doc;
     atl::cuda::Stream stream = atl::cuda::make_stream();

@@ -1,0 +1,52 @@
+// The command line of the CUDA probes in bench/. CLI11 2.1 is header-only and costs about 8 s of
+// compile per translation unit that includes it; the probes share this one compiled parser.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace atl {
+
+// A check on a numeric option (on every element of a list): none, inclusive bounds, or > 0.
+struct ProbeCheck {
+  enum class Kind { none, between, positive };
+  Kind kind = Kind::none;
+  double lo = 0, hi = 0;
+  static constexpr ProbeCheck between(double lo, double hi) { return {Kind::between, lo, hi}; }
+};
+inline constexpr ProbeCheck kPositive{ProbeCheck::Kind::positive};
+
+class ProbeCli {
+ public:
+  explicit ProbeCli(const std::string& description);
+  ~ProbeCli();
+  ProbeCli(const ProbeCli&) = delete;
+  ProbeCli& operator=(const ProbeCli&) = delete;
+
+  // Each option binds a variable that keeps its value when the option is not given.
+  void option(const std::string& name, int& value, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, int64_t& value, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, uint64_t& value, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, bool& value, const std::string& help);
+  void option(const std::string& name, std::string& value, const std::string& help);
+  void option(const std::string& name, std::vector<int>& values, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, std::vector<int64_t>& values, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, std::vector<uint64_t>& values, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, std::vector<unsigned>& values, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, std::vector<double>& values, const std::string& help, ProbeCheck check = {});
+  void option(const std::string& name, std::vector<std::string>& values, const std::string& help);
+  void flag(const std::string& name, bool& value, const std::string& help);
+
+  // The exit status when the program should stop here (--help printed, or a message for a bad
+  // command line); nothing when it should run.
+  std::optional<int> parse(int argc, char** argv);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace atl

@@ -8,7 +8,8 @@ pkgs=(build-essential cmake ninja-build pkg-config
       libonnx-dev  # ONNX import: the ONNX protobuf schema and op registry
       python3 python3-numpy python3-venv
       clang libclang-rt-14-dev libomp-dev  # the libFuzzer build (scripts/fuzz.sh)
-      chromium)  # renders the DISB HTML report in a test
+      chromium  # renders the DISB HTML report in a test
+      libb64-0d)  # perf_analyzer (scripts/serve-venv.sh) links it
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -213,9 +213,9 @@ HttpInferBody encode_infer_response(const InferResponse& response, const HttpInf
     json o{{"name", out.name}, {"datatype", out.datatype}, {"shape", out.shape}};
     const std::optional<SharedMemoryTensor>* shm = i < request.shm_outputs.size() ? &request.shm_outputs[i] : nullptr;
     if (shm != nullptr && shm->has_value()) {
+      // No parameters, as Triton answers: its C++ client (perf_analyzer's) reads binary_data_size
+      // from every output that has them.
       (*shm)->write(out.name, std::span(out.data.raw(), out.data.nbytes()));
-      o["parameters"]["shared_memory_region"] = (*shm)->region->name();
-      o["parameters"]["shared_memory_byte_size"] = out.data.nbytes();
     } else if (as_binary) {
       o["parameters"]["binary_data_size"] = out.data.nbytes();
       binary.append(reinterpret_cast<const char*>(out.data.raw()), out.data.nbytes());

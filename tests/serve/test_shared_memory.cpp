@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "../error_code_of.h"
+#include "core/tensor.h"
+#include "serve/http_codec.h"
 #include "serve/shared_memory.h"
 
 namespace atl::serve {
@@ -80,6 +82,32 @@ TEST(SharedMemory, UnregisterKeepsHeldRegionsMapped) {
   EXPECT_EQ(static_cast<int>(held->bytes(255, 1)[0]), 255) << "a request's region outlives its unregistering";
   registry.unregister("");
   EXPECT_TRUE(registry.status("").empty());
+}
+
+// An output placed in a region is written there, and its JSON carries no parameters: Triton's
+// C++ client (perf_analyzer's) reads binary_data_size from every output that has them.
+TEST(SharedMemory, HttpOutputsInARegionAnswerWithoutParameters) {
+  Object object(64);
+  SharedMemoryRegistry registry;
+  registry.register_region("out", object.key(), 0, 64);
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1],"data":[1.0]}],)"
+      R"("outputs":[{"name":"scores","parameters":{"shared_memory_region":"out","shared_memory_byte_size":20}}]})";
+  const HttpInferRequest request = decode_infer_request(body, std::nullopt, "m", "", registry);
+  InferResponse response;
+  response.model = "m";
+  Tensor scores(DType::kF32, Shape({1, 5}));
+  for (int i = 0; i < 5; ++i) scores.as<float>()[i] = 0.5f + i;
+  response.outputs.push_back({"scores", "FP32", {1, 5}, scores});
+  const HttpInferBody answer = encode_infer_response(response, request);
+  EXPECT_FALSE(answer.header_length.has_value());
+  const auto json = nlohmann::json::parse(answer.body);
+  ASSERT_EQ(json.at("outputs").size(), 1u);
+  EXPECT_FALSE(json["outputs"][0].contains("parameters")) << answer.body;
+  EXPECT_FALSE(json["outputs"][0].contains("data")) << answer.body;
+  float written[5];
+  std::memcpy(written, registry.find("out")->bytes(0, sizeof(written)).data(), sizeof(written));
+  EXPECT_EQ(written[4], 4.5f);
 }
 
 }  // namespace

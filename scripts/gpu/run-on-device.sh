@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "perfa", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (BENCH_AB and DISB_AB
 #   alternate an on/off switch) (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
@@ -255,6 +255,16 @@ if has_step serve; then
   timeout -k 5 "${SERVE_LIMIT:-150}" "$bin/atoll" bench serve --device cuda --rt "${SERVE_RT:-resnet50:100}" \
     --be "${SERVE_BE:-resnet152:8,bert_base:8}" --duration "${SERVE_SECONDS:-10}" --requests 1000 ${SERVE_ARGS:-} \
     --json "$out/serve_bench.json" 2>&1 | tail -12
+fi
+if has_step perfa; then
+  # Issue 17's perf_analyzer target: RT p99 beside BE clients at concurrency 8 against the RT
+  # client alone, with Triton's perf_analyzer (staged by stage.sh from .venv-serve) as the client.
+  if [[ -x $bin/perf_analyzer ]]; then
+    timeout -k 5 "${PERFA_LIMIT:-150}" scripts/gpu/perf_analyzer_rt_be.sh "$bin/atoll" "$bin/perf_analyzer" "$out/perfa" |
+      tail -8
+  else
+    echo "perfa: no perf_analyzer staged (run scripts/serve-venv.sh, then scripts/gpu/stage.sh)"
+  fi
 fi
 if has_step csan; then
   # compute-sanitizer over the GPU tests: memcheck (out-of-bounds and misaligned accesses, leaks)

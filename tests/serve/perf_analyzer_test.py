@@ -12,6 +12,8 @@ import sys
 import tempfile
 import urllib.request
 
+from serve_process import start_server
+
 ATOLL = sys.argv[1]
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 PA_DIR = os.path.join(ROOT, ".venv-serve", "perf_analyzer")
@@ -23,18 +25,6 @@ def check(name, condition, detail=""):
     print(f"{'ok  ' if condition else 'FAIL'} {name}" + ("" if condition else f" {detail}"))
     if not condition:
         failures.append(name)
-
-
-def start_server():
-    proc = subprocess.Popen([ATOLL, "serve", "--device", "sim", "--model", "cnn=tiny_cnn", "--grpc-port", "0",
-                             "--http-port", "0", "--metrics-port", "0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    ports = re.search(r"gRPC [\d.]+:(\d+), HTTP [\d.]+:(\d+), metrics [\d.]+:(\d+)", line)
-    if not ports:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line} {proc.stderr.read()}")
-    return proc, [int(p) for p in ports.groups()]
 
 
 def served_requests(port_http):
@@ -70,7 +60,7 @@ def main():
     env = dict(os.environ)
     cudart = os.path.join(PA_DIR, "nvidia", "cuda_runtime", "lib")
     env["LD_LIBRARY_PATH"] = cudart + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-    proc, (port_grpc, port_http, port_metrics) = start_server()
+    proc, (port_grpc, port_http, port_metrics) = start_server(ATOLL, "--device", "sim", "--model", "cnn=tiny_cnn")
     try:
         with tempfile.TemporaryDirectory() as work:
             before = served_requests(port_http)

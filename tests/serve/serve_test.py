@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+import serve_process
+
 try:
     import numpy as np
     import tritonclient.grpc as grpcclient
@@ -120,15 +122,7 @@ def check_onnx(g, h, work):
 
 
 def start_server(repo, extra=()):
-    proc = subprocess.Popen([ATOLL, "serve", "--device", "sim", "--model-repository", repo, "--grpc-port", "0",
-                             "--http-port", "0", "--metrics-port", "0", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    line = proc.stdout.readline()
-    ports = re.search(r"gRPC [\d.]+:(\d+), HTTP [\d.]+:(\d+), metrics [\d.]+:(\d+)", line)
-    if not ports:
-        proc.kill()
-        raise SystemExit(f"server did not start: {line} {proc.stderr.read()}")
-    return proc, [int(p) for p in ports.groups()]
+    return serve_process.start_server(ATOLL, "--device", "sim", "--model-repository", repo, *extra)
 
 
 def rss_kib(pid):

@@ -11,8 +11,8 @@ set -uo pipefail
 atoll=$1 pa=$2 out=$3
 mkdir -p "$out"
 rate=${PERFA_RATE:-100} secs=${PERFA_SECONDS:-10} be_batch=${PERFA_BE_BATCH:-8}
-repo=$(mktemp -d)
-trap 'kill $server_pid ${be_pids:-} 2>/dev/null; rm -rf "$repo"' EXIT
+repo=$(mktemp -d) server_pid='' be_pids=''
+trap 'kill $server_pid $be_pids 2>/dev/null; rm -rf "$repo"' EXIT
 model() {  # name zoo_model class max_batch
   mkdir -p "$repo/$1/1"
   printf '{"max_batch_size": %s, "parameters": {"zoo_model": {"string_value": "%s"}, "default_class": {"string_value": "%s"}}}\n' \
@@ -44,7 +44,7 @@ for m in "${be_models[@]}"; do
   "$pa" -m "$m" -u "127.0.0.1:$grpc" -i grpc --input-data zero -b "$be_batch" --concurrency-range 8 \
     --measurement-mode time_windows --measurement-interval "$((secs * 1000))" --stability-percentage 1000 \
     --max-trials 10 >"$out/perfa_$m.log" 2>&1 &
-  be_pids="${be_pids:-} $!"
+  be_pids="$be_pids $!"
 done
 sleep 3  # the BE clients reach their concurrency before the RT measurement starts
 started=$SECONDS

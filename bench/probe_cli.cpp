@@ -8,56 +8,28 @@ struct ProbeCli::Impl {
   CLI::App app;
 };
 
-namespace {
+ProbeCli::ProbeCli(const std::string& description) : impl_(new Impl{CLI::App{description}}) {}
+ProbeCli::~ProbeCli() = default;
 
 template <class T>
-void add_checked(CLI::App& app, const std::string& name, T& value, const std::string& help, ProbeCheck check) {
-  CLI::Option* opt = app.add_option(name, value, help);
+void ProbeCli::option(const std::string& name, T& value, const std::string& help, ProbeCheck check) {
+  CLI::Option* opt = impl_->app.add_option(name, value, help);
   if (check.kind == ProbeCheck::Kind::between) opt->check(CLI::Range(check.lo, check.hi));
   if (check.kind == ProbeCheck::Kind::positive) opt->check(CLI::PositiveNumber);
 }
 
-}  // namespace
+template void ProbeCli::option(const std::string&, int&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, int64_t&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, uint64_t&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, bool&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::string&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<int>&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<int64_t>&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<uint64_t>&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<unsigned>&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<double>&, const std::string&, ProbeCheck);
+template void ProbeCli::option(const std::string&, std::vector<std::string>&, const std::string&, ProbeCheck);
 
-ProbeCli::ProbeCli(const std::string& description) : impl_(new Impl{CLI::App{description}}) {}
-ProbeCli::~ProbeCli() = default;
-
-void ProbeCli::option(const std::string& name, int& value, const std::string& help, ProbeCheck check) {
-  add_checked(impl_->app, name, value, help, check);
-}
-void ProbeCli::option(const std::string& name, int64_t& value, const std::string& help, ProbeCheck check) {
-  add_checked(impl_->app, name, value, help, check);
-}
-void ProbeCli::option(const std::string& name, uint64_t& value, const std::string& help, ProbeCheck check) {
-  add_checked(impl_->app, name, value, help, check);
-}
-void ProbeCli::option(const std::string& name, bool& value, const std::string& help) {
-  impl_->app.add_option(name, value, help);
-}
-void ProbeCli::option(const std::string& name, std::string& value, const std::string& help) {
-  impl_->app.add_option(name, value, help);
-}
-void ProbeCli::option(const std::string& name, std::vector<int>& values, const std::string& help, ProbeCheck check) {
-  add_checked(impl_->app, name, values, help, check);
-}
-void ProbeCli::option(const std::string& name, std::vector<int64_t>& values, const std::string& help,
-                      ProbeCheck check) {
-  add_checked(impl_->app, name, values, help, check);
-}
-void ProbeCli::option(const std::string& name, std::vector<uint64_t>& values, const std::string& help,
-                      ProbeCheck check) {
-  add_checked(impl_->app, name, values, help, check);
-}
-void ProbeCli::option(const std::string& name, std::vector<unsigned>& values, const std::string& help,
-                      ProbeCheck check) {
-  add_checked(impl_->app, name, values, help, check);
-}
-void ProbeCli::option(const std::string& name, std::vector<double>& values, const std::string& help, ProbeCheck check) {
-  add_checked(impl_->app, name, values, help, check);
-}
-void ProbeCli::option(const std::string& name, std::vector<std::string>& values, const std::string& help) {
-  impl_->app.add_option(name, values, help);
-}
 void ProbeCli::flag(const std::string& name, bool& value, const std::string& help) {
   impl_->app.add_flag(name, value, help);
 }

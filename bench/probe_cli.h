@@ -26,18 +26,11 @@ class ProbeCli {
   ProbeCli(const ProbeCli&) = delete;
   ProbeCli& operator=(const ProbeCli&) = delete;
 
-  // Each option binds a variable that keeps its value when the option is not given.
-  void option(const std::string& name, int& value, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, int64_t& value, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, uint64_t& value, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, bool& value, const std::string& help);
-  void option(const std::string& name, std::string& value, const std::string& help);
-  void option(const std::string& name, std::vector<int>& values, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, std::vector<int64_t>& values, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, std::vector<uint64_t>& values, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, std::vector<unsigned>& values, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, std::vector<double>& values, const std::string& help, ProbeCheck check = {});
-  void option(const std::string& name, std::vector<std::string>& values, const std::string& help);
+  // Each option binds a variable that keeps its value when the option is not given. T: int,
+  // int64_t, uint64_t, bool, std::string, or a std::vector of int, int64_t, uint64_t, unsigned,
+  // double or std::string (the types probe_cli.cpp instantiates).
+  template <class T>
+  void option(const std::string& name, T& value, const std::string& help, ProbeCheck check = {});
   void flag(const std::string& name, bool& value, const std::string& help);
 
   // The exit status when the program should stop here (--help printed, or a message for a bad

@@ -15,18 +15,18 @@ cmake --build "$build" -j2 --target "${targets[@]}"
 rm -rf "$stage"
 mkdir -p "$stage"
 for b in "${bins[@]}"; do cp "$build/$b" "$stage/"; done
-for b in "${targets[@]}"; do strip "$stage/$b"; done
-# Every library the loader resolves except glibc's own, which the GPU machine provides.
-for b in "${targets[@]}"; do ldd "$stage/$b"; done | awk '/=> \//{print $3}' | sort -u |
-  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$stage/"
-# Triton's perf_analyzer (scripts/serve-venv.sh) for the `perfa` step, with the two libraries
-# the GPU machine lacks: libb64 and the CUDA 12 runtime it was linked against.
+# Triton's perf_analyzer (scripts/serve-venv.sh) for the `perfa` step, where it was installed;
+# the loop below brings the libraries the GPU machine lacks (libb64, its CUDA 12 runtime).
 pa=$root/.venv-serve/perf_analyzer
 if [[ -x $pa/bin/perf_analyzer ]]; then
-  cp "$pa/bin/perf_analyzer" "$pa/nvidia/cuda_runtime/lib/libcudart.so.12" "$stage/"
-  cp -L /usr/lib/x86_64-linux-gnu/libb64.so.0d "$stage/"
-  strip "$stage/perf_analyzer"
+  cp "$pa/bin/perf_analyzer" "$stage/"
+  targets+=(perf_analyzer)
 fi
+for b in "${targets[@]}"; do strip "$stage/$b"; done
+# Every library the loader resolves except glibc's own, which the GPU machine provides.
+for b in "${targets[@]}"; do LD_LIBRARY_PATH=$pa/nvidia/cuda_runtime/lib ldd "$stage/$b"; done |
+  awk '/=> \//{print $3}' | sort -u |
+  grep -vE '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so' | xargs -r -I{} cp -L {} "$stage/"
 # The device tool carries at most 64 MiB: the binaries (each holding every kernel) and gRPC's
 # libraries go as one xz archive, unpacked by run-on-device.sh.
 tar -C "$stage" -cf - . | xz -T0 -6 >"$stage.tar.xz"

@@ -89,13 +89,8 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_{};
 };
 
-void print_table(const bench::BenchResults& r, double duration_s) {
-  fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
-             r.device, r.rt_order);
-  if (r.rt_l2 != "off" && !r.runs.empty()) {
-    fmt::print("RT clients' {} persisting in L2: {:.1f} MiB set aside\n", r.rt_l2,
-               static_cast<double>(r.runs.front().l2_persisting_bytes) / (1024.0 * 1024.0));
-  }
+// One row per mode: latency, throughput, preemption, drops.
+void print_mode_rows(const bench::BenchResults& r) {
   fmt::print("{:<13} {:>9} {:>9} {:>28} {:>9} {:>7} {:>8} {:>8} {:>9} {:>8} {:>11} {:>23} {:>11} {:>10} {:>8}\n",
              "mode", "RT p50 ms", "RT p99 ms", "p99 vs rt-only [95%]", "RT max ms", "miss %", "RT/s", "BE/s", "total/s",
              "preempt", "preempt p99", "staging p50/p99 (share)", "react p99", "BE wait ms", "dropped");
@@ -113,6 +108,10 @@ void print_table(const bench::BenchResults& r, double duration_s) {
         m.rt_throughput, m.be_throughput, m.overall_throughput, m.preemptions, m.preemption_latency_us.p99, staging,
         m.preemption_reaction_us.p99, m.longest_be_wait_ms, dropped);
   }
+}
+
+// Where RT latency and each preemption's time went.
+void print_latency_split(const bench::BenchResults& r) {
   for (const bench::ModeStats& m : r.stats) {
     if (m.rt_latency_ms.count == 0) continue;
     fmt::print("RT latency in {}, p50/p99: before the first kernel {:.1f}/{:.1f} us, on the device {:.3f}/{:.3f} ms\n",
@@ -141,6 +140,10 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  m.gate_flag_us.p99, m.gate_flag_us.count);
     }
   }
+}
+
+// The host's side of each run: scheduler steps, slow device calls, launches, clocks, stalls.
+void print_host_diagnostics(const bench::BenchResults& r) {
   for (const bench::ModeRun& run : r.runs) {
     // Host time per step, where the device clock shows it.
     if (run.polls.longest_ns == 0) continue;
@@ -175,6 +178,9 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  100.0 * load.steal_max_core, load.involuntary_switches);
     }
   }
+}
+
+void print_run_warnings(const bench::BenchResults& r) {
   for (size_t i = 0; i < r.runs.size(); ++i) {
     if (!r.runs[i].first_failure.empty()) {
       fmt::print(stderr, "warning: mode {}: requests failed, first: {}\n", r.runs[i].mode, r.runs[i].first_failure);
@@ -195,6 +201,19 @@ void print_table(const bench::BenchResults& r, double duration_s) {
                  load.involuntary_switches);
     }
   }
+}
+
+void print_table(const bench::BenchResults& r, double duration_s) {
+  fmt::print("DISB {} ({}), {} s per mode on {}, RT order {}\n", r.workload.name, r.workload.description, duration_s,
+             r.device, r.rt_order);
+  if (r.rt_l2 != "off" && !r.runs.empty()) {
+    fmt::print("RT clients' {} persisting in L2: {:.1f} MiB set aside\n", r.rt_l2,
+               static_cast<double>(r.runs.front().l2_persisting_bytes) / (1024.0 * 1024.0));
+  }
+  print_mode_rows(r);
+  print_latency_split(r);
+  print_host_diagnostics(r);
+  print_run_warnings(r);
 }
 
 void run_disb_command(const DisbFlags& f) {

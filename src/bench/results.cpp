@@ -224,25 +224,8 @@ nlohmann::json call_stats_json(const std::vector<DeviceCallStats>& calls) {
   return out;
 }
 
-// One mode's results: `m` its statistics, `run` what the run recorded, `rt_only` the baseline's
-// statistics when the run had one.
-nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats* rt_only) {
-  nlohmann::json mj;
-  mj["mode"] = m.mode;
-  mj["duration_s"] = run.duration_ms / 1000.0;
-  mj["requests"] = m.requests;
-  mj["rt_latency_ms"] = distribution_json(m.rt_latency_ms);
-  mj["rt_wait_us"] = distribution_json(m.rt_wait_us);
-  mj["rt_run_ms"] = distribution_json(m.rt_run_ms);
-  if (rt_only != nullptr && m.rt_latency_ms.count > 0) {
-    const P99Change c = p99_change(m.rt_latency_ms, rt_only->rt_latency_ms);
-    mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}, {"paired", nullptr}};
-    if (const auto& p = m.rt_p99_paired) {
-      mj["rt_p99_vs_rt_only"]["paired"] = {{"change", p->change}, {"ci", {p->low, p->high}}, {"pairs", p->pairs}};
-    }
-  }
-  mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
-  mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
+// The preemptions' figures: latency, its staging and reaction, the sentinel's steps, gate stamps.
+void add_preemption_json(const ModeStats& m, const ModeRun& run, nlohmann::json& mj) {
   mj["preemptions"] = m.preemptions;
   mj["preemption_latency_us"] = distribution_json(m.preemption_latency_us);
   mj["preemption_staging_us"] = distribution_json(m.preemption_staging_us);
@@ -260,12 +243,15 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   } else {
     mj["gate_stamps_us"] = nullptr;
   }
+}
+
+// What the run recorded about the host and the device: polls, calls, clocks, load, stalls.
+void add_host_json(const ModeRun& run, nlohmann::json& mj) {
   const sched::PollStats& polls = run.polls;
   mj["scheduler_polls"] = {{"count", polls.count},
                            {"over_50us", polls.over_50us},
                            {"longest_us", static_cast<double>(polls.longest_ns) / 1e3},
                            {"longest_phase", sched::poll_phase_name(polls.longest_phase)}};
-  mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
   mj["first_failure"] = run.first_failure;
   mj["device_calls"] = call_stats_json(run.device_calls);
   mj["launches_by_op"] = call_stats_json(run.launches_by_op);
@@ -297,21 +283,47 @@ nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats
   } else {
     mj["host_stalls"] = nullptr;
   }
-  for (const ClientStats& c : m.clients) {
-    mj["clients"].push_back({{"name", c.name},
-                             {"priority", c.realtime ? "rt" : "be"},
-                             {"served", c.served},
-                             {"dropped", c.dropped},
-                             {"failed", c.failed},
-                             {"latency_ms", distribution_json(c.latency_ms)},
-                             {"latency_exact", c.latency_exact},
-                             {"standalone_p50_ms", c.standalone_p50_ms},
-                             {"p50_increase", c.p50_increase},
-                             {"deadline_miss_rate", c.deadline_miss_rate},
-                             {"throughput_per_s", c.throughput_per_s},
-                             {"longest_wait_ms", c.longest_wait_ms},
-                             {"preemptions", c.preemptions}});
+}
+
+nlohmann::json client_json(const ClientStats& c) {
+  return {{"name", c.name},
+          {"priority", c.realtime ? "rt" : "be"},
+          {"served", c.served},
+          {"dropped", c.dropped},
+          {"failed", c.failed},
+          {"latency_ms", distribution_json(c.latency_ms)},
+          {"latency_exact", c.latency_exact},
+          {"standalone_p50_ms", c.standalone_p50_ms},
+          {"p50_increase", c.p50_increase},
+          {"deadline_miss_rate", c.deadline_miss_rate},
+          {"throughput_per_s", c.throughput_per_s},
+          {"longest_wait_ms", c.longest_wait_ms},
+          {"preemptions", c.preemptions}};
+}
+
+// One mode's results: `m` its statistics, `run` what the run recorded, `rt_only` the baseline's
+// statistics when the run had one.
+nlohmann::json mode_json(const ModeStats& m, const ModeRun& run, const ModeStats* rt_only) {
+  nlohmann::json mj;
+  mj["mode"] = m.mode;
+  mj["duration_s"] = run.duration_ms / 1000.0;
+  mj["requests"] = m.requests;
+  mj["rt_latency_ms"] = distribution_json(m.rt_latency_ms);
+  mj["rt_wait_us"] = distribution_json(m.rt_wait_us);
+  mj["rt_run_ms"] = distribution_json(m.rt_run_ms);
+  if (rt_only != nullptr && m.rt_latency_ms.count > 0) {
+    const P99Change c = p99_change(m.rt_latency_ms, rt_only->rt_latency_ms);
+    mj["rt_p99_vs_rt_only"] = {{"change", c.change}, {"ci", {c.low, c.high}}, {"paired", nullptr}};
+    if (const auto& p = m.rt_p99_paired) {
+      mj["rt_p99_vs_rt_only"]["paired"] = {{"change", p->change}, {"ci", {p->low, p->high}}, {"pairs", p->pairs}};
+    }
   }
+  mj["throughput_per_s"] = {{"rt", m.rt_throughput}, {"be", m.be_throughput}, {"overall", m.overall_throughput}};
+  mj["rt_deadline_miss_rate"] = m.rt_deadline_miss_rate;
+  mj["longest_be_wait_ms"] = m.longest_be_wait_ms;
+  add_preemption_json(m, run, mj);
+  add_host_json(run, mj);
+  for (const ClientStats& c : m.clients) mj["clients"].push_back(client_json(c));
   return mj;
 }
 

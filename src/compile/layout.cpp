@@ -42,93 +42,127 @@ Tensor to_ohwi(const Tensor& t, bool compute_values) {
   return out;
 }
 
-}  // namespace
+// Walks the nodes in order, choosing each one's layout and inserting the casts its inputs need.
+class LayoutAssigner {
+ public:
+  explicit LayoutAssigner(WorkGraph& w) : w_(w) {}
 
-void assign_layouts(WorkGraph& w) {
-  std::vector<WNode> out_nodes;
-  std::map<std::pair<int, Layout>, int> casts;  // (value, wanted layout) -> converted value
-  std::map<int, int> reordered_weights;
+  void run() {
+    for (WNode n : w_.nodes) {
+      Layout out;
+      if (needs_nhwc(n, w_)) {
+        out = place_nhwc(n);
+      } else if (follows_input(n.op) && value(n.out).shape.rank() == 4) {
+        out = place_follower(n);
+      } else if (is_view(n.op)) {
+        out = place_view(n);
+      } else {
+        out = place_row_major(n);
+      }
+      value(n.out).layout = out;
+      nodes_.push_back(std::move(n));
+    }
+    w_.nodes = std::move(nodes_);
+    cast_outputs();
+  }
 
-  auto ensure = [&](int value, Layout want) -> int {
-    WValue& v = w.values[static_cast<size_t>(value)];
-    if (v.shape.rank() != 4 || v.layout == want) return value;
-    auto key = std::make_pair(value, want);
-    if (auto it = casts.find(key); it != casts.end()) return it->second;
-    WValue c = v;
-    c.name = v.name + (want == Layout::kNHWC ? ".nhwc" : ".nchw");
+ private:
+  WValue& value(int v) { return w_.values[static_cast<size_t>(v)]; }
+
+  // `v` in layout `want`: itself, or the one cast of it to that layout.
+  int ensure(int v, Layout want) {
+    if (value(v).shape.rank() != 4 || value(v).layout == want) return v;
+    const auto key = std::make_pair(v, want);
+    if (auto it = casts_.find(key); it != casts_.end()) return it->second;
+    WValue c = value(v);
+    c.name += want == Layout::kNHWC ? ".nhwc" : ".nchw";
     c.kind = ValueKind::kActivation;
     c.layout = want;
     c.alias = -1;
-    const int cv = w.add_value(std::move(c));
+    const int cv = w_.add_value(std::move(c));
     WNode cast;
     cast.op = want == Layout::kNHWC ? OpKind::kLayoutToNHWC : OpKind::kLayoutToNCHW;
-    cast.name = w.values[static_cast<size_t>(cv)].name;
-    cast.in = {value};
+    cast.name = value(cv).name;
+    cast.in = {v};
     cast.out = cv;
-    out_nodes.push_back(std::move(cast));
-    casts[key] = cv;
+    nodes_.push_back(std::move(cast));
+    casts_[key] = cv;
     return cv;
-  };
+  }
 
-  for (WNode n : w.nodes) {
-    WValue* out = &w.values[static_cast<size_t>(n.out)];
-    if (needs_nhwc(n, w)) {
-      n.in[0] = ensure(n.in[0], Layout::kNHWC);
-      if (n.op == OpKind::kConv2d) {
-        if (n.attrs.get_int("residual", 0) != 0) n.in.back() = ensure(n.in.back(), Layout::kNHWC);
-        const int wv = n.in[1];
-        auto it = reordered_weights.find(wv);
-        if (it == reordered_weights.end()) {
-          const WValue& src = w.values[static_cast<size_t>(wv)];
-          ATOLL_CHECK(src.kind == ValueKind::kWeight, kUnsupported, "conv '{}': weights must be constants", n.name);
-          const int nv = w.add_weight(src.name + ".ohwi", to_ohwi(w.weights.at(src.name), w.compute_values));
-          w.values[static_cast<size_t>(nv)].layout = Layout::kNHWC;
-          it = reordered_weights.emplace(wv, nv).first;
-        }
-        n.in[1] = it->second;
-      }
-      out = &w.values[static_cast<size_t>(n.out)];
-      out->layout = out->shape.rank() == 4 ? Layout::kNHWC : Layout::kRowMajor;
-    } else if (follows_input(n.op) && out->shape.rank() == 4) {
-      bool any_nhwc = false, same_shapes = true;
-      for (int in : n.in) {
-        any_nhwc |= w.values[static_cast<size_t>(in)].layout == Layout::kNHWC;
-        const Shape& s = w.values[static_cast<size_t>(in)].shape;
-        same_shapes &= n.op == OpKind::kConcat ? s.rank() == 4 : s == out->shape;
-      }
-      const Layout want = any_nhwc && same_shapes ? Layout::kNHWC : Layout::kRowMajor;
-      for (int& in : n.in) in = ensure(in, want);
-      out = &w.values[static_cast<size_t>(n.out)];
-      out->layout = want;
-    } else if (is_view(n.op)) {
-      const WValue& in = w.values[static_cast<size_t>(n.in[0])];
-      const bool same_order = in.layout == Layout::kRowMajor || (in.shape[2] == 1 && in.shape[3] == 1);
-      if (!same_order) n.in[0] = ensure(n.in[0], Layout::kRowMajor);
-      out = &w.values[static_cast<size_t>(n.out)];
-      out->layout = Layout::kRowMajor;
-    } else {
-      for (int& in : n.in) {
-        if (w.values[static_cast<size_t>(in)].kind == ValueKind::kActivation ||
-            w.values[static_cast<size_t>(in)].kind == ValueKind::kInput) {
-          in = ensure(in, Layout::kRowMajor);
-        }
-      }
-      out = &w.values[static_cast<size_t>(n.out)];
-      out->layout = Layout::kRowMajor;
+  // A convolution's weights reordered once to [O, kh, kw, I].
+  int reordered_weight(const WNode& n, int wv) {
+    auto it = reordered_weights_.find(wv);
+    if (it == reordered_weights_.end()) {
+      const WValue& src = value(wv);
+      ATOLL_CHECK(src.kind == ValueKind::kWeight, kUnsupported, "conv '{}': weights must be constants", n.name);
+      const int nv = w_.add_weight(src.name + ".ohwi", to_ohwi(w_.weights.at(src.name), w_.compute_values));
+      value(nv).layout = Layout::kNHWC;
+      it = reordered_weights_.emplace(wv, nv).first;
     }
-    out_nodes.push_back(std::move(n));
+    return it->second;
   }
-  w.nodes = std::move(out_nodes);
+
+  Layout place_nhwc(WNode& n) {
+    n.in[0] = ensure(n.in[0], Layout::kNHWC);
+    if (n.op == OpKind::kConv2d) {
+      if (n.attrs.get_int("residual", 0) != 0) n.in.back() = ensure(n.in.back(), Layout::kNHWC);
+      n.in[1] = reordered_weight(n, n.in[1]);
+    }
+    return value(n.out).shape.rank() == 4 ? Layout::kNHWC : Layout::kRowMajor;
+  }
+
+  // NHWC when any input is and the shapes line up element for element (Concat: all rank 4).
+  Layout place_follower(WNode& n) {
+    bool any_nhwc = false, same_shapes = true;
+    const Shape out_shape = value(n.out).shape;
+    for (int in : n.in) {
+      any_nhwc |= value(in).layout == Layout::kNHWC;
+      const Shape& s = value(in).shape;
+      same_shapes &= n.op == OpKind::kConcat ? s.rank() == 4 : s == out_shape;
+    }
+    const Layout want = any_nhwc && same_shapes ? Layout::kNHWC : Layout::kRowMajor;
+    for (int& in : n.in) in = ensure(in, want);
+    return want;
+  }
+
+  Layout place_view(WNode& n) {
+    const WValue& in = value(n.in[0]);
+    const bool same_order = in.layout == Layout::kRowMajor || (in.shape[2] == 1 && in.shape[3] == 1);
+    if (!same_order) n.in[0] = ensure(n.in[0], Layout::kRowMajor);
+    return Layout::kRowMajor;
+  }
+
+  Layout place_row_major(WNode& n) {
+    for (int& in : n.in) {
+      if (value(in).kind == ValueKind::kActivation || value(in).kind == ValueKind::kInput) {
+        in = ensure(in, Layout::kRowMajor);
+      }
+    }
+    return Layout::kRowMajor;
+  }
+
   // Model outputs are handed back in logical order.
-  for (int& o : w.outputs) {
-    if (w.values[static_cast<size_t>(o)].layout != Layout::kNHWC) continue;
-    WValue c = w.values[static_cast<size_t>(o)];
-    c.name += ".nchw";
-    c.layout = Layout::kRowMajor;
-    const int cv = w.add_value(std::move(c));
-    w.nodes.push_back(WNode{OpKind::kLayoutToNCHW, w.values[static_cast<size_t>(cv)].name, {o}, cv, {}, false});
-    o = cv;
+  void cast_outputs() {
+    for (int& o : w_.outputs) {
+      if (value(o).layout != Layout::kNHWC) continue;
+      WValue c = value(o);
+      c.name += ".nchw";
+      c.layout = Layout::kRowMajor;
+      const int cv = w_.add_value(std::move(c));
+      w_.nodes.push_back(WNode{OpKind::kLayoutToNCHW, value(cv).name, {o}, cv, {}, false});
+      o = cv;
+    }
   }
-}
+
+  WorkGraph& w_;
+  std::vector<WNode> nodes_;
+  std::map<std::pair<int, Layout>, int> casts_;  // (value, wanted layout) -> converted value
+  std::map<int, int> reordered_weights_;
+};
+
+}  // namespace
+
+void assign_layouts(WorkGraph& w) { LayoutAssigner(w).run(); }
 
 }  // namespace atl::compile_detail

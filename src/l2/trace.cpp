@@ -52,70 +52,86 @@ std::vector<int64_t> device_weight_bytes(const Program& p) {
   return bytes;
 }
 
+namespace {
+
+// Where each kind of binding's regions start in Trace::regions: the arena first, then weights,
+// inputs and outputs, each aligned to the line (and the allocator's alignment).
+struct RegionIndex {
+  size_t weights_at = 0, inputs_at = 0, outputs_at = 0;
+};
+
+RegionIndex lay_out_regions(const Program& p, const std::vector<int64_t>& weight_element, Trace& t) {
+  const int64_t alignment = std::max(kAllocationAlignment, t.line_bytes);
+  int64_t next_base = 0;
+  auto add_region = [&](Binding::Kind kind, int index, int64_t bytes) {
+    t.regions.push_back({kind, index, next_base, bytes});
+    next_base = align_up(next_base + bytes, alignment);
+  };
+  RegionIndex at;
+  add_region(Binding::Kind::kArena, -1, p.arena_bytes);
+  at.weights_at = t.regions.size();
+  for (size_t w = 0; w < p.weights.size(); ++w) {
+    add_region(Binding::Kind::kWeight, static_cast<int>(w), p.weights[w].shape.numel() * weight_element[w]);
+  }
+  at.inputs_at = t.regions.size();
+  for (size_t i = 0; i < p.inputs.size(); ++i) add_region(Binding::Kind::kInput, static_cast<int>(i), spec_bytes(p.inputs[i]));
+  at.outputs_at = t.regions.size();
+  for (size_t o = 0; o < p.outputs.size(); ++o) {
+    add_region(Binding::Kind::kOutput, static_cast<int>(o), spec_bytes(p.outputs[o]));
+  }
+  return at;
+}
+
+// The lines kernel `kernel` touches through binding `b` in argument `slot`; max_rows >= 0 limits a
+// read of a [rows, ...] binding to its first max_rows rows.
+TraceRange binding_range(const Trace& t, const RegionIndex& at, const std::vector<int64_t>& weight_element,
+                         uint32_t kernel, uint32_t slot, const Binding& b, bool write, int64_t max_rows) {
+  int64_t begin = b.offset, end = b.offset + b.bytes;
+  const TraceRegion* region = &t.regions[0];
+  if (b.kind != Binding::Kind::kArena) {
+    const size_t first_region = b.kind == Binding::Kind::kWeight  ? at.weights_at
+                                : b.kind == Binding::Kind::kInput ? at.inputs_at
+                                                                  : at.outputs_at;
+    const size_t limit = b.kind == Binding::Kind::kWeight  ? at.inputs_at
+                         : b.kind == Binding::Kind::kInput ? at.outputs_at
+                                                           : t.regions.size();
+    ATOLL_CHECK(b.index >= 0 && first_region + static_cast<size_t>(b.index) < limit, kInvalidArgument,
+                "kernel {} binds {} index {}, out of range", kernel, binding_kind_name(b.kind), b.index);
+    region = &t.regions[first_region + static_cast<size_t>(b.index)];
+    if (b.kind == Binding::Kind::kWeight) {
+      // Views are expressed in the binding's dtype; the device may store the weight narrower.
+      const auto element = static_cast<int64_t>(dtype_size(b.dtype));
+      const int64_t device_element = weight_element[static_cast<size_t>(b.index)];
+      begin = b.offset / element * device_element;
+      end = begin + b.bytes / element * device_element;
+    }
+  }
+  if (max_rows >= 0 && b.shape.rank() > 0 && max_rows < b.shape[0]) {
+    end = begin + (end - begin) / b.shape[0] * max_rows;
+  }
+  ATOLL_CHECK(begin >= 0 && end <= region->bytes, kInvalidArgument, "kernel {} binds [{}, {}) of a {} of {} bytes",
+              kernel, begin, end, binding_kind_name(b.kind), region->bytes);
+  const int64_t first = (region->base + begin) / t.line_bytes;
+  const int64_t last = (region->base + end + t.line_bytes - 1) / t.line_bytes;
+  const auto signature = static_cast<uint32_t>(mix64((uint64_t{kernel} << 8) | slot));
+  return {static_cast<uint32_t>(first), static_cast<uint32_t>(last - first), kernel, signature, write, false};
+}
+
+}  // namespace
+
 Trace build_trace(const Program& p, int64_t line_bytes) {
   ATOLL_CHECK(line_bytes > 0, kInvalidArgument, "trace line size must be positive, got {}", line_bytes);
   Trace t;
   t.line_bytes = line_bytes;
   t.arena_bytes = p.arena_bytes;
   t.kernel_count = static_cast<int>(p.kernels.size());
-
-  const int64_t alignment = std::max(kAllocationAlignment, line_bytes);
   const std::vector<int64_t> weight_element = device_weight_element_sizes(p);
-  int64_t next_base = 0;
-  auto add_region = [&](Binding::Kind kind, int index, int64_t bytes) {
-    t.regions.push_back({kind, index, next_base, bytes});
-    next_base = align_up(next_base + bytes, alignment);
-  };
-  add_region(Binding::Kind::kArena, -1, p.arena_bytes);
-  const size_t weights_at = t.regions.size();
-  for (size_t w = 0; w < p.weights.size(); ++w) {
-    add_region(Binding::Kind::kWeight, static_cast<int>(w), p.weights[w].shape.numel() * weight_element[w]);
-  }
-  const size_t inputs_at = t.regions.size();
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    add_region(Binding::Kind::kInput, static_cast<int>(i), spec_bytes(p.inputs[i]));
-  }
-  const size_t outputs_at = t.regions.size();
-  for (size_t o = 0; o < p.outputs.size(); ++o) {
-    add_region(Binding::Kind::kOutput, static_cast<int>(o), spec_bytes(p.outputs[o]));
-  }
+  const RegionIndex at = lay_out_regions(p, weight_element, t);
   t.address_bytes = t.regions.back().base + t.regions.back().bytes;
   ATOLL_CHECK(t.total_lines() < std::numeric_limits<int32_t>::max(), kUnsupported,
               "program '{}' spans {} lines of {} bytes: too many to trace", p.model, t.total_lines(), line_bytes);
-
-  // max_rows >= 0 limits a read of a [rows, ...] binding to its first max_rows rows.
   auto add_range = [&](uint32_t kernel, uint32_t slot, const Binding& b, bool write, int64_t max_rows) {
-    if (b.bytes <= 0) return;
-    int64_t begin = b.offset, end = b.offset + b.bytes;
-    const TraceRegion* region = &t.regions[0];
-    if (b.kind != Binding::Kind::kArena) {
-      const size_t at = b.kind == Binding::Kind::kWeight  ? weights_at
-                        : b.kind == Binding::Kind::kInput ? inputs_at
-                                                          : outputs_at;
-      const size_t limit = b.kind == Binding::Kind::kWeight  ? inputs_at
-                           : b.kind == Binding::Kind::kInput ? outputs_at
-                                                             : t.regions.size();
-      ATOLL_CHECK(b.index >= 0 && at + static_cast<size_t>(b.index) < limit, kInvalidArgument,
-                  "kernel {} binds {} index {}, out of range", kernel, binding_kind_name(b.kind), b.index);
-      region = &t.regions[at + static_cast<size_t>(b.index)];
-      if (b.kind == Binding::Kind::kWeight) {
-        // Views are expressed in the binding's dtype; the device may store the weight narrower.
-        const auto element = static_cast<int64_t>(dtype_size(b.dtype));
-        const int64_t device_element = weight_element[static_cast<size_t>(b.index)];
-        begin = b.offset / element * device_element;
-        end = begin + b.bytes / element * device_element;
-      }
-    }
-    if (max_rows >= 0 && b.shape.rank() > 0 && max_rows < b.shape[0]) {
-      end = begin + (end - begin) / b.shape[0] * max_rows;
-    }
-    ATOLL_CHECK(begin >= 0 && end <= region->bytes, kInvalidArgument, "kernel {} binds [{}, {}) of a {} of {} bytes",
-                kernel, begin, end, binding_kind_name(b.kind), region->bytes);
-    const int64_t first = (region->base + begin) / line_bytes;
-    const int64_t last = (region->base + end + line_bytes - 1) / line_bytes;
-    const auto signature = static_cast<uint32_t>(mix64((uint64_t{kernel} << 8) | slot));
-    t.ranges.push_back(
-        {static_cast<uint32_t>(first), static_cast<uint32_t>(last - first), kernel, signature, write, false});
+    if (b.bytes > 0) t.ranges.push_back(binding_range(t, at, weight_element, kernel, slot, b, write, max_rows));
   };
   for (size_t k = 0; k < p.kernels.size(); ++k) {
     const Kernel& kernel = p.kernels[k];

@@ -25,10 +25,6 @@ using namespace gemm;
 constexpr int kWgBK = 64;             // one 128-byte swizzle row of halves
 constexpr int kRowBytes = kWgBK * 2;  // bytes per smem row of a stage
 constexpr int kChunksPerRow = kRowBytes / 16;
-// The flag is re-read every this many K tiles: the same K distance as the mma.sync kernel's
-// check (4 tiles of 32), about 0.3-1 us of MMA work per check on a 128x128 tile.
-constexpr int kWgCheckTiles = 2;
-
 template <int BM, int BN, int STAGES>
 struct WgShape {
   static constexpr int kWarpGroups = BM / 64;
@@ -41,7 +37,6 @@ struct WgShape {
   static constexpr int kAChunks = BM * kChunksPerRow / kThreads;  // 16-byte copies per thread per stage
   static constexpr int kBChunks = BN * kChunksPerRow / kThreads;
   static constexpr int kRowStep = kThreads / kChunksPerRow;       // rows between one thread's copies
-  static constexpr int kAcc = BN / 2;                             // accumulator floats per thread
   static_assert(BM % 64 == 0 && (BN == 64 || BN == 128), "wgmma tiles: 64 rows per warpgroup, N 64 or 128");
   static_assert(STAGES >= 3, "the pipeline keeps STAGES - 2 tiles in flight");
   static_assert(kAChunks >= 1 && kBChunks >= 1 && kRowStep % 8 == 0, "a thread's rows share one swizzle phase");
@@ -49,6 +44,10 @@ struct WgShape {
 };
 
 #if defined(ATL_WGMMA_DEVICE)
+
+// The flag is re-read every this many K tiles: the same K distance as the mma.sync kernel's
+// check (4 tiles of 32), about 0.3-1 us of MMA work per check on a 128x128 tile.
+constexpr int kWgCheckTiles = 2;
 
 // Byte offset of 16-byte chunk `chunk` of smem row `row` under the 128-byte swizzle (chunk index
 // XOR row mod 8), the layout sw128_desc describes.
@@ -105,9 +104,10 @@ __device__ __forceinline__ bool wgmma_tile(const GemmParams& p, const int* flag,
     }
   };
 
-  float acc[S::kAcc];
+  constexpr int kAcc = BN / 2;  // accumulator floats per thread
+  float acc[kAcc];
 #pragma unroll
-  for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < kAcc; ++i) acc[i] = 0.0f;
 
   // Tile t lives in stage t % STAGES. Loads run STAGES - 2 tiles ahead: the stage refilled at
   // tile t held tile t - 2, whose wgmmas every warpgroup has retired (wait_group 1 at tile t - 1)

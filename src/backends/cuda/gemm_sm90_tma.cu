@@ -48,10 +48,14 @@ struct TmaShape {
   // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words; 1024
   // bytes of slack let the kernel align the stages to the swizzle atom.
   static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
-  static constexpr int kAcc = BN / 2;  // accumulator floats per consumer thread
   static_assert(BN == 64 || BN == 128 || BN == 256, "TMA tiles: 128 rows by 64, 128 or 256 columns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
 };
+
+#if defined(ATL_WGMMA_DEVICE)
+
+template <int BN>
+constexpr int kTmaAcc = BN / 2;  // accumulator floats per consumer thread
 
 // Which tile of the walk `t` is, and its K range.
 struct TileCoords {
@@ -71,8 +75,6 @@ __device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, i
   c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
   return c;
 }
-
-#if defined(ATL_WGMMA_DEVICE)
 
 // The stage ring: STAGES stages, the epilogue buffers, then STAGES "full" barriers, STAGES
 // "empty" ones, the stop word, the ping-pong consumers' turn word.
@@ -182,9 +184,9 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
   int it = 0;
   for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
     const TileCoords c = tile_coords(p, BN, t);
-    float acc[S::kAcc];
+    float acc[kTmaAcc<BN>];
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kTmaAcc<BN>; ++i) acc[i] = 0.0f;
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(ring.full(s), (it / STAGES) & 1);
@@ -272,9 +274,9 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
       while (ring.turns_done() < local && !other_stopped) other_stopped = ring.stop_raised();
     }
     if (warpgroup_or(wg, other_stopped)) return;  // the other warpgroup stopped and raised the word
-    float acc[2][S::kAcc];
+    float acc[2][kTmaAcc<128>];
 #pragma unroll
-    for (int i = 0; i < S::kAcc; ++i) acc[0][i] = acc[1][i] = 0.0f;
+    for (int i = 0; i < kTmaAcc<128>; ++i) acc[0][i] = acc[1][i] = 0.0f;
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       // The stage, or the stop word: a stopped block's producer fills no more stages.

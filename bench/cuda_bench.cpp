@@ -177,10 +177,7 @@ int main(int argc, char** argv) {
   app.option("--wgmma", o.wgmma, "offer the Hopper wgmma GEMM tiles (1) or only mma.sync (0)");
   app.option("--json", o.json_path, "output file");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_cuda", [&] {
     return atl::run(o);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_cuda: {}\n", e.what());
-    return 1;
-  }
+  });
 }

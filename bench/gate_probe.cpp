@@ -147,10 +147,7 @@ int run(int argc, char** argv) {
 }  // namespace atl
 
 int main(int argc, char** argv) {
-  try {
+  return atl::run_probe("atoll_bench_gate", [&] {
     return atl::run(argc, argv);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_gate: error: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -277,7 +277,7 @@ int main(int argc, char** argv) {
   app.option("--trials", trials, "timed RT tasks per arrangement", atl::kPositive);
   app.option("--json", json_path, "output file");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_green", [&] {
     ATOLL_CHECK(atl::cuda_device_available(), kCuda, "no CUDA device: {}", atl::cuda_unavailable_reason());
     const auto rt = atl::load(rt_model, 1), be = atl::load(be_model, be_batch);
     atl::Probe probe(dynamic_cast<atl::CudaInstance&>(rt->instance()), dynamic_cast<atl::CudaInstance&>(be->instance()),
@@ -305,8 +305,5 @@ int main(int argc, char** argv) {
             1) +
             "\n");
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_green: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -295,10 +295,7 @@ int main(int argc, char** argv) {
   app.flag("--uploads", o.uploads, "kernel 0 carries its input's upload (SM copy and conversion), as BE uploads do");
   app.option("--json", o.json_path, "output file");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_kernel_exit", [&] {
     return atl::run(o);
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_kernel_exit: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -151,15 +151,12 @@ int main(int argc, char** argv) {
   app.option("--trials", trials, "timed launches per situation", atl::kPositive);
   app.option("--json", json_path, "output file");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_launch", [&] {
     ATOLL_CHECK(atl::cuda_device_available(), kCuda, "no CUDA device: {}", atl::cuda_unavailable_reason());
     atl::SideCalls side;
     auto out = nlohmann::json::array();
     for (const std::string& m : models) out.push_back(atl::probe_model(m, batch, trials, side));
     atl::write_file_atomic(json_path, out.dump(1) + "\n");
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_launch: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -423,7 +423,7 @@ int main(int argc, char** argv) {
   app.option("--stall-probe", stall_streams,
              "instead of the sweep: with this many streams, which ones a wait pending on the first holds back");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_preempt", [&] {
     if (stall_streams > 0) {
       const nlohmann::json probe = atl::stall_probe(stall_streams);
       atl::write_file_atomic(o.json_path, probe.dump(1) + "\n");
@@ -431,8 +431,5 @@ int main(int argc, char** argv) {
     }
     atl::Sweep(o).run();
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_preempt: {}\n", e.what());
-    return 1;
-  }
+  });
 }

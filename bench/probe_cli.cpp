@@ -1,6 +1,9 @@
 #include "probe_cli.h"
 
+#include <fmt/core.h>
+
 #include <CLI/CLI.hpp>
+#include <exception>
 
 namespace atl {
 
@@ -41,6 +44,15 @@ std::optional<int> ProbeCli::parse(int argc, char** argv) {
     return impl_->app.exit(e);
   }
   return std::nullopt;
+}
+
+int run_probe(const char* name, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: {}\n", name, e.what());
+    return 1;
+  }
 }
 
 }  // namespace atl

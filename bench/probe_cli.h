@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,5 +42,8 @@ class ProbeCli {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// A probe's main body: its exit status, or on an exception one line "NAME: message" on stderr and 1.
+int run_probe(const char* name, const std::function<int()>& body);
 
 }  // namespace atl

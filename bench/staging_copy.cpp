@@ -48,7 +48,7 @@ int main(int argc, char** argv) {
   app.option("--threads", threads, "threads of the split copy", atl::ProbeCheck::between(1, 16));
   app.option("--json", json_path, "output file");
   if (auto status = app.parse(argc, argv)) return *status;
-  try {
+  return atl::run_probe("atoll_bench_staging", [&] {
     nlohmann::json doc;
     atl::cuda::Stream stream = atl::cuda::make_stream();
     atl::cuda::ParallelStagingCopy split(threads);
@@ -107,8 +107,5 @@ int main(int argc, char** argv) {
     }
     atl::write_file_atomic(json_path, doc.dump(1) + "\n");
     return 0;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "atoll_bench_staging: {}\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -103,6 +103,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
                         {"staging_share", {{"p50", r.staging_share_p50}, {"p99", r.staging_share_p99}}},
                         {"relaunched_kernels", r.relaunched_kernels}};
     j["padded_kernels"] = r.padded_kernels;
+    j["padded_slices"] = r.padded_slices;
     for (const auto& c : r.clients) {
       nlohmann::json cj{{"model", c.name},
                         {"class", sched::task_class_name(c.task_class)},
@@ -143,7 +144,10 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   fmt::print("  of which staging (arrival -> dispatch) p50 {:.1f} us ({:.0f}%)  p99 {:.1f} us ({:.0f}%)\n",
              r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
              100 * r.staging_share_p99);
-  if (sched::mode_traits(r.mode).pads_be) fmt::print("padding      {} BE kernels ran beside RT tasks\n", r.padded_kernels);
+  if (sched::mode_traits(r.mode).pads_be) {
+    fmt::print("padding      {} BE kernels and {} slices of BE kernels ran beside RT tasks\n", r.padded_kernels,
+               r.padded_slices);
+  }
 }
 
 void run_colocate_command(const ColocateFlags& f) {

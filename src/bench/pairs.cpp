@@ -71,6 +71,7 @@ PairModeResult run_pair(sched::ExecDevice& device, const LoadedModel& rt, const 
   r.be = be.name;
   r.mode = sched::mode_name(mode);
   r.padded_kernels = run.stats.padded_kernels;
+  r.padded_slices = run.stats.padded_slices;
   r.preemptions = run.stats.preemptions;
   r.be_per_s = static_cast<double>(be_served) / o.duration_s;
   r.rt_per_s = static_cast<double>(rt_ms.size()) / o.duration_s;
@@ -176,6 +177,7 @@ std::string pairs_to_json(const PairResults& r) {
                          {"be_per_s", p.be_per_s},
                          {"overall_per_s", p.overall_per_s()},
                          {"padded_kernels", p.padded_kernels},
+                         {"padded_slices", p.padded_slices},
                          {"preemptions", p.preemptions}});
   }
   j["summary"] = nlohmann::json::array();

@@ -18,7 +18,7 @@ namespace atl::bench {
 struct PairOptions {
   std::vector<std::string> models{"vgg19", "resnet152", "densenet201", "inception_v3", "bert_base"};
   std::vector<sched::Mode> modes{sched::Mode::kRtOnly, sched::Mode::kReset, sched::Mode::kStreams,
-                                 sched::Mode::kPaddingConcurrent};
+                                 sched::Mode::kPaddingConcurrent, sched::Mode::kPaddingSlices};
   int64_t batch = 1;
   double duration_s = 1.0;  // per pair and mode (simulated time on the simulator)
   double warmup_s = 0.1;    // per pair, in seq mode, unmeasured (real devices only)
@@ -35,7 +35,7 @@ struct PairModeResult {
   LatencyStats rt_latency_ms;  // requests finished within the run
   double rt_per_s = 0, be_per_s = 0;
   double overall_per_s() const { return rt_per_s + be_per_s; }
-  int64_t padded_kernels = 0, preemptions = 0;
+  int64_t padded_kernels = 0, padded_slices = 0, preemptions = 0;
 };
 
 // Per mode, across pairs: RT mean latency against rt-only (mean and worst pair, in percent) and

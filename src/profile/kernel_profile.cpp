@@ -33,6 +33,7 @@ void check_fields(const ModelProfile& p, ErrorCode code, const std::string& sour
       fail(fmt::format("{} has {} blocks, {} resident per SM, {} launches, {} threads per block", who, k.grid_blocks,
                        k.resident_blocks_per_sm, k.launches, k.threads_per_block));
     }
+    if (k.slice_units < 0) fail(fmt::format("{} has {} slice units", who, k.slice_units));
     if (!(k.sm_share > 0 && k.sm_share <= 1)) fail(fmt::format("{} SM share {} is outside (0, 1]", who, k.sm_share));
     if (k.exit_us && !(std::isfinite(*k.exit_us) && *k.exit_us >= 0)) {
       fail(fmt::format("{} exit latency {} us is negative", who, *k.exit_us));
@@ -49,6 +50,7 @@ nlohmann::json kernel_json(const KernelProfile& k) {
                    {"launches", k.launches},
                    {"sm_share", k.sm_share}};
   if (k.exit_us) j["exit_us"] = *k.exit_us;
+  if (k.slice_units > 0) j["slice_units"] = k.slice_units;
   return j;
 }
 
@@ -62,6 +64,7 @@ KernelProfile kernel_from(const nlohmann::json& j) {
   k.launches = json_int(j.at("launches"), "launches");
   k.sm_share = j.at("sm_share").get<double>();
   if (j.contains("exit_us")) k.exit_us = j.at("exit_us").get<double>();
+  if (j.contains("slice_units")) k.slice_units = json_int64(j.at("slice_units"), "slice_units");
   return k;
 }
 

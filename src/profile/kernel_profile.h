@@ -23,6 +23,10 @@ struct KernelProfile {
   // Share of the device's SMs the kernel fills: blocks / (resident per SM x SMs), at most 1.
   double sm_share = 0;
   std::optional<double> exit_us;  // median exit latency once the flag rises mid-kernel (CUDA)
+  // Independent units (output tiles) a padding slice may run a range of (ExecDevice::launch_slice);
+  // 0: the kernel runs only whole. The kernel's units take time_us in waves of
+  // resident_blocks_per_sm x sm_count blocks.
+  int64_t slice_units = 0;
 };
 
 struct ModelProfile {

@@ -208,6 +208,25 @@ class CudaExecDevice final : public ExecDevice {
     });
   }
 
+  int64_t slice_units(InstanceId instance, int kernel) const override {
+    return kernel == 0 ? 0 : inst(instance).slice_units(kernel);
+  }
+
+  uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
+                        const LaunchOptions& options) override {
+    StreamState& st = state(stream);
+    const uint64_t seq = st.launched + 1;
+    return enqueue_timed(st, seq, seq, options, [&] {
+      CudaInstance& in = inst(instance);
+      in.launch_slice(kernel, st.stream.get(), options.preemptible ? flag() : nullptr, slice.begin, slice.end,
+                      slice.max_blocks);
+      // The slice that ends the last kernel: as launch() does for the whole kernel.
+      if (kernel + 1 == static_cast<int>(in.program().kernels.size()) && slice.end == in.slice_units(kernel)) {
+        in.enqueue_outputs(st.stream.get());
+      }
+    });
+  }
+
   // The whole program as one graph launch: an RT task costs one host call instead of one per
   // kernel (DenseNet-201: 407), so the scheduler thread is back to other arrivals at once.
   uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) override {

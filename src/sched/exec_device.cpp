@@ -7,6 +7,13 @@
 
 namespace atl::sched {
 
+int64_t ExecDevice::slice_units(InstanceId /*instance*/, int /*kernel*/) const { return 0; }
+
+uint64_t ExecDevice::launch_slice(StreamId /*stream*/, InstanceId /*instance*/, int kernel,
+                                  const KernelSlice& /*slice*/, const LaunchOptions& /*options*/) {
+  ATOLL_THROW(kUnsupported, "device '{}' runs kernel {} only whole: it launches no slices", name(), kernel);
+}
+
 uint64_t ExecDevice::launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) {
   const int kernels = static_cast<int>(program(instance).kernels.size());
   ATOLL_CHECK(first >= 0 && first < kernels, kInvalidArgument, "kernel range from {} of a {}-kernel program", first,

@@ -62,6 +62,13 @@ struct GateOpener {
   }
 };
 
+// Units [begin, end) of a kernel (ExecDevice::launch_slice) on at most max_blocks blocks (0: as
+// many as are resident).
+struct KernelSlice {
+  int64_t begin = 0, end = 0;
+  int max_blocks = 0;
+};
+
 struct LaunchSpan {
   DeviceTime start = 0;  // first block started
   DeviceTime end = 0;    // last block finished or exited
@@ -112,6 +119,16 @@ class ExecDevice {
   // cover at least the range's kernels (the first's start and the last's end are the range's);
   // `report`: the range's end is reported. The default launches kernel by kernel.
   virtual uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options);
+  // ---- Slices of a kernel (padding) ----
+  // The units kernel `kernel` of `instance` can run in pieces of: each writes only its own
+  // outputs, so slices covering every unit once leave what one launch leaves. 0: it runs only
+  // whole (kernel 0, which may carry the input uploads, always does). A device with a profile
+  // attached counts units as the profile does (KernelProfile::slice_units).
+  virtual int64_t slice_units(InstanceId instance, int kernel) const;
+  // Enqueues one slice as one launch (one sequence number, as launch() gives). kUnsupported by
+  // default, kInvalidArgument for a range outside the kernel's units.
+  virtual uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
+                                const LaunchOptions& options);
   // How many launches on `stream` have ended, run to completion or exited on the flag. Launches
   // end in sequence order; the count never decreases. Cheap: no synchronization.
   virtual uint64_t completed(StreamId stream) = 0;

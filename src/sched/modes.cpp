@@ -10,14 +10,15 @@ namespace {
 
 // clang-format off
 constexpr ModeTraits kModeTraits[] = {
-  //  mode                      name                  layout                     rt_high be     preempt flag   arms  pads
-    {Mode::kRtOnly,             "rt-only",            LaneLayout::kRtQueue,       true,  false, false,  false, true, false},
-    {Mode::kSeq,                "seq",                LaneLayout::kOneLane,       false, true,  false,  false, false, false},
-    {Mode::kStreams,            "streams",            LaneLayout::kLanePerClient, false, true,  false,  false, true, false},
-    {Mode::kStreamsPrio,        "streams-prio",       LaneLayout::kLanePerClient, true,  true,  false,  false, true, false},
-    {Mode::kWait,               "wait",               LaneLayout::kRtQueue,       true,  true,  true,   false, true, false},
-    {Mode::kReset,              "reset",              LaneLayout::kRtQueue,       true,  true,  true,   true,  true, false},
-    {Mode::kPaddingConcurrent,  "padding-concurrent", LaneLayout::kRtQueue,       true,  true,  true,   true,  true, true},
+  //  mode                      name                  layout                     rt_high be     preempt flag   arms  pads   slices
+    {Mode::kRtOnly,             "rt-only",            LaneLayout::kRtQueue,       true,  false, false,  false, true, false, false},
+    {Mode::kSeq,                "seq",                LaneLayout::kOneLane,       false, true,  false,  false, false, false, false},
+    {Mode::kStreams,            "streams",            LaneLayout::kLanePerClient, false, true,  false,  false, true, false, false},
+    {Mode::kStreamsPrio,        "streams-prio",       LaneLayout::kLanePerClient, true,  true,  false,  false, true, false, false},
+    {Mode::kWait,               "wait",               LaneLayout::kRtQueue,       true,  true,  true,   false, true, false, false},
+    {Mode::kReset,              "reset",              LaneLayout::kRtQueue,       true,  true,  true,   true,  true, false, false},
+    {Mode::kPaddingConcurrent,  "padding-concurrent", LaneLayout::kRtQueue,       true,  true,  true,   true,  true, true,  false},
+    {Mode::kPaddingSlices,      "padding-slices",     LaneLayout::kRtQueue,       true,  true,  true,   true,  true, true,  true},
 };
 // clang-format on
 

@@ -19,6 +19,10 @@ enum class Mode : uint8_t {
   // As kReset, and while an RT task runs, BE kernels that fit (by their profiles) beside its
   // current kernel run concurrently on the BE streams: the NVIDIA-native form of REEF's padding
   kPaddingConcurrent,
+  // As kPaddingConcurrent, and a BE kernel too long to fit whole runs beside the RT task in
+  // slices of its output tiles, each ending within the RT kernels it overlaps (ExecDevice::
+  // launch_slice): REEF's padding for BE kernels longer than RT kernels, beyond the paper.
+  kPaddingSlices,
 };
 
 enum class LaneLayout : uint8_t {
@@ -42,10 +46,13 @@ struct ModeTraits {
   // current kernel and whose SM share fits in the SMs it leaves idle are launched beside it
   // (padding.cpp). Every client needs a kernel profile (ExecDevice::profile).
   bool pads_be;
+  // ... and a BE kernel that does not fit whole runs in slices that do (padding.h, slice_beside).
+  bool slices_be;
 };
 
 const ModeTraits& mode_traits(Mode m);
-// "rt-only", "seq", "streams", "streams-prio", "wait", "reset", "padding-concurrent"
+// "rt-only", "seq", "streams", "streams-prio", "wait", "reset", "padding-concurrent",
+// "padding-slices"
 const char* mode_name(Mode m);
 Mode mode_from_name(std::string_view name);  // throws kInvalidArgument listing the modes
 std::vector<Mode> all_modes();

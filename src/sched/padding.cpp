@@ -5,6 +5,7 @@
 // again, and a later reset cuts only the launches after it.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "core/error.h"
 #include "sched/scheduler_impl.h"
@@ -16,11 +17,38 @@ KernelCosts KernelCosts::from(const ModelProfile& profile) {
   c.ns.reserve(profile.kernels.size());
   c.share.reserve(profile.kernels.size());
   for (const KernelProfile& k : profile.kernels) {
-    c.ns.push_back(std::max<DeviceTime>(1, static_cast<DeviceTime>(std::llround(k.time_us * 1e3))));
+    const DeviceTime ns = std::max<DeviceTime>(1, static_cast<DeviceTime>(std::llround(k.time_us * 1e3)));
+    c.ns.push_back(ns);
     c.share.push_back(k.sm_share);
+    const int64_t wave = std::max<int64_t>(1, int64_t{k.resident_blocks_per_sm} * profile.sm_count);
+    const int64_t rounds = std::max<int64_t>(1, (k.slice_units + wave - 1) / wave);
+    c.units.push_back(k.slice_units);
+    c.wave_blocks.push_back(wave);
+    c.round_ns.push_back(std::max<DeviceTime>(1, ns / rounds));
   }
   return c;
 }
+
+namespace {
+
+// A BE kernel's units left, run in rounds of up to a wave of blocks.
+struct KernelRounds {
+  DeviceTime round_ns;
+  int64_t wave_blocks;
+  int64_t left;
+  // `best`, or the slice that runs within `time` on the blocks `free` SM share holds, if larger.
+  SliceFit larger(const SliceFit& best, DeviceTime time, double free) const {
+    // The epsilon keeps 1 - 0.8 from flooring 20 blocks of 100 to 19.
+    const auto blocks =
+        std::min(left, static_cast<int64_t>(std::floor(free * static_cast<double>(wave_blocks) + 1e-9)));
+    if (blocks < 1 || time < round_ns) return best;
+    const int64_t units = std::min(left, time / round_ns * blocks);
+    if (units <= best.units) return best;
+    return SliceFit{units, static_cast<int>(blocks), static_cast<double>(blocks) / static_cast<double>(wave_blocks)};
+  }
+};
+
+}  // namespace
 
 RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now) {
   return RtWindow{&rt, kernel, rt.ns[static_cast<size_t>(kernel)] - (now - since), 0.0};
@@ -70,6 +98,29 @@ bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, Devi
   return end == rt.ns.size() && ends_in >= need;
 }
 
+SliceFit slice_beside(const KernelCosts& be, int kernel, int64_t done, const RtWindow& window, DeviceTime launch_ns) {
+  if (window.rt == nullptr || window.remaining_ns <= 0) return {};
+  const auto k = static_cast<size_t>(kernel);
+  const int64_t left = be.units[k] - done;
+  if (be.units[k] == 0 || left <= 0) return {};
+  const KernelRounds rounds{be.round_ns[k], be.wave_blocks[k], left};
+  const KernelCosts& rt = *window.rt;
+  const auto first = static_cast<size_t>(window.kernel);
+  const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
+  SliceFit best;
+  double free = 1.0 - window.padded_share;   // the least the RT kernels overlapped so far leave
+  DeviceTime ends_in = window.remaining_ns;  // until RT kernel j starts, in the loop
+  for (size_t j = first; j < end; ++j) {
+    free = std::min(free, 1.0 - window.padded_share - rt.share[j]);
+    if (j > first) {
+      best = rounds.larger(best, ends_in - launch_ns - window.uncertainty_ns, free);
+      ends_in += rt.ns[j];
+    }
+  }
+  if (end == rt.ns.size()) best = rounds.larger(best, ends_in - launch_ns - window.uncertainty_ns, free);
+  return best;
+}
+
 // At add_client: a padding mode cannot plan without every client's profile, and says how to get one.
 KernelCosts Scheduler::Impl::profiled_costs(const std::string& client, InstanceId instance) const {
   const ModelProfile* p = device.profile(instance);
@@ -80,7 +131,13 @@ KernelCosts Scheduler::Impl::profiled_costs(const std::string& client, InstanceI
                 "--device {} --out FILE, then --profile FILE)",
                 traits.name, client, program.model, program.batch, device.name());
   }
-  return KernelCosts::from(*p);
+  KernelCosts costs = KernelCosts::from(*p);
+  // A kernel runs in slices only as the device counts its units: a profile measured under another
+  // tile choice counts other tiles, and its slices would leave some unrun.
+  for (size_t k = 0; k < costs.units.size(); ++k) {
+    if (costs.units[k] != 0 && costs.units[k] != device.slice_units(instance, static_cast<int>(k))) costs.units[k] = 0;
+  }
+  return costs;
 }
 
 // The running RT task's current kernel: estimated from the first one not seen to have ended,
@@ -119,33 +176,51 @@ void Scheduler::Impl::pad_be_lanes() {
   }
 }
 
-// Launches the lane's next kernel beside the RT task when the lane is idle and the kernel fits;
-// the window then counts its SM share.
+// Launches the lane's next kernel beside the RT task when the lane is idle and the kernel fits,
+// or, in the slicing modes, the largest slice of it that fits; the window then counts its SM
+// share. A slice that leaves units of its kernel to run rebases the lane so that its launch
+// does not count the kernel as complete (Lane::base_seq), and the task keeps the units done.
 bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   if (!l.task || l.cut_at != kNoCut || l.launched != l.completed) return false;
   Task& t = *l.task;
   const Client& c = client_of(l);
-  if (t.error || t.next_launch >= c.kernels ||
-      !fits_beside(c.costs, t.next_launch, window, options.padding_launch_ns)) {
+  if (t.error || t.next_launch >= c.kernels) return false;
+  const int kernel = t.next_launch;
+  const int64_t done = t.units_done(kernel);
+  std::optional<SliceFit> slice;
+  if (done == 0 && fits_beside(c.costs, kernel, window, options.padding_launch_ns)) {
+    // whole
+  } else if (traits.slices_be) {
+    slice = slice_beside(c.costs, kernel, done, window, options.padding_launch_ns);
+    if (slice->units == 0) return false;
+  } else {
     return false;
   }
-  const bool first = t.next_launch == 0 && t.first_seq == 0;
+  const bool first = kernel == 0 && t.first_seq == 0;
   LaunchOptions lo;
   lo.preemptible = false;  // it ends within the RT kernel's time: the flag must not cut it
-  lo.timed = first || t.next_launch == c.kernels - 1;
+  lo.timed = first || kernel == c.kernels - 1;
   uint64_t seq;
   try {
-    seq = launch(l, c.instance, t.next_launch, lo);
+    seq = slice ? launch_slice(l, c.instance, kernel, KernelSlice{done, done + slice->units, slice->blocks}, lo)
+                : launch(l, c.instance, kernel, lo);
   } catch (...) {
     t.error = std::current_exception();
     return false;
   }
   if (first) t.first_seq = seq;
   l.padded_through = seq;
-  l.padded_share = c.costs.share[static_cast<size_t>(t.next_launch)];
+  l.padded_share = slice ? slice->share : c.costs.share[static_cast<size_t>(kernel)];
   window.padded_share += l.padded_share;
-  ++t.next_launch;
-  ++stats.padded_kernels;
+  if (slice && done + slice->units < c.costs.units[static_cast<size_t>(kernel)]) {
+    t.sliced_kernel = kernel;
+    t.sliced_units = done + slice->units;
+    l.base_seq = seq + 1;  // the launches after this one run kernel `kernel` on
+    l.base_kernel = kernel;
+  } else {
+    ++t.next_launch;
+  }
+  ++(slice ? stats.padded_slices : stats.padded_kernels);
   return true;
 }
 

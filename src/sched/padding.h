@@ -19,6 +19,11 @@ struct KernelCosts {
   // An RT client's kernels whose ends are reported in the padding modes (padding_reports);
   // empty: every one.
   std::vector<uint8_t> reported;
+  // Padding slices: per kernel, the units it can run a range of (0: whole only), the blocks of
+  // one wave (resident per SM x SMs) and the time of one round of a wave's units.
+  std::vector<int64_t> units;
+  std::vector<int64_t> wave_blocks;
+  std::vector<DeviceTime> round_ns;
   static KernelCosts from(const ModelProfile& profile);
   bool reports(int kernel) const { return reported.empty() || reported[static_cast<size_t>(kernel)] != 0; }
 };
@@ -60,5 +65,20 @@ RtWindow estimated_rt_window(const KernelCosts& rt, int kernel, DeviceTime since
 // them and beside the RT kernel after its end: the scheduler sees an RT kernel end only when it
 // next looks, so that one may have begun.
 bool fits_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);
+
+// A slice of a BE kernel that fits beside the RT task: `units` of it on `blocks` blocks, which
+// take `share` of the SMs. units 0: none fits.
+struct SliceFit {
+  int64_t units = 0;
+  int blocks = 0;
+  double share = 0;
+};
+
+// The largest slice of BE kernel `kernel` past its first `done` units that, launched now and
+// able to start `launch_ns` later, ends within the RT kernels it would run beside (as
+// fits_beside) on blocks that fit in the SM share each of them leaves: blocks x rounds of
+// units, each round taking the kernel's round_ns. So a BE kernel longer than any RT kernel still
+// runs beside them, a slice at a time, and its units never run twice.
+SliceFit slice_beside(const KernelCosts& be, int kernel, int64_t done, const RtWindow& window, DeviceTime launch_ns);
 
 }  // namespace atl::sched

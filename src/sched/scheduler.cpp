@@ -261,7 +261,7 @@ void Scheduler::Impl::top_up(Lane& l) {
     lo.report = lo.preemptible || t.next_launch == c.kernels - 1 || (traits.pads_be && c.costs.reports(t.next_launch));
     uint64_t seq;
     try {
-      seq = launch(l, c.instance, t.next_launch, lo);
+      seq = launch_next(l, t, c, lo);
     } catch (...) {
       t.error = std::current_exception();
       return;
@@ -303,6 +303,23 @@ uint64_t Scheduler::Impl::launch(Lane& l, InstanceId instance, int kernel, const
   l.launched = seq;
   ++stats.kernel_launches;
   return seq;
+}
+
+uint64_t Scheduler::Impl::launch_slice(Lane& l, InstanceId instance, int kernel, const KernelSlice& slice,
+                                       const LaunchOptions& lo) {
+  const uint64_t seq = device.launch_slice(l.stream, instance, kernel, slice, lo);
+  ATOLL_CHECK(seq == l.launched + 1, kInternal, "stream {} returned launch {} after {}: another user shares it",
+              l.stream, seq, l.launched);
+  l.launched = seq;
+  ++stats.kernel_launches;
+  return seq;
+}
+
+uint64_t Scheduler::Impl::launch_next(Lane& l, const Task& t, const Client& c, const LaunchOptions& lo) {
+  const int64_t done = t.units_done(t.next_launch);
+  if (done == 0) return launch(l, c.instance, t.next_launch, lo);
+  const int64_t units = c.costs.units[static_cast<size_t>(t.next_launch)];
+  return launch_slice(l, c.instance, t.next_launch, KernelSlice{done, units, 0}, lo);
 }
 
 uint64_t Scheduler::Impl::launch_rest(Lane& l, const Client& c, int first) {

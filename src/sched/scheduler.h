@@ -136,6 +136,7 @@ struct SchedulerStats {
   int64_t armed_rt_tasks = 0;        // RT tasks started from work enqueued before they arrived
   int64_t sentinel_rt_tasks = 0;     // of those, started by the arrival sentinel
   int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
+  int64_t padded_slices = 0;         // slices of BE kernels launched so (padding-slices)
   PollStats polls;
 };
 

@@ -35,6 +35,11 @@ struct Scheduler::Impl {
     DeviceTime started = -1;  // RT: start_rt began (TaskResult::started)
     DeviceTime dispatch = -1;
     DeviceTime start = -1;
+    // Padding slices: units [0, sliced_units) of kernel sliced_kernel ran in padded slices,
+    // which are never cut, so they are done once anything launched after them runs.
+    int sliced_kernel = -1;
+    int64_t sliced_units = 0;
+    int64_t units_done(int kernel) const { return kernel == sliced_kernel ? sliced_units : 0; }
     int preemptions = 0;
     int preempted_tasks = 0;
     std::exception_ptr error;
@@ -116,6 +121,9 @@ struct Scheduler::Impl {
   void start_next(Lane& l);
   void top_up(Lane& l);
   uint64_t launch(Lane& l, InstanceId instance, int kernel, const LaunchOptions& lo);
+  uint64_t launch_slice(Lane& l, InstanceId instance, int kernel, const KernelSlice& slice, const LaunchOptions& lo);
+  // The task's next kernel: whole, or the units padded slices left of it.
+  uint64_t launch_next(Lane& l, const Task& t, const Client& c, const LaunchOptions& lo);
   // Kernels [first, end) of an RT task in one device call (SchedulerOptions::rt_single_launch);
   // returns the sequence number of kernel `first`.
   uint64_t launch_rest(Lane& l, const Client& c, int first);

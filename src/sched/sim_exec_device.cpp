@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "backends/cpu/cpu_backend.h"
 #include "backends/sim/sim_profile.h"
 #include "core/error.h"
@@ -125,6 +128,72 @@ uint64_t SimExecDevice::launch(StreamId stream, InstanceId instance, int kernel,
   s.work = l.cpu.get();
   s.kernel = kernel;
   s.tag = instance;
+  if (s.work != nullptr) {
+    // A whole run makes slices run before it moot.
+    s.completes_kernel = [&l, kernel] {
+      l.covered.erase(kernel);
+      return true;
+    };
+  }
+  return gpu_.launch(stream, s);
+}
+
+int64_t SimExecDevice::slice_units(InstanceId instance, int kernel) const {
+  const Loaded& l = loaded(instance);
+  ATOLL_CHECK(kernel >= 0 && kernel < static_cast<int>(l.shapes.size()), kInvalidArgument,
+              "kernel {} outside program '{}' of {} kernels", kernel, l.program.model, l.shapes.size());
+  if (const ModelProfile* p = profile(instance)) return p->kernels[static_cast<size_t>(kernel)].slice_units;
+  return sim::sim_slice_units(l.program.kernels[static_cast<size_t>(kernel)], kernel,
+                              l.shapes[static_cast<size_t>(kernel)]);
+}
+
+// The slice's share of the kernel's blocks, on persistent blocks as many as max_blocks is of a
+// wave (the profile's resident blocks per SM x SMs; the slots without one), each running its
+// share of the rounds.
+sim::SimKernelShape SimExecDevice::slice_shape(InstanceId instance, int kernel, const KernelSlice& slice) const {
+  const int64_t units = slice_units(instance, kernel);
+  ATOLL_CHECK(units > 0, kUnsupported, "kernel {} of '{}' runs only whole", kernel, loaded(instance).program.model);
+  ATOLL_CHECK(slice.begin >= 0 && slice.begin < slice.end && slice.end <= units && slice.max_blocks >= 0,
+              kInvalidArgument, "slice [{}, {}) on {} blocks is not a range of kernel {}'s {} units", slice.begin,
+              slice.end, slice.max_blocks, kernel, units);
+  const sim::SimKernelShape& whole = loaded(instance).shapes[static_cast<size_t>(kernel)];
+  const int64_t slots = options_.gpu.slot_count();
+  const double fraction = static_cast<double>(slice.end - slice.begin) / static_cast<double>(units);
+  const int64_t work_blocks = std::max<int64_t>(1, std::llround(static_cast<double>(whole.blocks) * fraction));
+  int64_t grid = slots;
+  if (slice.max_blocks > 0) {
+    const ModelProfile* p = profile(instance);
+    const KernelProfile* k = p != nullptr ? &p->kernels[static_cast<size_t>(kernel)] : nullptr;
+    const double wave = k != nullptr ? static_cast<double>(k->resident_blocks_per_sm) * p->sm_count
+                                     : static_cast<double>(slots);
+    grid = std::max<int64_t>(1, std::llround(slice.max_blocks * static_cast<double>(slots) / wave));
+  }
+  sim::SimKernelShape s = whole;
+  s.blocks = std::min(work_blocks, grid);
+  s.block_ns = whole.block_ns * ((work_blocks + s.blocks - 1) / s.blocks);
+  return s;
+}
+
+uint64_t SimExecDevice::launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
+                                     const LaunchOptions& options) {
+  sim::SimLaunch s;
+  s.shape = slice_shape(instance, kernel, slice);
+  s.preemptible = options.preemptible;
+  Loaded& l = loaded(instance);
+  s.work = l.cpu.get();
+  s.kernel = kernel;
+  s.tag = instance;
+  if (s.work != nullptr) {
+    const auto units = static_cast<size_t>(slice_units(instance, kernel));
+    s.completes_kernel = [&l, kernel, units, slice] {
+      std::vector<uint8_t>& covered = l.covered[kernel];
+      covered.resize(units, 0);
+      std::fill(covered.begin() + slice.begin, covered.begin() + slice.end, uint8_t{1});
+      if (std::find(covered.begin(), covered.end(), uint8_t{0}) != covered.end()) return false;
+      l.covered.erase(kernel);
+      return true;
+    };
+  }
   return gpu_.launch(stream, s);
 }
 

@@ -2,6 +2,7 @@
 // ExecDevice on the simulated GPU. Timing comes from the discrete-event model; with `numerics`
 // each instance also lives on the CPU backend and every launch that completes uncut runs its
 // kernel there, so preempted-and-resumed tasks produce real outputs to compare.
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -38,6 +39,12 @@ class SimExecDevice final : public ExecDevice {
   uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override;
   // A whole non-preemptible program in one launch call, as the CUDA device's graph launch.
   uint64_t launch_range(StreamId stream, InstanceId instance, int first, const LaunchOptions& options) override;
+  // Units: the attached profile's (KernelProfile::slice_units), else sim::sim_slice_units. A
+  // slice runs its share of the kernel's blocks on its share of the slots; with numerics the
+  // kernel runs on the CPU once slices completed uncut have covered every unit.
+  int64_t slice_units(InstanceId instance, int kernel) const override;
+  uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
+                        const LaunchOptions& options) override;
   uint64_t completed(StreamId stream) override { return gpu_.completed(stream); }
   std::optional<LaunchSpan> launch_span(StreamId stream, uint64_t seq) override;
   std::exception_ptr take_error(StreamId stream) override { return gpu_.take_error(stream); }
@@ -76,7 +83,9 @@ class SimExecDevice final : public ExecDevice {
     Program program;
     std::vector<sim::SimKernelShape> shapes;
     std::unique_ptr<Instance> cpu;  // numerics only
+    std::map<int, std::vector<uint8_t>> covered;  // by kernel: units slices have run since it last ran whole
   };
+  sim::SimKernelShape slice_shape(InstanceId instance, int kernel, const KernelSlice& slice) const;
   Loaded& loaded(InstanceId instance);
   const Loaded& loaded(InstanceId instance) const;
 

@@ -112,14 +112,14 @@ std::string refusal(const Workload& w, const DisbOptions& o) {
   return "";
 }
 
-// 1000 RT requests a second for the hour under every mode would keep ~1.7 GiB of records and working copies: refused
+// 1000 RT requests a second for the hour under every mode would keep ~2 GiB of records and working copies: refused
 // before anything compiles, naming the estimate and the limit. The same client under one mode fits.
 TEST(DisbMemory, RefusesUpFrontARunWhoseRtRecordsExceedTheLimit) {
   const Workload w = rt_and_fast_closed_loop();
   DisbOptions o = options(sched::all_modes(), sched::kMaxRunSeconds);
   o.device = "no-such-device";  // an accepted run would fail on this, after the checks
   const std::string message = refusal(w, o);
-  for (const char* part : {"'W'", "7 mode(s) of 3600 s", "1730 MiB", "limit of 768 MiB", "--modes"}) {
+  for (const char* part : {"'W'", "8 mode(s) of 3600 s", "2087 MiB", "limit of 768 MiB", "--modes"}) {
     EXPECT_NE(message.find(part), std::string::npos) << part << " not in: " << message;
   }
   EXPECT_GT(record_bytes_estimate(w, o), kMaxRecordBytes);

@@ -1,8 +1,12 @@
 #include "scenario.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
+#include "backends/cpu/cpu_backend.h"
 #include "core/rng.h"
 #include "models/zoo.h"
 
@@ -129,6 +133,37 @@ DeviceTime rt_p50(const ScenarioRun& run) {
   if (latency.empty()) return 0;
   std::sort(latency.begin(), latency.end());
   return latency[latency.size() / 2];
+}
+
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!(a[i].shape() == b[i].shape()) || a[i].dtype() != b[i].dtype()) return false;
+    if (std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()) != 0) return false;
+  }
+  return true;
+}
+
+void expect_outputs_match_unpreempted(const ScenarioRun& run) {
+  auto cpu = make_cpu_backend();
+  auto rt_ref = cpu->load(rt_model().program, rt_model().weights);
+  auto be_ref = cpu->load(be_model().program, be_model().weights);
+  int checked = 0;
+  for (const auto& [id, answers] : run.answers) {
+    ASSERT_EQ(answers.size(), 1u);
+    ASSERT_EQ(answers[0].error, nullptr) << "request " << id;
+    const TaskResult& r = answers[0].result;
+    Instance& ref = r.task_class == TaskClass::kRealTime ? *rt_ref : *be_ref;
+    const auto& inputs = run.inputs.at(id);
+    for (size_t i = 0; i < inputs.size(); ++i) ref.set_input(static_cast<int>(i), inputs[i]);
+    ref.run();
+    std::vector<Tensor> expected;
+    for (size_t i = 0; i < ref.program().outputs.size(); ++i) expected.push_back(ref.get_output(static_cast<int>(i)));
+    EXPECT_TRUE(same_bits(r.outputs, expected))
+        << task_class_name(r.task_class) << " request " << id << " preempted " << r.preemptions << " times";
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(run.submitted.size()));
 }
 
 }  // namespace atl::sched::testing

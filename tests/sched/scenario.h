@@ -63,4 +63,9 @@ ScenarioRun run_scenario(const Scenario& s);
 // p50 of RT latency from scheduled arrival, ns.
 DeviceTime rt_p50(const ScenarioRun& run);
 
+bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b);
+// Every answer is one result, bit for bit what the CPU backend gives running the request's
+// model straight through on its inputs (a scenario with numerics).
+void expect_outputs_match_unpreempted(const ScenarioRun& run);
+
 }  // namespace atl::sched::testing

@@ -13,6 +13,7 @@ namespace {
 
 using testing::Scenario;
 using testing::ScenarioRun;
+using testing::expect_outputs_match_unpreempted;
 
 // Longest time an RT kernel waited for slots: from when it could start (visible, and the RT
 // kernel before it on its stream done) to its first block.
@@ -110,40 +111,6 @@ TEST(Preemption, RtModeEventsBracketEveryRtTask) {
     }
     EXPECT_TRUE(inside) << "RT request " << r.id << " ran outside RT mode";
   }
-}
-
-bool same_bits(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!(a[i].shape() == b[i].shape()) || a[i].dtype() != b[i].dtype()) return false;
-    if (std::memcmp(a[i].raw(), b[i].raw(), a[i].nbytes()) != 0) return false;
-  }
-  return true;
-}
-
-// Every result against the CPU backend run straight through on the same inputs.
-void expect_outputs_match_unpreempted(const ScenarioRun& run) {
-  auto cpu = make_cpu_backend();
-  const auto& rt = testing::rt_model();
-  const auto& be = testing::be_model();
-  auto rt_ref = cpu->load(rt.program, rt.weights);
-  auto be_ref = cpu->load(be.program, be.weights);
-  int checked = 0;
-  for (const auto& [id, answers] : run.answers) {
-    ASSERT_EQ(answers.size(), 1u);
-    ASSERT_EQ(answers[0].error, nullptr) << "request " << id;
-    const TaskResult& r = answers[0].result;
-    Instance& ref = r.task_class == TaskClass::kRealTime ? *rt_ref : *be_ref;
-    const auto& inputs = run.inputs.at(id);
-    for (size_t i = 0; i < inputs.size(); ++i) ref.set_input(static_cast<int>(i), inputs[i]);
-    ref.run();
-    std::vector<Tensor> expected;
-    for (size_t i = 0; i < ref.program().outputs.size(); ++i) expected.push_back(ref.get_output(static_cast<int>(i)));
-    EXPECT_TRUE(same_bits(r.outputs, expected))
-        << task_class_name(r.task_class) << " request " << id << " preempted " << r.preemptions << " times";
-    ++checked;
-  }
-  EXPECT_EQ(checked, static_cast<int>(run.submitted.size()));
 }
 
 // BE kernels of 64 blocks x 50 us (running ones are cut at loop points); RT arrivals every

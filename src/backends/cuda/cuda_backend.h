@@ -173,6 +173,12 @@ class CudaInstance : public Instance {
   // memory or nullptr for never). Outputs of a stopped kernel are partial; re-running it from
   // its unchanged inputs gives the unpreempted result bit for bit.
   virtual void launch(int kernel, cudaStream_t stream, const int* flag) = 0;
+  // Padding slices (KernelLaunch::slice_units, launch_slice): the units kernel `kernel` can run
+  // in pieces of (0: only whole), and the launch of units [begin, end) on at most `max_blocks`
+  // blocks (0: as many as are resident), which leaves the rest of its outputs untouched.
+  virtual int64_t slice_units(int kernel) const = 0;
+  virtual void launch_slice(int kernel, cudaStream_t stream, const int* flag, int64_t begin, int64_t end,
+                            int max_blocks) = 0;
   // Enqueues the whole program on stream() without waiting: one CUDA-graph launch when graphs are
   // on (the default; captured at the first run), otherwise kernel by kernel.
   virtual void enqueue_run() = 0;

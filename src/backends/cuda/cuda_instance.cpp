@@ -457,6 +457,17 @@ void CudaInstanceImpl::launch(int kernel, cudaStream_t stream, const int* flag) 
   clear_stream_window(stream);
 }
 
+// The scheduler never slices kernel 0, the one that may carry the input uploads.
+void CudaInstanceImpl::launch_slice(int kernel, cudaStream_t stream, const int* flag, int64_t begin, int64_t end,
+                                    int max_blocks) {
+  const KernelLaunch& l = launch_at(kernel);
+  ATOLL_CHECK(kernel != 0 || !uploads_with_first_kernel_, kInvalidArgument,
+              "kernel 0 carries the input uploads: it runs only whole");
+  set_persist_window(stream);
+  if (residency_) set_stream_window(stream, residency_->windows[static_cast<size_t>(kernel)]);
+  l.launch_slice(stream, flag, begin, end, max_blocks);
+  clear_stream_window(stream);
+}
 
 void CudaInstanceImpl::enqueue_run() {
   // Graph nodes keep the windows of capture time, so with a residency the run goes launch by launch.

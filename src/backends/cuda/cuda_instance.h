@@ -45,6 +45,9 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   cudaStream_t stream() const override { return stream_.get(); }
   int* preempt_flag() const override { return static_cast<int*>(flag_.get()); }
   void launch(int kernel, cudaStream_t stream, const int* flag) override;
+  int64_t slice_units(int kernel) const override { return launch_at(kernel).slice_units(); }
+  void launch_slice(int kernel, cudaStream_t stream, const int* flag, int64_t begin, int64_t end,
+                    int max_blocks) override;
   void enqueue_run() override;
   void enqueue_program(cudaStream_t stream) override;
   void set_program_graphs(int count) override;

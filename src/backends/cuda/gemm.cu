@@ -367,6 +367,8 @@ void prepare_gemm_kernel(const GemmConfig& cfg) {
 }
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
+  ATOLL_CHECK(p.tile_end == 0 || (p.splits == 1 && cfg.tile != GemmTile::kGemv), kInternal,
+              "kernel '{}': a slice of a split-K or GEMV launch", name);
   if (cfg.tile == GemmTile::kGemv) {
     launch_gemv(p, s, flag, name);  // one split: no partials to reduce
     return;

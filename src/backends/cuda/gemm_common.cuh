@@ -360,7 +360,21 @@ __device__ __forceinline__ void finish_quad(const GemmParams& p, const EpilogueT
 // raised flag stops every block within a check, with no queue of unlaunched blocks left.
 constexpr int64_t kPersistentAfterWaves = 4;
 
-// One block per tile (PERSISTENT false: the tile is the block index) or the persistent walk;
+// The end of the tiles a launch walks: all `tiles`, or a padding slice's (GemmParams::tile_end).
+__host__ __device__ __forceinline__ int tile_range_end(const GemmParams& p, int tiles) {
+  return p.tile_end > 0 ? p.tile_end : tiles;
+}
+
+// The grid of a persistent walk over the launch's tiles: at most `resident` blocks, and at most a
+// slice's max_blocks.
+inline unsigned persistent_grid(const GemmParams& p, int64_t tiles, int64_t resident) {
+  int64_t grid = std::min<int64_t>(tile_range_end(p, static_cast<int>(tiles)) - p.tile_begin, resident);
+  if (p.max_blocks > 0) grid = std::min<int64_t>(grid, p.max_blocks);
+  return static_cast<unsigned>(std::max<int64_t>(grid, 1));
+}
+
+// One block per tile (PERSISTENT false: the tile is the block index) or the persistent walk (a
+// slice always walks);
 // `tile(bx, by, bz)` runs one output tile and returns true when it saw the flag and stopped.
 template <int BM, int BN, bool PERSISTENT, typename TileFn>
 __device__ __forceinline__ void for_each_tile(const GemmParams& p, const int* flag, int& flag_seen, TileFn&& tile) {
@@ -369,9 +383,10 @@ __device__ __forceinline__ void for_each_tile(const GemmParams& p, const int* fl
   } else {
     const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
     const int per_batch = tiles_m * tiles_n;
-    const int tiles = per_batch * p.batch * p.splits;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      if (t != static_cast<int>(blockIdx.x)) {
+    const int tiles = tile_range_end(p, per_batch * p.batch * p.splits);
+    const int first = p.tile_begin + static_cast<int>(blockIdx.x);
+    for (int t = first; t < tiles; t += gridDim.x) {
+      if (t != first) {
         // The last tile's MMAs read the shared memory this tile's prologue refills.
         if (__syncthreads_or(flag_seen)) return;
         if (flag != nullptr && threadIdx.x == 0) flag_seen = load_flag(flag);
@@ -391,8 +406,8 @@ void launch_tiled(const GemmParams& p, void (*persistent)(GemmParams, const int*
   const int tiles_m = (p.M + BM - 1) / BM, tiles_n = (p.N + BN - 1) / BN;
   const int64_t tiles = int64_t{tiles_m} * tiles_n * p.batch * p.splits;
   const int64_t resident = int64_t{per_sm} * device_sm_count();
-  if (tiles > kPersistentAfterWaves * resident) {
-    persistent<<<static_cast<unsigned>(resident), threads, smem_bytes, s>>>(p, flag);
+  if (p.tile_end > 0 || tiles > kPersistentAfterWaves * resident) {
+    persistent<<<persistent_grid(p, tiles, resident), threads, smem_bytes, s>>>(p, flag);
   } else {
     per_tile<<<dim3(tiles_m, tiles_n, p.batch * p.splits), threads, smem_bytes, s>>>(p, flag);
   }

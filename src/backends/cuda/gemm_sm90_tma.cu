@@ -150,7 +150,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
   tma_prefetch_map(map_b);
   int it = 0;
   bool stopped = false;
-  for (int t = blockIdx.x; t < tiles && !stopped; t += gridDim.x) {
+  for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles && !stopped; t += gridDim.x) {
     const TileCoords c = tile_coords(p, BN, t);
     const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
@@ -182,7 +182,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
   const int wg = ctid / 128;
   const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup
   int it = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+  for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles; t += gridDim.x) {
     const TileCoords c = tile_coords(p, BN, t);
     float acc[kTmaAcc<BN>];
 #pragma unroll
@@ -263,7 +263,7 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
   const bool leader = wtid == 0;
   int it = 0;  // ring position of the next K tile, over both warpgroups' tiles
   int local = 0;
-  for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++local) {
+  for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles; t += gridDim.x, ++local) {
     const TileCoords c = tile_coords(p, 128, t);
     if (local % 2 != wg) {
       it += c.k_tiles;
@@ -374,7 +374,7 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
     mbar_init_fence();
   }
   __syncthreads();
-  const int tiles = ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits;
+  const int tiles = tile_range_end(p, ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<40>();
     if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles);
@@ -558,7 +558,7 @@ struct TmaVariant {
                                     : cached_map(im2col_key(p), name);
     const CUtensorMap map_b = cached_map(MatrixMapKey{p.b, p.N, p.K, p.ldb, BN}, name);
     const int64_t tiles = int64_t{(p.M + kTmaBM - 1) / kTmaBM} * ((p.N + BN - 1) / BN) * p.splits;
-    const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, device_sm_count()));
+    const unsigned grid = persistent_grid(p, tiles, device_sm_count());
     const auto kernel =
         plain ? tma_gemm_kernel<BN, STAGES, false, PINGPONG> : tma_gemm_kernel<BN, STAGES, true, PINGPONG>;
     kernel<<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);

@@ -51,6 +51,11 @@ struct GemmParams {
   int splits = 1, k_tiles_per_split = 0;
   int check_tiles = 4;  // TMA kernels: K tiles between flag checks, a power of two
   int epi_check_chunks = 2;  // wgmma epilogues: 32-column chunks between flag checks, a power of two
+  // A padding slice (splits 1 only): tile_end above 0 runs only output tiles [tile_begin,
+  // tile_end) of the order the persistent walk takes, on at most max_blocks blocks (0: as many as
+  // are resident). Each tile writes only its own outputs, so slices that cover every tile once
+  // equal one whole launch.
+  int tile_begin = 0, tile_end = 0, max_blocks = 0;
 };
 
 // mma.sync tiles (any sm_80+), then the Hopper wgmma tiles (sm_90a builds on sm_90 devices).

@@ -80,7 +80,18 @@ class KernelLaunch {
   virtual size_t workspace_bytes_for(const GemmChoice& /*choice*/) const { return 0; }
   // Kernels with equal keys run the same code on the same geometry, so one tuning serves all.
   virtual std::string tune_key() const { return {}; }
+  // Padding slices: the independent units (output tiles) the kernel can run in pieces of, each
+  // writing only its own outputs; 0 where it runs only whole (split-K, GEMV, two launches).
+  virtual int64_t slice_units() const { return 0; }
+  // Enqueues units [begin, end) of one launch on at most `max_blocks` blocks (0: as many as are
+  // resident). Pieces that cover every unit once leave what one launch() leaves.
+  virtual void launch_slice(cudaStream_t stream, const int* preempt_flag, int64_t begin, int64_t end,
+                            int max_blocks) const;
   const std::string& name() const { return name_; }
+
+ protected:
+  // Throws kInvalidArgument unless [begin, end) is a non-empty range of slice_units().
+  void check_slice(int64_t begin, int64_t end, int max_blocks) const;
 
  private:
   std::string name_;

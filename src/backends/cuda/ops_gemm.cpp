@@ -50,6 +50,19 @@ class GemmLaunch final : public KernelLaunch {
   void launch(cudaStream_t stream, const int* flag) const override {
     launch_gemm(params_, config_, stream, flag, name().c_str());
   }
+  int64_t slice_units() const override {
+    if (params_.splits != 1 || config_.tile == GemmTile::kGemv) return 0;
+    const int bm = gemm_tile_m(config_.tile), bn = gemm_tile_n(config_.tile);
+    return int64_t{(params_.M + bm - 1) / bm} * ((params_.N + bn - 1) / bn) * params_.batch;
+  }
+  void launch_slice(cudaStream_t stream, const int* flag, int64_t begin, int64_t end, int max_blocks) const override {
+    check_slice(begin, end, max_blocks);
+    GemmParams p = params_;
+    p.tile_begin = static_cast<int>(begin);
+    p.tile_end = static_cast<int>(end);
+    p.max_blocks = max_blocks;
+    launch_gemm(p, config_, stream, flag, name().c_str());
+  }
   // For operands that live in the workspace, known only once it is bound.
   void set_a(const __half* a) { params_.a = a; }
   size_t workspace_bytes() const override { return workspace_bytes_for(gemm_choice()); }

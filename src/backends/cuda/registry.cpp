@@ -29,6 +29,17 @@ bool is_small_channel_conv(const Kernel& k) {
   return p.group == 1 && w[1] <= kSmallConvMaxChannels && w[0] % 8 == 0;
 }
 
+void KernelLaunch::launch_slice(cudaStream_t /*stream*/, const int* /*preempt_flag*/, int64_t /*begin*/,
+                                int64_t /*end*/, int /*max_blocks*/) const {
+  ATOLL_THROW(kUnsupported, "kernel '{}' runs only whole: it has no slices", name_);
+}
+
+void KernelLaunch::check_slice(int64_t begin, int64_t end, int max_blocks) const {
+  ATOLL_CHECK(begin >= 0 && begin < end && end <= slice_units() && max_blocks >= 0, kInvalidArgument,
+              "kernel '{}': slice [{}, {}) on {} blocks is not a range of its {} units", name_, begin, end, max_blocks,
+              slice_units());
+}
+
 std::unique_ptr<KernelLaunch> prepare_launch(const Kernel& k, const LoadContext& ctx) {
   try {
     for (const auto* list : {&k.inputs, &k.outputs}) {

@@ -258,7 +258,7 @@ void SimGpu::complete_head(int stream) {
     trace_.push_back(SimLaunchRecord{stream, h.seq, h.launch.tag, h.launch.kernel, h.issued, h.visible, h.start, now_,
                                      h.launch.shape.blocks, h.launch.preemptible, h.cut});
   }
-  if (!h.cut && h.launch.work != nullptr) {
+  if (!h.cut && h.launch.work != nullptr && (!h.launch.completes_kernel || h.launch.completes_kernel())) {
     try {
       h.launch.work->run_range(h.launch.kernel, h.launch.kernel + 1);
     } catch (...) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <queue>
@@ -70,6 +71,13 @@ std::vector<SimKernelShape> roofline_shapes(const Program& program, const SimGpu
 // CUDA block of item_elems outputs), also tested one item later. Never above block_ns: every block
 // checks when it starts.
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config);
+// Whether the CUDA backend runs `k` as a tiled GEMM (Gemm, MatMul, every convolution but
+// depthwise ones), the kernels it can launch in slices of output tiles.
+bool runs_as_gemm(const Kernel& k);
+// The units a padding slice of kernel `index` (shape `s`) takes a range of on the simulated GPU:
+// its blocks where the CUDA backend could slice it (runs_as_gemm but no image stem, two blocks or
+// more, not kernel 0, which may carry uploads), else 0.
+int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s);
 
 struct SimLaunch {
   SimKernelShape shape;
@@ -79,6 +87,9 @@ struct SimLaunch {
   Instance* work = nullptr;
   int kernel = 0;
   int tag = 0;  // the caller's label, copied into the trace
+  // Called when the launch completes uncut, before `work` runs; false skips the work (a padding
+  // slice after which units of its kernel are still to run). Empty: the work runs.
+  std::function<bool()> completes_kernel;
 };
 
 // One completed kernel launch, in completion order.

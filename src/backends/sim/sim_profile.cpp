@@ -37,6 +37,7 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
     k.sm_share = sm_share_of(s.blocks, config.blocks_per_sm, config.sm_count);
     const SimTime check = s.check_ns > 0 ? std::min(s.check_ns, s.block_ns) : config.loop_check_ns;
     k.exit_us = static_cast<double>(check > 0 ? check / 2 : s.block_ns / 2) / 1e3;
+    k.slice_units = sim_slice_units(program.kernels[i], static_cast<int>(i), s);
     p.kernels.push_back(std::move(k));
   }
   return p;

@@ -35,18 +35,28 @@ double check_fraction(const Kernel& k, const SimKernelShape& s, const SimGpuConf
   if (k.op == OpKind::kGemm || k.op == OpKind::kMatMul) {
     return gemm(std::llround(gemm_k) % kTmaChannels == 0);
   }
-  if (k.op == OpKind::kConv2d && k.inputs.size() >= 2 && k.inputs[1].shape.rank() == 4) {
-    const Shape& w = k.inputs[1].shape;  // [O, C/group, kh, kw]
-    const bool depthwise = conv2d_params(k.attrs).group > 1 && w[1] == 1;
-    // Every other convolution, image stems included, is an implicit GEMM on the CUDA backend.
-    if (!depthwise) return gemm(w[1] % kTmaChannels == 0);
-  }
+  if (runs_as_gemm(k)) return gemm(k.inputs[1].shape[1] % kTmaChannels == 0);
   const double elems_per_block = static_cast<double>(out_elems_of(k)) / static_cast<double>(s.blocks);
   // Each item tests the read made during the item before it: two items between a raise and the stop.
   return 2.0 * static_cast<double>(c.item_elems) / std::max(1.0, elems_per_block);
 }
 
 }  // namespace
+
+bool runs_as_gemm(const Kernel& k) {
+  if (k.op == OpKind::kGemm || k.op == OpKind::kMatMul) return true;
+  if (k.op != OpKind::kConv2d || k.inputs.size() < 2 || k.inputs[1].shape.rank() != 4) return false;
+  const Shape& w = k.inputs[1].shape;  // [O, C/group, kh, kw]
+  // Every other convolution, image stems included, is an implicit GEMM on the CUDA backend.
+  return !(conv2d_params(k.attrs).group > 1 && w[1] == 1);
+}
+
+int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s) {
+  if (index == 0 || s.blocks < 2 || !runs_as_gemm(k)) return 0;
+  // Image stems (at most 4 input channels) run a padding kernel before their GEMM: whole only.
+  const bool stem = k.op == OpKind::kConv2d && k.inputs[1].shape[1] <= 4;
+  return stem ? 0 : s.blocks;
+}
 
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config) {
   const double f = std::min(1.0, check_fraction(k, s, config));

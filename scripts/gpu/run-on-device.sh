@@ -210,7 +210,7 @@ if has_step padding; then
     fi
   done
   timeout -k 5 "${PAIRS_LIMIT:-500}" "$bin/atoll" bench pairs --device cuda --models "${pad_models// /,}" \
-    --modes "${PAIRS_MODES:-rt-only,reset,streams,padding-concurrent}" --duration "${PAIRS_SECONDS:-0.5}" \
+    --modes "${PAIRS_MODES:-rt-only,reset,streams,padding-concurrent,padding-slices}" --duration "${PAIRS_SECONDS:-0.5}" \
     "${profiles[@]}" --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
     echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
   cat "$out/pairs.txt"

@@ -110,6 +110,14 @@ class StemConvLaunch final : public KernelLaunch {
     launch_pad_channels(pad_, stream, flag, name().c_str());
     gemm_.launch(stream, flag);
   }
+  // Each slice pads the whole input again (a small kernel), so any order of slices, after any
+  // other kernel's use of the workspace, reads what one launch reads.
+  int64_t slice_units() const override { return gemm_.slice_units(); }
+  void launch_slice(cudaStream_t stream, const int* flag, int64_t begin, int64_t end, int max_blocks) const override {
+    check_slice(begin, end, max_blocks);
+    launch_pad_channels(pad_, stream, flag, name().c_str());
+    gemm_.launch_slice(stream, flag, begin, end, max_blocks);
+  }
   size_t workspace_bytes() const override { return padded_bytes() + gemm_.workspace_bytes(); }
   void bind_workspace(void* workspace) override {
     auto* base = static_cast<std::byte*>(workspace);

@@ -75,8 +75,8 @@ SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig
 // depthwise ones), the kernels it can launch in slices of output tiles.
 bool runs_as_gemm(const Kernel& k);
 // The units a padding slice of kernel `index` (shape `s`) takes a range of on the simulated GPU:
-// its blocks where the CUDA backend could slice it (runs_as_gemm but no image stem, two blocks or
-// more, not kernel 0, which may carry uploads), else 0.
+// its blocks where the CUDA backend could slice it (runs_as_gemm, two blocks or more, not kernel 0,
+// which may carry uploads), else 0.
 int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s);
 
 struct SimLaunch {

@@ -52,10 +52,7 @@ bool runs_as_gemm(const Kernel& k) {
 }
 
 int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s) {
-  if (index == 0 || s.blocks < 2 || !runs_as_gemm(k)) return 0;
-  // Image stems (at most 4 input channels) run a padding kernel before their GEMM: whole only.
-  const bool stem = k.op == OpKind::kConv2d && k.inputs[1].shape[1] <= 4;
-  return stem ? 0 : s.blocks;
+  return index > 0 && s.blocks >= 2 && runs_as_gemm(k) ? s.blocks : 0;
 }
 
 SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig& config) {

@@ -82,6 +82,16 @@ uint64_t TimelineRecorder::launch(sched::StreamId stream, sched::InstanceId inst
   return seq;
 }
 
+uint64_t TimelineRecorder::launch_slice(sched::StreamId stream, sched::InstanceId instance, int kernel,
+                                        const sched::KernelSlice& slice, const sched::LaunchOptions& options) {
+  const OpKind op = inner_.program(instance).kernels.at(static_cast<size_t>(kernel)).op;
+  const CallTimer timer(*this, Call::kLaunch, &launches_by_op_[op]);
+  if (!in_window()) return inner_.launch_slice(stream, instance, kernel, slice, options);
+  const uint64_t seq = inner_.launch_slice(stream, instance, kernel, slice, timed(options));
+  pending_[stream].push_back({seq, instance, kernel, options.preemptible});
+  return seq;
+}
+
 uint64_t TimelineRecorder::launch_range(sched::StreamId stream, sched::InstanceId instance, int first,
                                         const sched::LaunchOptions& options) {
   const CallTimer timer(*this, Call::kLaunchRange);

@@ -64,6 +64,12 @@ class TimelineRecorder final : public sched::ExecDevice {
                   const sched::LaunchOptions& options) override;
   uint64_t launch_range(sched::StreamId stream, sched::InstanceId instance, int first,
                         const sched::LaunchOptions& options) override;
+  int64_t slice_units(sched::InstanceId instance, int kernel) const override {
+    return inner_.slice_units(instance, kernel);
+  }
+  // Timed and recorded as a launch of its kernel.
+  uint64_t launch_slice(sched::StreamId stream, sched::InstanceId instance, int kernel, const sched::KernelSlice& slice,
+                        const sched::LaunchOptions& options) override;
   uint64_t completed(sched::StreamId stream) override;
   std::optional<sched::LaunchSpan> launch_span(sched::StreamId stream, uint64_t seq) override {
     const CallTimer timer(*this, Call::kLaunchSpan);

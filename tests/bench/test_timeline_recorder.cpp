@@ -40,6 +40,13 @@ class ProbeDevice final : public sched::ExecDevice {
   std::vector<Tensor> read_outputs(sched::InstanceId, sched::StreamId) override { return {}; }
   sched::StreamId create_stream(sched::StreamPriority) override { return 0; }
   uint64_t launch(sched::StreamId, sched::InstanceId, int, const sched::LaunchOptions&) override { return ++launched_; }
+  int64_t slice_units(sched::InstanceId, int kernel) const override { return 10 + kernel; }
+  uint64_t launch_slice(sched::StreamId, sched::InstanceId, int, const sched::KernelSlice& slice,
+                        const sched::LaunchOptions&) override {
+    slices.push_back(slice);
+    return ++launched_;
+  }
+  std::vector<sched::KernelSlice> slices;
   uint64_t completed(sched::StreamId) override { return launched_; }
   std::optional<sched::LaunchSpan> launch_span(sched::StreamId, uint64_t) override { return std::nullopt; }
   std::exception_ptr take_error(sched::StreamId) override { return nullptr; }
@@ -103,6 +110,17 @@ TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
   EXPECT_EQ(opener->token, 32u);
   EXPECT_EQ(recorder.completion_word(4), 104u);
   EXPECT_EQ(recorder.completed_at(4, 9), 13u);
+
+  // padding-slices (session 35: without these, DISB's runs sliced nothing).
+  Program one_kernel;
+  one_kernel.kernels.emplace_back();
+  recorder.load(one_kernel, WeightStore{});
+  EXPECT_EQ(recorder.slice_units(0, 2), 12);
+  EXPECT_EQ(recorder.launch_slice(0, 0, 0, sched::KernelSlice{3, 8, 5}, sched::LaunchOptions{}), 1u);
+  ASSERT_EQ(inner.slices.size(), 1u);
+  EXPECT_EQ(inner.slices[0].begin, 3);
+  EXPECT_EQ(inner.slices[0].end, 8);
+  EXPECT_EQ(inner.slices[0].max_blocks, 5);
 }
 
 // Launch host times by op: every single-kernel launch counted once under its kernel's op, most

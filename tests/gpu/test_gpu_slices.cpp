@@ -58,13 +58,16 @@ TEST(GpuSlices, PiecesOfEveryTiledKernelEqualOneLaunch) {
     }
     CudaInstance& gpu = gputest::as_cuda(*inst);
     for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
+    inst->run();  // uploads the inputs
+    // Kernel by kernel in program order, so each reads what the kernels before it wrote (a later
+    // kernel may reuse the arena under an earlier one's input).
     for (size_t k = 0; k < data.program.kernels.size(); ++k) {
       const int kernel = static_cast<int>(k);
       const int choices = std::max(1, gpu.gemm_choice_count(kernel));
       for (int choice = 0; choice < choices; ++choice) {
         if (gpu.gemm_choice_count(kernel) > 0) gpu.select_gemm_choice(kernel, choice);
+        gpu.launch(kernel, gpu.stream(), gpu.preempt_flag());
         if (gpu.slice_units(kernel) == 0) continue;
-        inst->run();  // every buffer the kernel reads, as one run leaves it
         expect_slices_equal_whole(gpu, data.program.kernels[k], kernel,
                                   fmt::format("{} kernel {} ({})", c.name, k, gpu.gemm_choice(kernel)));
         ++sliced;

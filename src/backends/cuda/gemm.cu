@@ -343,6 +343,11 @@ int gemm_tile_m(GemmTile t) {
     default: return 128;
   }
 }
+int64_t gemm_launch_tiles(const GemmParams& p, GemmTile t) {
+  const int bm = gemm_tile_m(t), bn = gemm_tile_n(t);
+  return int64_t{(p.M + bm - 1) / bm} * ((p.N + bn - 1) / bn) * p.batch * p.splits;
+}
+
 int gemm_tile_n(GemmTile t) {
   switch (t) {
     case GemmTile::kT128x256: return 256;
@@ -367,8 +372,7 @@ void prepare_gemm_kernel(const GemmConfig& cfg) {
 }
 
 void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, const int* flag, const char* name) {
-  ATOLL_CHECK(p.tile_end == 0 || (p.splits == 1 && cfg.tile != GemmTile::kGemv), kInternal,
-              "kernel '{}': a slice of a split-K or GEMV launch", name);
+  ATOLL_CHECK(p.tile_end == 0 || cfg.tile != GemmTile::kGemv, kInternal, "kernel '{}': a slice of a GEMV launch", name);
   if (cfg.tile == GemmTile::kGemv) {
     launch_gemv(p, s, flag, name);  // one split: no partials to reduce
     return;
@@ -380,7 +384,8 @@ void launch_gemm(const GemmParams& p, const GemmConfig& cfg, cudaStream_t s, con
   } else {
     dispatch<LaunchFn>(cfg, p, s, flag, name);
   }
-  if (p.splits > 1) {
+  // A slice's partials are summed once the slice that ends at the last tile has run.
+  if (p.splits > 1 && (p.tile_end == 0 || p.tile_end == gemm_launch_tiles(p, cfg.tile))) {
     const int64_t total = static_cast<int64_t>(p.M) * p.N * p.batch;
     split_reduce_kernel<<<blocks_for(total, 256), 256, 0, s>>>(p, flag);
     ATL_CUDA_CHECK_LAUNCH(name);

@@ -51,10 +51,11 @@ struct GemmParams {
   int splits = 1, k_tiles_per_split = 0;
   int check_tiles = 4;  // TMA kernels: K tiles between flag checks, a power of two
   int epi_check_chunks = 2;  // wgmma epilogues: 32-column chunks between flag checks, a power of two
-  // A padding slice (splits 1 only): tile_end above 0 runs only output tiles [tile_begin,
-  // tile_end) of the order the persistent walk takes, on at most max_blocks blocks (0: as many as
-  // are resident). Each tile writes only its own outputs, so slices that cover every tile once
-  // equal one whole launch.
+  // A padding slice: tile_end above 0 runs only tiles [tile_begin, tile_end) of the order the
+  // persistent walk takes (split-K: each split of each output tile, gemm_launch_tiles), on at most
+  // max_blocks blocks (0: as many as are resident). Each tile writes only its own outputs (or
+  // partials), and the split-K reduction runs behind the slice that ends at the last tile, so
+  // slices that cover every tile once, in order, equal one whole launch.
   int tile_begin = 0, tile_end = 0, max_blocks = 0;
 };
 
@@ -88,6 +89,8 @@ constexpr int kGemmSegmentColumns = 64;
 constexpr int kGemmTileK = 32;       // K per pipeline stage of the mma.sync kernel
 constexpr int kWgmmaGemmTileK = 64;  // of the wgmma kernel (one 128-byte swizzle row)
 int gemm_tile_m(GemmTile t);
+// The tiles one launch of `p` on tile `t` walks: output tiles x batch x splits.
+int64_t gemm_launch_tiles(const GemmParams& p, GemmTile t);
 int gemm_tile_n(GemmTile t);
 int gemm_tile_k(GemmTile t);
 bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too

@@ -80,11 +80,13 @@ class KernelLaunch {
   virtual size_t workspace_bytes_for(const GemmChoice& /*choice*/) const { return 0; }
   // Kernels with equal keys run the same code on the same geometry, so one tuning serves all.
   virtual std::string tune_key() const { return {}; }
-  // Padding slices: the independent units (output tiles) the kernel can run in pieces of, each
-  // writing only its own outputs; 0 where it runs only whole (split-K, GEMV, two launches).
+  // Padding slices: the independent units (output tiles, and their splits under split-K) the
+  // kernel can run in pieces of, each writing only its own outputs; 0 where it runs only whole
+  // (GEMV, and every kernel that is no tiled GEMM).
   virtual int64_t slice_units() const { return 0; }
   // Enqueues units [begin, end) of one launch on at most `max_blocks` blocks (0: as many as are
-  // resident). Pieces that cover every unit once leave what one launch() leaves.
+  // resident). Pieces that cover every unit once, in order on one stream, leave what one
+  // launch() leaves (a split-K GEMM sums its partials behind the piece that ends at the last unit).
   virtual void launch_slice(cudaStream_t stream, const int* preempt_flag, int64_t begin, int64_t end,
                             int max_blocks) const;
   const std::string& name() const { return name_; }

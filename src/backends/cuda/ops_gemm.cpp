@@ -51,9 +51,7 @@ class GemmLaunch final : public KernelLaunch {
     launch_gemm(params_, config_, stream, flag, name().c_str());
   }
   int64_t slice_units() const override {
-    if (params_.splits != 1 || config_.tile == GemmTile::kGemv) return 0;
-    const int bm = gemm_tile_m(config_.tile), bn = gemm_tile_n(config_.tile);
-    return int64_t{(params_.M + bm - 1) / bm} * ((params_.N + bn - 1) / bn) * params_.batch;
+    return config_.tile == GemmTile::kGemv ? 0 : gemm_launch_tiles(params_, config_.tile);
   }
   void launch_slice(cudaStream_t stream, const int* flag, int64_t begin, int64_t end, int max_blocks) const override {
     check_slice(begin, end, max_blocks);

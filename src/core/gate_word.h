@@ -18,12 +18,6 @@ inline void raise_gate_word(uint32_t* word, uint32_t token) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
 }
 
-// A plain store to a host-mapped word the GPU reads (a stop word), leaving the core at once.
-inline void store_host_word(uint32_t* word, uint32_t value) {
-  std::atomic_ref<uint32_t>(*word).store(value, std::memory_order_release);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-}
-
 // The pause of a thread spinning on such a word (or another host-mapped one): it frees the core's
 // pipeline for its sibling hyperthread and costs the spin tens of nanoseconds.
 inline void cpu_relax() {

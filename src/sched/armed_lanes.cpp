@@ -96,7 +96,6 @@ void Scheduler::Impl::start_armed(Lane& l, TaskPtr t, DeviceTime opened_at) {
   if (traits.raises_flag) {
     release_hold(l);
     flag_raised = true;
-    stop_uploads();
   }
   const Client& c = client_of(l);
   try {
@@ -194,10 +193,7 @@ void Scheduler::Impl::publish_openers() {
   std::vector<std::optional<GateOpener>> openers(clients.size());
   for (int i : rt_lanes) {
     const Lane& l = lanes[static_cast<size_t>(i)];
-    if (l.task || l.holds == 0) continue;
-    auto& opener = openers[static_cast<size_t>(l.client)] = device.gate_opener(l.stream, l.holds);
-    // The sentinel reads the completion words before it opens, as stop_uploads() needs.
-    if (opener && traits.raises_flag) opener->stop_word = device.upload_stop_word();
+    if (!l.task && l.holds > 0) openers[static_cast<size_t>(l.client)] = device.gate_opener(l.stream, l.holds);
   }
   sentinel->publish(std::move(openers), admitted_through);
 }

@@ -78,10 +78,6 @@ class CudaExecDevice final : public ExecDevice {
     ATOLL_CHECK(!(doorbells_on_ && side_flag_on_), kInvalidArgument,
                 "ATOLL_CUDA_DOORBELL=1 and ATOLL_CUDA_SIDE_FLAG=1: the flag is raised by one of them, not both");
     ATL_CUDA_CHECK(cudaMemset(flag(), 0, sizeof(int)));
-    if (env_switch("ATOLL_CUDA_UPLOAD_STOP", false)) {
-      upload_stop_ = cuda::PinnedBuffer(sizeof(uint32_t), /*mapped=*/true);
-      store_host_word(static_cast<uint32_t*>(upload_stop_.get()), 0);
-    }
     if (doorbells_on_) cuda::load_doorbell_kernel();
     control_ = cuda::make_stream();
     base_event_ = cuda::make_event(true);
@@ -304,8 +300,6 @@ class CudaExecDevice final : public ExecDevice {
   void lower_flag() override {
     bind_thread();  // also called where the scheduler is destroyed, off its thread
     wait_for_opened_doorbells();
-    // Before any BE launch that follows: a stop word left up would cut an upload nobody reruns.
-    if (uint32_t* stop = upload_stop_word()) store_host_word(stop, 0);
     ATL_CUDA_CHECK(cudaMemsetAsync(flag(), 0, sizeof(int), control_.get()));
     wait_bounded(control_.get(), "lowering the preemption flag");
   }
@@ -443,10 +437,7 @@ class CudaExecDevice final : public ExecDevice {
   bool can_copy_on_sms() const override { return true; }
   void set_uploads_with_first_kernel(InstanceId instance, bool on) override {
     inst(instance).set_uploads_with_first_kernel(on);
-    const bool watch = on && upload_stop_word() != nullptr;
-    inst(instance).set_upload_stop_word(watch ? static_cast<const uint32_t*>(upload_stop_.device_alias()) : nullptr);
   }
-  uint32_t* upload_stop_word() override { return static_cast<uint32_t*>(upload_stop_.get()); }
 
   DeviceTime now() override { return host_now(); }
 
@@ -603,7 +594,6 @@ class CudaExecDevice final : public ExecDevice {
   std::deque<StreamState> streams_;
   std::vector<uint64_t> seen_;
   cuda::DeviceBuffer flag_buffer_{sizeof(int)};  // allocated on device_
-  cuda::PinnedBuffer upload_stop_;  // mapped; allocated only with ATOLL_CUDA_UPLOAD_STOP=1
   cuda::Stream control_;
   cuda::Event base_event_;
   DeviceTime base_host_ = 0;

@@ -50,16 +50,11 @@ struct LaunchOptions {
   bool report = true;
 };
 
-// Opens holds from any thread: raises a gate word to a token (core/gate_word.h), then, where the
-// holds release a flag raise, stores the device's upload stop word (ExecDevice::upload_stop_word).
+// Opens holds from any thread: raises a gate word to a token (core/gate_word.h).
 struct GateOpener {
   uint32_t* word = nullptr;
   uint32_t token = 0;
-  uint32_t* stop_word = nullptr;
-  void open() const {
-    raise_gate_word(word, token);
-    if (stop_word != nullptr) store_host_word(stop_word, 1);
-  }
+  void open() const { raise_gate_word(word, token); }
 };
 
 // Units [begin, end) of a kernel (ExecDevice::launch_slice) on at most max_blocks blocks (0: as
@@ -143,12 +138,6 @@ class ExecDevice {
   virtual void raise_flag(StreamId via) = 0;
   // Lowers the flag; every kernel launched after this returns sees it low.
   virtual void lower_flag() = 0;
-  // A host word that BE uploads running as flagged SM copies read beside their data (CUDA with
-  // ATOLL_CUDA_UPLOAD_STOP=1; nullptr elsewhere). Storing 1 stops them at once, ahead of the flag,
-  // so their PCIe reads no longer delay the GPU's poll of a gate; lower_flag() stores 0. Only a
-  // caller that has read the completion words and raises the flag behind the store may make it:
-  // the uploads it stops are then cut launches, run again.
-  virtual uint32_t* upload_stop_word() { return nullptr; }
 
   // ---- A task enqueued before its request arrives ----
   // The RT arrival path without API calls: the scheduler enqueues an RT client's next task

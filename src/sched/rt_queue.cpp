@@ -31,12 +31,6 @@ void Scheduler::Impl::enter_rt_mode(const std::vector<uint32_t>* words) {
   record_event({SchedulerEvent::Kind::kRtModeEnter, at, preempted});
 }
 
-// After enter_rt_mode read the completion words and a flag raise is on its way: BE uploads stop
-// now, and each is a cut launch (ExecDevice::upload_stop_word).
-void Scheduler::Impl::stop_uploads() {
-  if (uint32_t* word = device.upload_stop_word()) store_host_word(word, 1);
-}
-
 void Scheduler::Impl::leave_rt_mode() {
   for (const Lane& l : lanes) {
     if (l.cut_at != kNoCut) return;  // still draining: the flag must stay up
@@ -75,7 +69,6 @@ void Scheduler::Impl::start_rt(TaskPtr t, DeviceTime opened_at) {
   if (traits.raises_flag && t->preempted_tasks > 0 && !flag_raised) {
     device.raise_flag(l.stream);
     flag_raised = true;
-    stop_uploads();
   }
   bind(l, std::move(t));  // RT staging is never interrupted
 }

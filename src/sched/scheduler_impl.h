@@ -142,7 +142,6 @@ struct Scheduler::Impl {
   // raised the flag (by lane); null: read now, before the flag goes up.
   void enter_rt_mode(const std::vector<uint32_t>* words = nullptr);
   void leave_rt_mode();
-  void stop_uploads();
   void record_event(const SchedulerEvent& e);  // with options.record_events, in its window
   bool rt_running() const;
   // `opened_at`: when the arrival sentinel opened the task's lane; -1 where the scheduler starts it.

@@ -24,10 +24,6 @@ void HoldGateDevice::set_kernel_ns(InstanceId instance, DeviceTime kernel_ns) {
   instances_.at(static_cast<size_t>(instance))->kernel_ns = kernel_ns;
 }
 
-void HoldGateDevice::set_upload_ns(InstanceId instance, DeviceTime upload_ns) {
-  instances_.at(static_cast<size_t>(instance))->upload_ns = upload_ns;
-}
-
 void HoldGateDevice::block_first_be_launch_after_lower(std::chrono::nanoseconds block, std::function<void()> on_block) {
   std::lock_guard lock(mutex_);
   block_ = block;
@@ -75,9 +71,8 @@ uint64_t HoldGateDevice::launch(StreamId id, InstanceId instance, int kernel, co
     Stream& s = stream(id);
     Op op;
     op.enqueued = t;
-    op.length = in.kernel_ns + (kernel == 0 ? in.upload_ns : 0);
+    op.length = in.kernel_ns;
     op.preemptible = options.preemptible;
-    op.first = kernel == 0;
     s.kernels.push_back(s.ops.size());
     s.ops.push_back(op);
     seq = s.kernels.size();
@@ -121,25 +116,7 @@ void HoldGateDevice::lower_flag() {
   std::lock_guard lock(mutex_);
   advance(now());
   flag_ = false;
-  if (upload_stop_on_) store_host_word(&upload_stop_, 0);
   if (std::exchange(block_after_lower_, false)) block_next_be_launch_ = true;
-}
-
-std::vector<Tensor> HoldGateDevice::read_outputs(InstanceId, StreamId id) {
-  std::lock_guard lock(mutex_);
-  advance(now());
-  if (stream(id).stale_input) ++stale_deliveries_;
-  return {};
-}
-
-int64_t HoldGateDevice::stopped_uploads() const {
-  std::lock_guard lock(mutex_);
-  return stopped_uploads_;
-}
-
-int64_t HoldGateDevice::stale_deliveries() const {
-  std::lock_guard lock(mutex_);
-  return stale_deliveries_;
 }
 
 void HoldGateDevice::hold(StreamId id) {
@@ -237,8 +214,6 @@ void HoldGateDevice::synchronize(StreamId id) {
 // ---- the timeline ----
 
 void HoldGateDevice::advance(DeviceTime t) {
-  const bool word_up = upload_stop_on_ && std::atomic_ref<uint32_t>(upload_stop_).load() != 0;
-  word_up_at_ = !word_up ? kNever : std::min(word_up_at_, t);
   for (Stream& s : streams_) see_open_holds(s, t);
   for (;;) {  // the earliest start first: a flag write decides the kernels that start after it
     Stream* first = nullptr;
@@ -255,12 +230,6 @@ void HoldGateDevice::advance(DeviceTime t) {
   }
   for (Stream& s : streams_) {
     while (s.ended < s.kernels.size() && s.kernels[s.ended] < s.next_op && s.ops[s.kernels[s.ended]].span.end <= t) {
-      const Op& op = s.ops[s.kernels[s.ended]];
-      if (s.kernels[s.ended] == s.last_first && !s.stale_input && op.span.start < word_up_at_ &&
-          word_up_at_ < op.span.end) {
-        s.stale_input = true;  // the word went up under a running upload
-        ++stopped_uploads_;
-      }
       ++s.ended;
       ++ended_;
     }
@@ -294,14 +263,8 @@ void HoldGateDevice::start_next(Stream& s, DeviceTime at) {
       flag_ = true;
       break;
     case Op::Kind::kKernel: {
-      const bool exits = op.preemptible && flag_;  // at block entry
-      op.span = {at, at + (exits ? 0 : op.length)};
-      if (op.first && op.preemptible) {
-        s.last_first = s.next_op - 1;
-        const bool stopped = upload_stop_on_ && std::atomic_ref<uint32_t>(upload_stop_).load() != 0;
-        stopped_uploads_ += stopped && !exits ? 1 : 0;
-        s.stale_input = stopped || exits;
-      }
+      const DeviceTime length = op.preemptible && flag_ ? 0 : op.length;  // exits at block entry
+      op.span = {at, at + length};
       break;
     }
   }

@@ -13,12 +13,6 @@
 // the next call sees it (work the sentinel opens while the scheduler's thread is blocked starts
 // when that thread calls in again: test admission times, not start times, against it).
 //
-// With enable_upload_stop(), the device has an upload stop word (ExecDevice::upload_stop_word):
-// a preemptible kernel 0 that starts while it is up, or under the flag, or runs while it goes up
-// (as the device first sees it), leaves its stream's input stale (its upload did not run, or not
-// whole), and read_outputs() counts a delivery made while the input it
-// computed on is stale. The scheduler must rerun every such kernel 0 before it delivers.
-//
 // Thread safety: now(), completion_word() and inputs_in_staging() may be called from any thread
 // (the sentinel, submitters), and GateOpener::open() writes the gate word from any thread; the
 // rest comes from the scheduler's thread.
@@ -41,8 +35,6 @@ class HoldGateDevice final : public ExecDevice {
 
   // Every kernel of `instance` takes this long (default 1 ms). Before the scheduler runs.
   void set_kernel_ns(InstanceId instance, DeviceTime kernel_ns);
-  // Kernel 0 of `instance` takes this much longer: its input's upload (default 0).
-  void set_upload_ns(InstanceId instance, DeviceTime upload_ns);
   // A slow launch call: the first preemptible launch() after the next lower_flag() runs
   // `on_block` on the calling thread, then blocks that thread for `block`.
   void block_first_be_launch_after_lower(std::chrono::nanoseconds block, std::function<void()> on_block);
@@ -59,13 +51,7 @@ class HoldGateDevice final : public ExecDevice {
   bool write_inputs(InstanceId, StreamId, std::span<const Tensor>, const std::function<bool()>&) override {
     return true;  // timing only: nothing to copy
   }
-  std::vector<Tensor> read_outputs(InstanceId, StreamId stream) override;
-
-  void enable_upload_stop() { upload_stop_on_ = true; }  // before the scheduler runs
-  uint32_t* upload_stop_word() override { return upload_stop_on_ ? &upload_stop_ : nullptr; }
-  // Kernel-0 launches whose upload the word stopped, and deliveries of a stale input's outputs.
-  int64_t stopped_uploads() const;
-  int64_t stale_deliveries() const;
+  std::vector<Tensor> read_outputs(InstanceId, StreamId) override { return {}; }
 
   StreamId create_stream(StreamPriority priority) override;
   uint64_t launch(StreamId stream, InstanceId instance, int kernel, const LaunchOptions& options) override;
@@ -97,7 +83,6 @@ class HoldGateDevice final : public ExecDevice {
     uint32_t hold = 0;         // kHold: its number on the stream, from 1
     DeviceTime length = 0;     // kKernel
     bool preemptible = false;  // kKernel
-    bool first = false;        // kKernel: kernel 0, which uploads the inputs
     LaunchSpan span{kNever, kNever};
   };
   struct Stream {
@@ -109,13 +94,10 @@ class HoldGateDevice final : public ExecDevice {
     uint32_t holds = 0, released = 0;
     std::vector<DeviceTime> opened_at;  // by hold number - 1; kNever while closed
     uint32_t gate_word = 0;             // raised by release() or a GateOpener (atomic_ref)
-    bool stale_input = false;           // the last kernel 0 started skipped its upload
-    size_t last_first = SIZE_MAX;       // ops index of that kernel 0
   };
   struct Instance {
     Program program;
     DeviceTime kernel_ns = 1'000'000;
-    DeviceTime upload_ns = 0;
     std::vector<Tensor> staging;
   };
 
@@ -135,10 +117,6 @@ class HoldGateDevice final : public ExecDevice {
   mutable std::mutex mutex_;
   std::deque<Stream> streams_;  // a deque: gate openers point into it
   bool flag_ = false;
-  bool upload_stop_on_ = false;
-  uint32_t upload_stop_ = 0;  // stored by any thread (atomic_ref)
-  DeviceTime word_up_at_ = kNever;  // when advance() first saw the word up
-  int64_t stopped_uploads_ = 0, stale_deliveries_ = 0;
   uint64_t ended_ = 0, ended_seen_ = 0;  // kernels ended on every stream; as of the last wait
 
   std::chrono::nanoseconds block_{0};

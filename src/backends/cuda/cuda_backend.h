@@ -206,11 +206,6 @@ class CudaInstance : public Instance {
   // and a task rolled back to kernel 0 uploads again.
   virtual void set_uploads_with_first_kernel(bool on) = 0;
   virtual void set_upload_copy(UploadCopy copy) = 0;
-  // A word in mapped host memory (device address; nullptr for none) that such a flagged upload
-  // also reads as it goes: nonzero stops it as a raised flag does. The scheduler's device stores
-  // it when it opens an RT lane whose hold releases a flag raise, so the upload's PCIe reads end
-  // before the GPU's front end has to poll the gate through them (sched/cuda_exec_device.cpp).
-  virtual void set_upload_stop_word(const uint32_t* word) = 0;
 
   // Median time of each kernel in milliseconds over `repeats` runs: events between kernels, the
   // launches queued behind a device-side wait so that they run back to back.

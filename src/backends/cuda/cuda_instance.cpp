@@ -243,8 +243,7 @@ void CudaInstanceImpl::enqueue_input_copy(size_t i, cudaStream_t stream, const i
   std::byte* stored = io_.bytes_ptr() + input_offsets_[i];
   std::byte* raw = spec.dtype == DType::kF16 ? host_io_.bytes_ptr() + input_host_offsets_[i] : stored;
   if (uploads_with_first_kernel_) {
-    launch_sm_copy(input_staging_device_[i], raw, bytes, stream, flag, upload_copy_.blocks, upload_copy_.fresh_flag,
-                   upload_stop_word_);
+    launch_sm_copy(input_staging_device_[i], raw, bytes, stream, flag, upload_copy_.blocks, upload_copy_.fresh_flag);
   } else if (sm_copies_) {
     launch_sm_copy(input_staging_device_[i], raw, bytes, stream);
   } else {

@@ -56,7 +56,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   void set_sm_copies(bool on) override { sm_copies_ = on; }
   void set_uploads_with_first_kernel(bool on) override { uploads_with_first_kernel_ = on; }
   void set_upload_copy(UploadCopy copy) override;
-  void set_upload_stop_word(const uint32_t* word) override { upload_stop_word_ = word; }
   std::vector<double> time_kernels(int repeats) override;
   std::vector<GemmTuneResult> tune_gemms(int repeats) override;
   LoadTuning load_tuning() const override { return load_tuning_; }
@@ -140,7 +139,6 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   bool sm_copies_ = false;                   // set_sm_copies
   bool uploads_with_first_kernel_ = false;   // set_uploads_with_first_kernel
   UploadCopy upload_copy_;                   // set_upload_copy
-  const uint32_t* upload_stop_word_ = nullptr;  // set_upload_stop_word
   // Outputs in host memory, all of a task's in one pinned block (output i at its offset). Tensors
   // handed out alias their block, which is not written again while held.
   struct OutputBlock {

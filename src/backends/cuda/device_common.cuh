@@ -19,13 +19,6 @@ __device__ __forceinline__ int load_flag(const int* flag) {
   return v;
 }
 
-// A word in mapped host memory (ld.relaxed.sys: over PCIe at every read, never cached).
-__device__ __forceinline__ uint32_t load_host_word(const uint32_t* word) {
-  uint32_t v;
-  asm volatile("ld.relaxed.sys.global.b32 %0, [%1];" : "=r"(v) : "l"(word) : "memory");
-  return v;
-}
-
 // The per-item check of grid-stride loops. The value tested at a thread's item k was read during
 // item k - 1, so the read's L2 round trip hides behind the previous item: ptxas sinks an item's
 // side-effect-free loads below any exit ahead of them, and a read tested at once put a full round

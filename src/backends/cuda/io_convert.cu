@@ -49,34 +49,17 @@ __global__ void storage_to_f32_kernel(const __half* src, float* dst, const HalfS
 // With a flag (a BE upload), each step tests the flag read during the step before, or with
 // kFresh the one read beside its own PCIe read: the test waits for the step's data either way,
 // and the flag's L2 read is far shorter than the PCIe one, so the fresher value costs nothing.
-// kWatch: lane 0 of each warp also reads `stop_word` (mapped host memory) beside the step's
-// data, one PCIe read per 32, and the warp leaves together when any lane sees either stop. Its
-// steps are warp-uniform so that the vote has every lane.
-template <bool kFresh, bool kWatch>
+template <bool kFresh>
 __global__ void sm_copy_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst, size_t words,
                                const unsigned char* __restrict__ tail_src, unsigned char* __restrict__ tail_dst,
-                               int tail, const int* flag, const uint32_t* stop_word) {
+                               int tail, const int* flag) {
   const size_t first = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   ItemFlag checks(kFresh ? nullptr : flag);
-  if constexpr (kWatch) {
-    const unsigned lane = threadIdx.x % 32;
-    for (size_t base = first - lane; base < words; base += stride) {
-      const size_t i = base + lane;
-      const int stop = kFresh ? load_flag(flag) : checks.next();
-      const uint32_t host = lane == 0 ? load_host_word(stop_word) : 0u;
-      const bool in = i < words;
-      const uint4 v = in ? src[i] : uint4{};
-      if (__any_sync(0xffffffffu, seen_after(stop | static_cast<int>(host), v.x))) return;
-      if (in) dst[i] = v;
-    }
-  } else {
-    for (size_t i = first; i < words; i += stride) {
-      const int stop = kFresh ? (flag != nullptr ? load_flag(flag) : 0) : checks.next();
-      const uint4 v = src[i];
-      if (seen_after(stop, v.x)) return;
-      dst[i] = v;
-    }
+  for (size_t i = first; i < words; i += static_cast<size_t>(gridDim.x) * blockDim.x) {
+    const int stop = kFresh ? (flag != nullptr ? load_flag(flag) : 0) : checks.next();
+    const uint4 v = src[i];
+    if (seen_after(stop, v.x)) return;
+    dst[i] = v;
   }
   if (first < static_cast<size_t>(tail)) tail_dst[first] = tail_src[first];
 }
@@ -121,14 +104,12 @@ void load_io_kernels() {
   cudaFuncAttributes attributes{};
   ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, f32_to_storage_kernel));
   ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, storage_to_f32_kernel));
-  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<false, false>));
-  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<true, false>));
-  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<false, true>));
-  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<true, true>));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<false>));
+  ATL_CUDA_CHECK(cudaFuncGetAttributes(&attributes, sm_copy_kernel<true>));
 }
 
 void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag,
-                    int max_blocks, bool fresh_flag, const uint32_t* stop_word) {
+                    int max_blocks, bool fresh_flag) {
   ATOLL_CHECK(reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0, kInternal,
               "SM copies need 16-byte aligned pointers");
   ATOLL_CHECK(max_blocks >= 1, kInternal, "an SM copy needs at least one block, got {}", max_blocks);
@@ -138,15 +119,10 @@ void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t strea
   const int64_t blocks = std::clamp<int64_t>(static_cast<int64_t>((words + kThreads - 1) / kThreads), 1, max_blocks);
   const auto* s = static_cast<const unsigned char*>(src);
   auto* d = static_cast<unsigned char*>(dst);
-  // A copy with no flag (an RT upload, a timing run) has no flag to read fresh, and watches no
-  // stop word: only a flagged launch is one the scheduler can cut and run again.
-  const bool fresh = fresh_flag && flag != nullptr;
-  const bool watch = stop_word != nullptr && flag != nullptr;
-  const auto kernel = fresh ? (watch ? sm_copy_kernel<true, true> : sm_copy_kernel<true, false>)
-                            : (watch ? sm_copy_kernel<false, true> : sm_copy_kernel<false, false>);
-  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(reinterpret_cast<const uint4*>(src),
-                                                                 static_cast<uint4*>(dst), words, s + words * 16,
-                                                                 d + words * 16, tail, flag, stop_word);
+  // A copy with no flag (an RT upload, a timing run) has no flag to read fresh.
+  const auto kernel = fresh_flag && flag != nullptr ? sm_copy_kernel<true> : sm_copy_kernel<false>;
+  kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+      reinterpret_cast<const uint4*>(src), static_cast<uint4*>(dst), words, s + words * 16, d + words * 16, tail, flag);
   ATL_CUDA_CHECK_LAUNCH("sm_copy");
 }
 

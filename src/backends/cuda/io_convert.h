@@ -33,10 +33,9 @@ void launch_storage_to_f32(const void* src_half, float* dst, const HalfStorage& 
 // stops within a step or two of a raise, leaving `dst` partial); `max_blocks` caps the SMs it
 // takes: a PCIe-bound copy needs only enough bytes in flight. `fresh_flag`: each step tests the
 // flag read beside its own PCIe read instead of the one read during the step before (UploadCopy);
-// without a flag it has nothing to read and is ignored. `stop_word` (mapped host memory, with a
-// flag only): a nonzero value stops the copy as a raised flag does (CudaInstance::set_upload_stop_word).
+// without a flag it has nothing to read and is ignored.
 void launch_sm_copy(const void* src, void* dst, size_t bytes, cudaStream_t stream, const int* flag = nullptr,
-                    int max_blocks = 1024, bool fresh_flag = false, const uint32_t* stop_word = nullptr);
+                    int max_blocks = 1024, bool fresh_flag = false);
 // Loads this file's kernels now. CUDA loads a kernel's code at its first launch, which a hold
 // pending on any stream blocks (stream_gate.h): an instance whose copies move to the SMs, or
 // whose uploads become preemptible kernels, after its preload would first launch them there.

@@ -19,7 +19,10 @@ namespace atl::sched {
 namespace {
 
 KernelCosts costs(std::vector<DeviceTime> ns, std::vector<double> share) {
-  return KernelCosts{std::move(ns), std::move(share), {}};
+  KernelCosts c;
+  c.ns = std::move(ns);
+  c.share = std::move(share);
+  return c;
 }
 
 TEST(PaddingFit, TimeAndShareMustBothFit) {

@@ -57,17 +57,23 @@ void run_profile_command(const ProfileFlags& f) {
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const std::string out = f.out.empty() ? fmt::format("{}_b{}_{}.profile.json", f.model, f.batch, f.device) : f.out;
   save_profile(p, out);
-  double share_sum = 0;
-  int with_exit = 0;
+  double share_sum = 0, sliced_us = 0;
+  int with_exit = 0, sliced = 0;
   for (const KernelProfile& k : p.kernels) {
     share_sum += k.sm_share;
     with_exit += k.exit_us.has_value() ? 1 : 0;
+    if (k.slice_units > 0) {
+      ++sliced;
+      sliced_us += k.time_us;
+    }
   }
+  // Which kernels padding-slices can cut into slices: a BE lane stops at the first long kernel
+  // that cannot be, so the share tells how far slicing reaches in this model.
   fmt::print(
       "profiled {} batch {} on {}: {} kernels, {:.1f} us alone in total, mean SM share {:.2f}, exit latency "
-      "for {} kernels ({:.1f} s)\nwrote {}\n",
+      "for {} kernels, {} kernels slice ({:.0f}% of the time) ({:.1f} s)\nwrote {}\n",
       p.model, p.batch, p.device, p.kernels.size(), p.total_us(), share_sum / static_cast<double>(p.kernels.size()),
-      with_exit, seconds, out);
+      with_exit, sliced, 100.0 * sliced_us / p.total_us(), seconds, out);
 }
 
 }  // namespace

@@ -187,14 +187,12 @@ bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   if (t.error || t.next_launch >= c.kernels) return false;
   const int kernel = t.next_launch;
   const int64_t done = t.units_done(kernel);
+  // Whole where it fits and no slice of it has run, else (slicing modes) a slice that fits.
   std::optional<SliceFit> slice;
-  if (done == 0 && fits_beside(c.costs, kernel, window, options.padding_launch_ns)) {
-    // whole
-  } else if (traits.slices_be) {
+  if (done > 0 || !fits_beside(c.costs, kernel, window, options.padding_launch_ns)) {
+    if (!traits.slices_be) return false;
     slice = slice_beside(c.costs, kernel, done, window, options.padding_launch_ns);
     if (slice->units == 0) return false;
-  } else {
-    return false;
   }
   const bool first = kernel == 0 && t.first_seq == 0;
   LaunchOptions lo;

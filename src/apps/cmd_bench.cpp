@@ -292,6 +292,11 @@ void print_pairs(const bench::PairResults& r) {
     fmt::print("{:<19} {:>+15.2f}% {:>+16.2f}% {:>13.2f}x {:>15.2f}x\n", s.mode, s.rt_overhead_mean_pct,
                s.rt_overhead_worst_pct, s.throughput_vs_reset, s.throughput_vs_streams);
   }
+  if (r.winners.empty()) return;
+  fmt::print("\nbest mode per pair with RT mean within +{:.0f}% of rt-only:\n", bench::kWinnerRtBudgetPct);
+  for (const bench::PairWinner& w : r.winners) {
+    fmt::print("{:<14} {:<14} {:<19} {:>+7.2f}% {:>9.1f}/s\n", w.rt, w.be, w.mode, w.rt_overhead_pct, w.overall_per_s);
+  }
 }
 
 void run_pairs_command(const PairFlags& f) {

@@ -124,7 +124,23 @@ PairResults run_pairs(const PairOptions& o) {
     }
   }
   results.summary = summarize_pairs(results.runs, o.modes);
+  results.winners = pair_winners(results.runs, kWinnerRtBudgetPct);
   return results;
+}
+
+std::vector<PairWinner> pair_winners(const std::vector<PairModeResult>& runs, double rt_budget_pct) {
+  std::vector<PairWinner> out;
+  for (const PairModeResult& alone : runs) {
+    if (alone.mode != sched::mode_name(sched::Mode::kRtOnly) || alone.rt_latency_ms.mean_ms <= 0) continue;
+    PairWinner best{alone.rt, alone.be, alone.mode, 0.0, alone.overall_per_s()};
+    for (const PairModeResult& r : runs) {
+      if (r.rt != alone.rt || r.be != alone.be || r.overall_per_s() <= best.overall_per_s) continue;
+      const double pct = 100.0 * (r.rt_latency_ms.mean_ms / alone.rt_latency_ms.mean_ms - 1.0);
+      if (pct <= rt_budget_pct) best = PairWinner{r.rt, r.be, r.mode, pct, r.overall_per_s()};
+    }
+    out.push_back(best);
+  }
+  return out;
 }
 
 std::vector<PairModeSummary> summarize_pairs(const std::vector<PairModeResult>& runs,
@@ -179,6 +195,15 @@ std::string pairs_to_json(const PairResults& r) {
                          {"padded_kernels", p.padded_kernels},
                          {"padded_slices", p.padded_slices},
                          {"preemptions", p.preemptions}});
+  }
+  j["winners_rt_budget_pct"] = kWinnerRtBudgetPct;
+  j["winners"] = nlohmann::json::array();
+  for (const PairWinner& w : r.winners) {
+    j["winners"].push_back({{"rt", w.rt},
+                            {"be", w.be},
+                            {"mode", w.mode},
+                            {"rt_overhead_pct", w.rt_overhead_pct},
+                            {"overall_per_s", w.overall_per_s}});
   }
   j["summary"] = nlohmann::json::array();
   for (const PairModeSummary& s : r.summary) {

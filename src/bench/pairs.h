@@ -47,17 +47,30 @@ struct PairModeSummary {
   double throughput_vs_reset = 0, throughput_vs_streams = 0;
 };
 
+// Per pair, the mode that served the most requests in all while keeping RT mean latency within
+// `rt_budget_pct` of rt-only (rt-only itself always qualifies): which mode wins where.
+struct PairWinner {
+  std::string rt, be, mode;
+  double rt_overhead_pct = 0;
+  double overall_per_s = 0;
+};
+// Issue 14's RT target for the padding modes: +1% mean latency over rt-only.
+inline constexpr double kWinnerRtBudgetPct = 1.0;
+
 struct PairResults {
   std::string device;
   double duration_s = 0;
   int64_t batch = 1;
   std::vector<PairModeResult> runs;  // pair-major, modes in the order given
   std::vector<PairModeSummary> summary;
+  std::vector<PairWinner> winners;  // within kWinnerRtBudgetPct, pairs in run order
 };
 
 PairResults run_pairs(const PairOptions& options);
 std::vector<PairModeSummary> summarize_pairs(const std::vector<PairModeResult>& runs,
                                              const std::vector<sched::Mode>& modes);
+// Pairs without an rt-only run get no winner.
+std::vector<PairWinner> pair_winners(const std::vector<PairModeResult>& runs, double rt_budget_pct);
 std::string pairs_to_json(const PairResults& results);
 
 }  // namespace atl::bench

@@ -163,6 +163,7 @@ expect_error "profile unknown model" "unknown model 'resnet51'" "$atoll" profile
 expect_ok "bench pairs" "padding-concurrent .*x" "$atoll" bench pairs --models tiny_vgg,tiny_cnn \
   --modes rt-only,reset,streams,padding-concurrent --duration 0.005 --json "$work/pairs.json"
 expect_ok "bench pairs JSON" '"throughput_vs_reset"' cat "$work/pairs.json"
+expect_ok "bench pairs winners" '"winners_rt_budget_pct"' cat "$work/pairs.json"
 expect_ok "bench serve" "RT p99 .*x alone" "$atoll" bench serve --device sim --rt tiny_cnn:100 --be tiny_vgg:2 \
   --duration 0.2 --warmup 0.05 --requests 10 --json "$work/serve_bench.json"
 expect_ok "bench serve JSON" '"p50_overhead_us"' cat "$work/serve_bench.json"

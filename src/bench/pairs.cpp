@@ -83,6 +83,11 @@ nlohmann::json latency_json(const LatencyStats& s) {
   return {{"mean", s.mean_ms}, {"p50", s.median_ms}, {"p99", s.p99_ms}, {"max", s.max_ms}, {"samples", s.samples}};
 }
 
+// RT mean latency of `r` over the same pair's rt-only run, in percent.
+double rt_overhead_pct(const PairModeResult& r, const PairModeResult& alone) {
+  return 100.0 * (r.rt_latency_ms.mean_ms / alone.rt_latency_ms.mean_ms - 1.0);
+}
+
 }  // namespace
 
 PairResults run_pairs(const PairOptions& o) {
@@ -135,7 +140,7 @@ std::vector<PairWinner> pair_winners(const std::vector<PairModeResult>& runs, do
     PairWinner best{alone.rt, alone.be, alone.mode, 0.0, alone.overall_per_s()};
     for (const PairModeResult& r : runs) {
       if (r.rt != alone.rt || r.be != alone.be || r.overall_per_s() <= best.overall_per_s) continue;
-      const double pct = 100.0 * (r.rt_latency_ms.mean_ms / alone.rt_latency_ms.mean_ms - 1.0);
+      const double pct = rt_overhead_pct(r, alone);
       if (pct <= rt_budget_pct) best = PairWinner{r.rt, r.be, r.mode, pct, r.overall_per_s()};
     }
     out.push_back(best);
@@ -159,7 +164,7 @@ std::vector<PairModeSummary> summarize_pairs(const std::vector<PairModeResult>& 
     for (const PairModeResult& r : runs) {
       if (r.mode != s.mode) continue;
       if (const PairModeResult* alone = baseline(r, sched::Mode::kRtOnly); alone && alone->rt_latency_ms.mean_ms > 0) {
-        const double pct = 100.0 * (r.rt_latency_ms.mean_ms / alone->rt_latency_ms.mean_ms - 1.0);
+        const double pct = rt_overhead_pct(r, *alone);
         s.rt_overhead_mean_pct += pct;
         s.rt_overhead_worst_pct = with_rt_only == 0 ? pct : std::max(s.rt_overhead_worst_pct, pct);
         ++with_rt_only;

@@ -25,15 +25,18 @@ KernelCosts rt_costs(std::vector<DeviceTime> ns, std::vector<double> share) {
   return c;
 }
 
-// One BE kernel of `units` units in waves of `wave` blocks, `ns` in all.
+// One BE kernel of `units` units in waves of `wave` blocks (one per SM), `ns` in all, as the
+// scheduler reads it from a profile.
 KernelCosts be_kernel(DeviceTime ns, int64_t units, int64_t wave) {
-  KernelCosts c;
-  c.ns = {ns};
-  c.share = {1.0};
-  c.units = {units};
-  c.wave_blocks = {wave};
-  c.round_ns = {ns / std::max<int64_t>(1, (units + wave - 1) / wave)};
-  return c;
+  ModelProfile p;
+  p.sm_count = static_cast<int>(wave);
+  KernelProfile k;
+  k.time_us = static_cast<double>(ns) / 1e3;
+  k.resident_blocks_per_sm = 1;
+  k.sm_share = 1.0;
+  k.slice_units = units;
+  p.kernels.push_back(k);
+  return KernelCosts::from(p);
 }
 
 TEST(PaddingSliceFit, ALongKernelRunsInSlicesThatEndWithinTheRtTask) {

@@ -463,7 +463,7 @@ void CudaInstanceImpl::launch_slice(int kernel, cudaStream_t stream, const int* 
   ATOLL_CHECK(kernel != 0 || !uploads_with_first_kernel_, kInvalidArgument,
               "kernel 0 carries the input uploads: it runs only whole");
   set_persist_window(stream);
-  if (residency_) set_stream_window(stream, residency_->windows[static_cast<size_t>(kernel)]);
+  set_kernel_window(static_cast<size_t>(kernel), stream);
   l.launch_slice(stream, flag, begin, end, max_blocks);
   clear_stream_window(stream);
 }

@@ -116,6 +116,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   // Launches kernel k on s with its residency window when a residency is set. Persistence has
   // one window for every kernel: set_persist_window before a range, clear_stream_window after.
   void launch_windowed(size_t k, cudaStream_t s, const int* flag) const;
+  void set_kernel_window(size_t k, cudaStream_t s) const;  // kernel k's residency window, if any
   // Sets the stream's access-policy window (bytes == 0 turns it off).
   void set_stream_window(cudaStream_t s, const L2Window& w) const;
   void set_persist_window(cudaStream_t s) const;   // no-op without persistence

@@ -27,8 +27,12 @@ void set_window(cudaStream_t s, void* base, size_t bytes, double hit_ratio, cuda
 
 }  // namespace
 
-void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
+void CudaInstanceImpl::set_kernel_window(size_t k, cudaStream_t s) const {
   if (residency_) set_stream_window(s, residency_->windows[k]);
+}
+
+void CudaInstanceImpl::launch_windowed(size_t k, cudaStream_t s, const int* flag) const {
+  set_kernel_window(k, s);
   launches_[k]->launch(s, flag);
 }
 

@@ -14,12 +14,16 @@ namespace atl::sched {
 
 KernelCosts KernelCosts::from(const ModelProfile& profile) {
   KernelCosts c;
+  c.sm_count = profile.sm_count;
   c.ns.reserve(profile.kernels.size());
   c.share.reserve(profile.kernels.size());
+  c.spread.reserve(profile.kernels.size());
   for (const KernelProfile& k : profile.kernels) {
     const DeviceTime ns = std::max<DeviceTime>(1, static_cast<DeviceTime>(std::llround(k.time_us * 1e3)));
     c.ns.push_back(ns);
     c.share.push_back(k.sm_share);
+    c.spread.push_back(
+        std::min(1.0, static_cast<double>(k.grid_blocks) / static_cast<double>(std::max(1, profile.sm_count))));
     const int64_t wave = std::max<int64_t>(1, int64_t{k.resident_blocks_per_sm} * profile.sm_count);
     const int64_t rounds = std::max<int64_t>(1, (k.slice_units + wave - 1) / wave);
     c.units.push_back(k.slice_units);
@@ -31,27 +35,34 @@ KernelCosts KernelCosts::from(const ModelProfile& profile) {
 
 namespace {
 
-// A BE kernel's units left, run in rounds of up to a wave of blocks.
+// A BE kernel's units left, run in rounds of one unit per slice block, a block to an SM.
 struct KernelRounds {
   DeviceTime round_ns;
   int64_t wave_blocks;
+  int sm_count;
   int64_t left;
-  // `best`, or the slice that runs within `time` on the blocks `free` SM share holds, if larger.
+  // `best`, or the slice that runs within `time` on the SMs a `free` fraction of them holds, if
+  // larger.
   SliceFit larger(const SliceFit& best, DeviceTime time, double free) const {
-    // The epsilon keeps 1 - 0.8 from flooring 20 blocks of 100 to 19.
-    const auto blocks =
-        std::min(left, static_cast<int64_t>(std::floor(free * static_cast<double>(wave_blocks) + 1e-9)));
+    // The epsilon keeps 1 - 0.8 from flooring 20 SMs of 100 to 19.
+    const auto blocks = std::min(left, static_cast<int64_t>(std::floor(free * static_cast<double>(sm_count) + 1e-9)));
     if (blocks < 1 || time < round_ns) return best;
     const int64_t units = std::min(left, time / round_ns * blocks);
     if (units <= best.units) return best;
-    return SliceFit{units, static_cast<int>(blocks), static_cast<double>(blocks) / static_cast<double>(wave_blocks)};
+    const auto b = static_cast<double>(blocks);
+    return SliceFit{units, static_cast<int>(blocks), b / static_cast<double>(sm_count),
+                    b / static_cast<double>(wave_blocks)};
   }
 };
 
 }  // namespace
 
 RtWindow rt_window(const KernelCosts& rt, int kernel, DeviceTime since, DeviceTime now) {
-  return RtWindow{&rt, kernel, rt.ns[static_cast<size_t>(kernel)] - (now - since), 0.0};
+  RtWindow w;
+  w.rt = &rt;
+  w.kernel = kernel;
+  w.remaining_ns = rt.ns[static_cast<size_t>(kernel)] - (now - since);
+  return w;
 }
 
 std::vector<uint8_t> padding_reports(const KernelCosts& rt, DeviceTime spacing) {
@@ -103,15 +114,15 @@ SliceFit slice_beside(const KernelCosts& be, int kernel, int64_t done, const RtW
   const auto k = static_cast<size_t>(kernel);
   const int64_t left = be.units[k] - done;
   if (be.units[k] == 0 || left <= 0) return {};
-  const KernelRounds rounds{be.round_ns[k], be.wave_blocks[k], left};
+  const KernelRounds rounds{be.round_ns[k], be.wave_blocks[k], be.sm_count, left};
   const KernelCosts& rt = *window.rt;
   const auto first = static_cast<size_t>(window.kernel);
   const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
   SliceFit best;
-  double free = 1.0 - window.padded_share;   // the least the RT kernels overlapped so far leave
+  double free = 1.0 - window.padded_spread;  // the SMs the RT kernels overlapped so far leave
   DeviceTime ends_in = window.remaining_ns;  // until RT kernel j starts, in the loop
   for (size_t j = first; j < end; ++j) {
-    free = std::min(free, 1.0 - window.padded_share - rt.share[j]);
+    free = std::min(free, 1.0 - window.padded_spread - rt.spread[j]);
     if (j > first) {
       best = rounds.larger(best, ends_in - launch_ns - window.uncertainty_ns, free);
       ends_in += rt.ns[j];
@@ -165,7 +176,9 @@ void Scheduler::Impl::pad_be_lanes() {
   RtWindow window = running_rt_window();
   if (window.rt == nullptr) return;
   for (const Lane& l : lanes) {
-    if (!is_rt(client_of(l)) && l.completed < l.padded_through) window.padded_share += l.padded_share;
+    if (is_rt(client_of(l)) || l.completed >= l.padded_through) continue;
+    window.padded_share += l.padded_share;
+    window.padded_spread += l.padded_spread;
   }
   for (Lane& l : lanes) {
     if (is_rt(client_of(l))) continue;
@@ -177,9 +190,10 @@ void Scheduler::Impl::pad_be_lanes() {
 }
 
 // Launches the lane's next kernel beside the RT task when the lane is idle and the kernel fits,
-// or, in the slicing modes, the largest slice of it that fits; the window then counts its SM
-// share. A slice that leaves units of its kernel to run rebases the lane so that its launch
-// does not count the kernel as complete (Lane::base_seq), and the task keeps the units done.
+// or, in the slicing modes, the largest slice of it that fits; the window then counts its slot
+// share and SM spread. A slice that leaves units of its kernel to run rebases the lane so that
+// its launch does not count the kernel as complete (Lane::base_seq), and the task keeps the units
+// done.
 bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   if (!l.task || l.cut_at != kNoCut || l.launched != l.completed) return false;
   Task& t = *l.task;
@@ -208,8 +222,10 @@ bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   }
   if (first) t.first_seq = seq;
   l.padded_through = seq;
-  l.padded_share = slice ? slice->share : c.costs.share[static_cast<size_t>(kernel)];
+  l.padded_share = slice ? slice->slot_share : c.costs.share[static_cast<size_t>(kernel)];
+  l.padded_spread = slice ? slice->spread : c.costs.spread[static_cast<size_t>(kernel)];
   window.padded_share += l.padded_share;
+  window.padded_spread += l.padded_spread;
   if (slice && done + slice->units < c.costs.units[static_cast<size_t>(kernel)]) {
     t.sliced_kernel = kernel;
     t.sliced_units = done + slice->units;

@@ -78,9 +78,10 @@ struct Scheduler::Impl {
     uint64_t parked = 0;
     uint64_t armed_seq = 0;
     // Padding (BE lanes): the last launch made beside an RT task (not preemptible, so never
-    // cut) and the SM share it takes while in flight.
+    // cut) and the slot share and SM spread it takes while in flight.
     uint64_t padded_through = 0;
     double padded_share = 0;
+    double padded_spread = 0;
     // BE lanes (SchedulerOptions::be_queue_ns): the kernel time measured from the spacing of
     // completions while work was queued, when the last completion was seen, and the launches
     // then still in flight.

@@ -18,6 +18,8 @@
 namespace atl::sched {
 namespace {
 
+// Costs for whole-kernel fits (fits_beside reads time and slot share only; slices are
+// test_padding_slices.cpp's).
 KernelCosts costs(std::vector<DeviceTime> ns, std::vector<double> share) {
   KernelCosts c;
   c.ns = std::move(ns);

@@ -1,7 +1,8 @@
 // padding-slices: a BE kernel too long to fit beside the RT task whole runs beside it in slices
-// of its units. The fit rule for a slice alone, as a property over random windows, and whole
-// runs on the simulated GPU with numerics: every unit of every sliced kernel runs, none twice
-// while its kernel is in flight, and every answer is bit for bit the unpreempted one.
+// of its units. The fit rule for a slice alone (by SM spread, not slot share), as a property
+// over random windows, and whole runs on the simulated GPU with numerics: every unit of every
+// sliced kernel runs, none twice while its kernel is in flight, every answer is bit for bit the
+// unpreempted one, and the slices of every BE lane together leave the RT kernels their SMs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,11 +19,20 @@ namespace {
 using testing::Scenario;
 using testing::ScenarioRun;
 
-KernelCosts rt_costs(std::vector<DeviceTime> ns, std::vector<double> share) {
-  KernelCosts c;
-  c.ns = std::move(ns);
-  c.share = std::move(share);
-  return c;
+// RT kernels `ns` long on grids of `grid` blocks, 2 resident per SM, on `sms` SMs, as the
+// scheduler reads them from a profile: slot share grid / (2 x sms), spread grid / sms.
+KernelCosts rt_costs(const std::vector<DeviceTime>& ns, const std::vector<int64_t>& grid, int sms = 100) {
+  ModelProfile p;
+  p.sm_count = sms;
+  for (size_t i = 0; i < ns.size(); ++i) {
+    KernelProfile k;
+    k.time_us = static_cast<double>(ns[i]) / 1e3;
+    k.grid_blocks = grid[i];
+    k.resident_blocks_per_sm = 2;
+    k.sm_share = sm_share_of(grid[i], 2, sms);
+    p.kernels.push_back(k);
+  }
+  return KernelCosts::from(p);
 }
 
 // One BE kernel of `units` units in waves of `wave` blocks (one per SM), `ns` in all, as the
@@ -40,7 +50,7 @@ KernelCosts be_kernel(DeviceTime ns, int64_t units, int64_t wave) {
 }
 
 TEST(PaddingSliceFit, ALongKernelRunsInSlicesThatEndWithinTheRtTask) {
-  const KernelCosts rt = rt_costs({20'000, 20'000, 20'000}, {0.5, 0.5, 0.5});
+  const KernelCosts rt = rt_costs({20'000, 20'000, 20'000}, {50, 50, 50});
   const KernelCosts be = be_kernel(100'000, 1'000, 100);  // 10 rounds of 10 us
   const RtWindow w = rt_window(rt, 0, 0, 0);
   EXPECT_FALSE(fits_beside(be, 0, w, 5'000)) << "100 us whole, and the whole GPU";
@@ -48,13 +58,14 @@ TEST(PaddingSliceFit, ALongKernelRunsInSlicesThatEndWithinTheRtTask) {
   // 55 us left after the launch allowance: 5 rounds of 50 blocks (half the SMs are free).
   EXPECT_EQ(fit.blocks, 50);
   EXPECT_EQ(fit.units, 250);
-  EXPECT_DOUBLE_EQ(fit.share, 0.5);
+  EXPECT_DOUBLE_EQ(fit.spread, 0.5);
+  EXPECT_DOUBLE_EQ(fit.slot_share, 0.5) << "a wave of this BE kernel is one block per SM";
   const SliceFit tail = slice_beside(be, 0, 960, w, 5'000);
   EXPECT_EQ(tail.units, 40) << "only the units left";
   EXPECT_LE(tail.blocks, 40);
   EXPECT_EQ(slice_beside(be, 0, 1'000, w, 5'000).units, 0) << "nothing left";
   RtWindow padded = w;
-  padded.padded_share = 0.5;
+  padded.padded_spread = 0.5;
   EXPECT_EQ(slice_beside(be, 0, 0, padded, 5'000).units, 0) << "no SM left beside the RT kernels";
   EXPECT_EQ(slice_beside(be, 0, 0, rt_window(rt, 2, 0, 15'000), 5'000).units, 0) << "5 us left: not one round";
   EXPECT_EQ(slice_beside(be, 0, 0, RtWindow{}, 0).units, 0) << "no RT kernel runs";
@@ -63,9 +74,9 @@ TEST(PaddingSliceFit, ALongKernelRunsInSlicesThatEndWithinTheRtTask) {
   EXPECT_EQ(slice_beside(whole_only, 0, 0, w, 5'000).units, 0) << "a kernel without units runs whole";
 }
 
-// The share a slice takes is bounded by the busiest RT kernel it overlaps, not the current one.
+// The SMs a slice takes are bounded by the most spread RT kernel it overlaps, not the current one.
 TEST(PaddingSliceFit, BlocksFitBesideEveryRtKernelTheSliceOverlaps) {
-  const KernelCosts rt = rt_costs({30'000, 30'000, 30'000}, {0.1, 0.8, 0.1});
+  const KernelCosts rt = rt_costs({30'000, 30'000, 30'000}, {10, 80, 10});
   const KernelCosts be = be_kernel(100'000, 1'000, 100);
   const SliceFit fit = slice_beside(be, 0, 0, rt_window(rt, 0, 0, 0), 0);
   // Ending before RT kernel 1 starts still means fitting beside it (it may have begun): 0.2 of
@@ -74,28 +85,56 @@ TEST(PaddingSliceFit, BlocksFitBesideEveryRtKernelTheSliceOverlaps) {
   EXPECT_EQ(fit.units, 20 * 9);
 }
 
+// An RT kernel holds every SM its blocks spread over, however few of the block slots it fills:
+// slices fit beside it by spread, and BE kernels padded earlier take theirs too.
+TEST(PaddingSliceFit, SlicesFitBySmSpreadNotSlotShare) {
+  const KernelCosts be = be_kernel(100'000, 10'000, 132);  // 132 SMs, a block each
+  const KernelCosts wide = rt_costs({50'000}, {132}, 132);
+  EXPECT_DOUBLE_EQ(wide.share[0], 0.5) << "half the slots at 2 resident per SM";
+  EXPECT_DOUBLE_EQ(wide.spread[0], 1.0) << "but a block on every SM";
+  EXPECT_EQ(wide.sm_count, 132);
+  EXPECT_EQ(slice_beside(be, 0, 0, rt_window(wide, 0, 0, 0), 0).units, 0) << "no SM left beside a full spread";
+  const KernelCosts wider = rt_costs({50'000}, {400}, 132);
+  EXPECT_DOUBLE_EQ(wider.spread[0], 1.0) << "more blocks than SMs spread over them all, no further";
+  EXPECT_EQ(slice_beside(be, 0, 0, rt_window(wider, 0, 0, 0), 0).units, 0);
+
+  const KernelCosts narrow = rt_costs({50'000}, {33}, 132);  // a quarter of the SMs
+  const RtWindow w = rt_window(narrow, 0, 0, 0);
+  const SliceFit fit = slice_beside(be, 0, 0, w, 0);
+  EXPECT_EQ(fit.blocks, 99);
+  EXPECT_DOUBLE_EQ(fit.spread, 0.75);
+  EXPECT_EQ(fit.units, 99 * (50'000 / be.round_ns[0]));
+  RtWindow padded = w;
+  padded.padded_spread = 33.0 / 132;
+  EXPECT_EQ(slice_beside(be, 0, 0, padded, 0).blocks, 66) << "a padded BE kernel holds its SMs";
+  RtWindow slots_only = w;
+  slots_only.padded_share = 0.9;
+  EXPECT_EQ(slice_beside(be, 0, 0, slots_only, 0).blocks, 99) << "slot share is the whole-kernel rule's";
+}
+
 // Over random RT tasks and windows: a slice never takes more units than are left, never more
-// SMs than every RT kernel it may overlap leaves, and its rounds end before the RT kernels
-// looked ahead at do.
-TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndShare) {
+// SMs than every RT kernel it may overlap and the BE kernels padded before it leave, and its
+// rounds end before the RT kernels looked ahead at do.
+TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndSms) {
   std::mt19937_64 rng(20261207);
   int sliced = 0;
   for (int trial = 0; trial < 20'000; ++trial) {
     const size_t n = 1 + rng() % 12;
+    const auto sms = static_cast<int>(1 + rng() % 300);
     std::vector<DeviceTime> ns(n);
-    std::vector<double> share(n);
+    std::vector<int64_t> grid(n);
     for (size_t i = 0; i < n; ++i) {
       ns[i] = 1'000 + static_cast<DeviceTime>(rng() % 50'000);
-      share[i] = static_cast<double>(rng() % 100) / 100.0;
+      grid[i] = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));  // up to twice the SMs
     }
-    const KernelCosts rt = rt_costs(ns, share);
+    const KernelCosts rt = rt_costs(ns, grid, sms);
     const auto units = static_cast<int64_t>(1 + rng() % 3'000);
-    const auto wave = static_cast<int64_t>(1 + rng() % 300);
-    const KernelCosts be = be_kernel(1'000 + static_cast<DeviceTime>(rng() % 400'000), units, wave);
+    const KernelCosts be = be_kernel(1'000 + static_cast<DeviceTime>(rng() % 400'000), units, sms);
     const int64_t done = static_cast<int64_t>(rng() % static_cast<uint64_t>(units));
     const auto current = static_cast<int>(rng() % n);
     RtWindow w = rt_window(rt, current, 0, static_cast<DeviceTime>(rng() % 20'000));
-    w.padded_share = static_cast<double>(rng() % 50) / 100.0;
+    w.padded_spread = static_cast<double>(rng() % static_cast<uint64_t>(sms / 2 + 1)) / sms;
+    w.padded_share = static_cast<double>(rng() % 100) / 100.0;  // the whole-kernel rule's: no bearing
     w.uncertainty_ns = static_cast<DeviceTime>(rng() % 3'000);
     const DeviceTime launch = static_cast<DeviceTime>(rng() % 8'000);
     const SliceFit fit = slice_beside(be, 0, done, w, launch);
@@ -105,7 +144,7 @@ TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndShare) {
     ASSERT_LE(fit.units, units - done);
     ASSERT_GE(fit.blocks, 1);
     ASSERT_LE(fit.blocks, fit.units);
-    ASSERT_DOUBLE_EQ(fit.share, static_cast<double>(fit.blocks) / static_cast<double>(wave));
+    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / sms);
     const DeviceTime busy = (fit.units + fit.blocks - 1) / fit.blocks * be.round_ns[0];
     // The slice ends before RT kernel `last` ends (or the task does), and fits beside each
     // RT kernel up to there.
@@ -117,8 +156,12 @@ TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndShare) {
       ASSERT_LE(last, static_cast<size_t>(current) + kPaddingLookahead);
       ends_in += ns[last];
     }
+    // An RT kernel's blocks reach min(grid, SMs) SMs; padded BE kernels hold padded_spread x SMs.
+    const double padded_sms = w.padded_spread * sms;
     for (size_t j = static_cast<size_t>(current); j <= std::min(n - 1, last + 1); ++j) {
-      ASSERT_LE(fit.share + w.padded_share + share[j], 1.0 + 1e-9) << "trial " << trial << ", RT kernel " << j;
+      const auto rt_sms = static_cast<double>(std::min<int64_t>(grid[j], sms));
+      ASSERT_LE(static_cast<double>(fit.blocks) + rt_sms + padded_sms, sms + 1e-6)
+          << "trial " << trial << ", RT kernel " << j;
     }
   }
   EXPECT_GT(sliced, 1'000);
@@ -157,6 +200,35 @@ TEST(PaddingSlices, LongBeKernelsRunInSlicesAndEveryAnswerIsExact) {
       EXPECT_FALSE(r.cut) << "padded launch " << r.seq;
     }
   }
+}
+
+// Two BE lanes slicing beside RT kernels of 16 blocks on 132 SMs: the padded slices in flight at
+// any moment hold at most the 116 SMs the RT kernels leave, each lane's slice counting the
+// other's (Scheduler::Impl::pad_be_lanes sums their spread; without the sum they hold 232). By
+// slot share one slice alone could take 248 blocks.
+TEST(PaddingSlices, SlicesOfEveryLaneTogetherLeaveTheRtKernelsTheirSms) {
+  Scenario s = slices_scenario(Mode::kPaddingSlices);
+  s.numerics = false;
+  s.be_clients = 2;
+  const ScenarioRun run = run_scenario(s);
+  std::vector<sim::SimLaunchRecord> padded;  // padded launches are the BE lanes' only unpreemptible ones
+  for (InstanceId be : run.be_instances) {
+    const size_t before = padded.size();
+    for (const auto& r : run.launches_of(be)) {
+      if (!r.preemptible) padded.push_back(r);
+    }
+    EXPECT_GT(padded.size(), before) << "instance " << be << " padded nothing: no other lane's slice to count";
+  }
+  int64_t most_held = 0;
+  for (const auto& a : padded) {
+    int64_t held = 0;  // blocks of the padded launches running as `a` starts, its own included
+    for (const auto& b : padded) {
+      if (b.start <= a.start && a.start < b.end) held += b.blocks;
+    }
+    most_held = std::max(most_held, held);
+  }
+  EXPECT_LE(most_held, s.gpu.sm_count - s.rt_shape.blocks);
+  RecordProperty("blocks", fmt::format("most held {}, slices {}", most_held, run.stats.padded_slices));
 }
 
 // The same scenario without slices: BE kernels this long never pad whole, so slices are the BE

@@ -104,6 +104,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
                         {"relaunched_kernels", r.relaunched_kernels}};
     j["padded_kernels"] = r.padded_kernels;
     j["padded_slices"] = r.padded_slices;
+    j["padded_capped"] = r.padded_capped;
     for (const auto& c : r.clients) {
       nlohmann::json cj{{"model", c.name},
                         {"class", sched::task_class_name(c.task_class)},
@@ -145,8 +146,8 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
              r.preemption_staging_us.median_ms, 100 * r.staging_share_p50, r.preemption_staging_us.p99_ms,
              100 * r.staging_share_p99);
   if (sched::mode_traits(r.mode).pads_be) {
-    fmt::print("padding      {} BE kernels and {} slices of BE kernels ran beside RT tasks\n", r.padded_kernels,
-               r.padded_slices);
+    fmt::print("padding      {} BE kernels whole, {} on capped grids and {} slices of BE kernels ran beside RT tasks\n",
+               r.padded_kernels, r.padded_capped, r.padded_slices);
   }
 }
 

@@ -67,11 +67,12 @@ void run_profile_command(const ProfileFlags& f) {
       sliced_us += k.time_us;
     }
   }
-  // Which kernels padding-slices can cut into slices: a BE lane stops at the first long kernel
-  // that cannot be, so the share tells how far slicing reaches in this model.
+  // Which kernels padding-slices can cut into slices or run on a capped grid (grid-stride ones,
+  // one unit each): a BE lane stops at the first long kernel that can do neither, so the share
+  // tells how far slicing reaches in this model.
   fmt::print(
       "profiled {} batch {} on {}: {} kernels, {:.1f} us alone in total, mean SM share {:.2f}, exit latency "
-      "for {} kernels, {} kernels slice ({:.0f}% of the time) ({:.1f} s)\nwrote {}\n",
+      "for {} kernels, {} kernels slice or cap their grid ({:.0f}% of the time) ({:.1f} s)\nwrote {}\n",
       p.model, p.batch, p.device, p.kernels.size(), p.total_us(), share_sum / static_cast<double>(p.kernels.size()),
       with_exit, sliced, 100.0 * sliced_us / p.total_us(), seconds, out);
 }

@@ -72,6 +72,7 @@ PairModeResult run_pair(sched::ExecDevice& device, const LoadedModel& rt, const 
   r.mode = sched::mode_name(mode);
   r.padded_kernels = run.stats.padded_kernels;
   r.padded_slices = run.stats.padded_slices;
+  r.padded_capped = run.stats.padded_capped;
   r.preemptions = run.stats.preemptions;
   r.be_per_s = static_cast<double>(be_served) / o.duration_s;
   r.rt_per_s = static_cast<double>(rt_ms.size()) / o.duration_s;
@@ -199,6 +200,7 @@ std::string pairs_to_json(const PairResults& r) {
                          {"overall_per_s", p.overall_per_s()},
                          {"padded_kernels", p.padded_kernels},
                          {"padded_slices", p.padded_slices},
+                         {"padded_capped", p.padded_capped},
                          {"preemptions", p.preemptions}});
   }
   j["winners_rt_budget_pct"] = kWinnerRtBudgetPct;

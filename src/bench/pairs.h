@@ -35,7 +35,7 @@ struct PairModeResult {
   LatencyStats rt_latency_ms;  // requests finished within the run
   double rt_per_s = 0, be_per_s = 0;
   double overall_per_s() const { return rt_per_s + be_per_s; }
-  int64_t padded_kernels = 0, padded_slices = 0, preemptions = 0;
+  int64_t padded_kernels = 0, padded_slices = 0, padded_capped = 0, preemptions = 0;
 };
 
 // Per mode, across pairs: RT mean latency against rt-only (mean and worst pair, in percent) and

@@ -67,6 +67,9 @@ class TimelineRecorder final : public sched::ExecDevice {
   int64_t slice_units(sched::InstanceId instance, int kernel) const override {
     return inner_.slice_units(instance, kernel);
   }
+  bool grid_stride(sched::InstanceId instance, int kernel) const override {
+    return inner_.grid_stride(instance, kernel);
+  }
   // Timed and recorded as a launch of its kernel.
   uint64_t launch_slice(sched::StreamId stream, sched::InstanceId instance, int kernel, const sched::KernelSlice& slice,
                         const sched::LaunchOptions& options) override;

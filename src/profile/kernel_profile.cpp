@@ -34,6 +34,9 @@ void check_fields(const ModelProfile& p, ErrorCode code, const std::string& sour
                        k.resident_blocks_per_sm, k.launches, k.threads_per_block));
     }
     if (k.slice_units < 0) fail(fmt::format("{} has {} slice units", who, k.slice_units));
+    if (k.grid_stride && k.slice_units != 1) {
+      fail(fmt::format("{} is grid-stride with {} slice units (1: the whole kernel)", who, k.slice_units));
+    }
     if (!(k.sm_share > 0 && k.sm_share <= 1)) fail(fmt::format("{} SM share {} is outside (0, 1]", who, k.sm_share));
     if (k.exit_us && !(std::isfinite(*k.exit_us) && *k.exit_us >= 0)) {
       fail(fmt::format("{} exit latency {} us is negative", who, *k.exit_us));
@@ -51,6 +54,7 @@ nlohmann::json kernel_json(const KernelProfile& k) {
                    {"sm_share", k.sm_share}};
   if (k.exit_us) j["exit_us"] = *k.exit_us;
   if (k.slice_units > 0) j["slice_units"] = k.slice_units;
+  if (k.grid_stride) j["grid_stride"] = true;
   return j;
 }
 
@@ -65,6 +69,7 @@ KernelProfile kernel_from(const nlohmann::json& j) {
   k.sm_share = j.at("sm_share").get<double>();
   if (j.contains("exit_us")) k.exit_us = j.at("exit_us").get<double>();
   if (j.contains("slice_units")) k.slice_units = json_int64(j.at("slice_units"), "slice_units");
+  if (j.contains("grid_stride")) k.grid_stride = j.at("grid_stride").get<bool>();
   return k;
 }
 

@@ -27,6 +27,9 @@ struct KernelProfile {
   // 0: the kernel runs only whole. The kernel's units take time_us in waves of
   // resident_blocks_per_sm x sm_count blocks.
   int64_t slice_units = 0;
+  // Its one slice unit is the whole kernel, a grid-stride loop that runs on any grid: a slice of
+  // it runs whole on the slice's max_blocks (padding's capped grids). Only with slice_units 1.
+  bool grid_stride = false;
 };
 
 struct ModelProfile {

@@ -144,6 +144,7 @@ ModelProfile profile_cuda_instance(CudaInstance& gpu, const std::string& device,
     kp.launches = g.launches;
     kp.sm_share = sm_share_of(g.grid_blocks, g.resident_blocks_per_sm, sm_count);
     kp.slice_units = k == 0 ? 0 : gpu.slice_units(k);  // kernel 0 may carry uploads: never sliced
+    kp.grid_stride = k != 0 && gpu.grid_stride(k);
     if (probe) kp.exit_us = exit_latency_us(gpu, k, *probe, kp.time_us, o.exit_trials);
     p.kernels.push_back(std::move(kp));
     if (o.on_kernel) o.on_kernel(k + 1, total);

@@ -183,6 +183,7 @@ struct WorkloadReport {
   int64_t relaunched_kernels = 0;
   int64_t padded_kernels = 0;     // BE kernels run beside RT tasks (padding modes)
   int64_t padded_slices = 0;      // slices of BE kernels run so (padding-slices)
+  int64_t padded_capped = 0;      // grid-stride BE kernels run so whole on capped grids (padding-slices)
   double warmup_s = 0;            // the unmeasured run before (0: none, as on the simulator)
   bool armed_rt = false;          // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
   int64_t sentinel_rt_tasks = 0;  // of the measured run's RT tasks, started by the arrival sentinel

@@ -228,6 +228,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   report.relaunched_kernels = run.stats.relaunched_kernels;
   report.padded_kernels = run.stats.padded_kernels;
   report.padded_slices = run.stats.padded_slices;
+  report.padded_capped = run.stats.padded_capped;
   tally.fill(report);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
   for (size_t i = 0; i < batches.size(); ++i) report.clients[i].batch = batches[i];

@@ -208,6 +208,10 @@ class CudaExecDevice final : public ExecDevice {
     return kernel == 0 ? 0 : inst(instance).slice_units(kernel);
   }
 
+  bool grid_stride(InstanceId instance, int kernel) const override {
+    return kernel != 0 && inst(instance).grid_stride(kernel);
+  }
+
   uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
                         const LaunchOptions& options) override {
     StreamState& st = state(stream);

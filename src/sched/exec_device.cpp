@@ -9,6 +9,8 @@ namespace atl::sched {
 
 int64_t ExecDevice::slice_units(InstanceId /*instance*/, int /*kernel*/) const { return 0; }
 
+bool ExecDevice::grid_stride(InstanceId /*instance*/, int /*kernel*/) const { return false; }
+
 uint64_t ExecDevice::launch_slice(StreamId /*stream*/, InstanceId /*instance*/, int kernel,
                                   const KernelSlice& /*slice*/, const LaunchOptions& /*options*/) {
   ATOLL_THROW(kUnsupported, "device '{}' runs kernel {} only whole: it launches no slices", name(), kernel);

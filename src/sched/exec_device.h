@@ -58,7 +58,7 @@ struct GateOpener {
 };
 
 // Units [begin, end) of a kernel (ExecDevice::launch_slice) on at most max_blocks blocks (0: as
-// many as are resident).
+// many as are resident); of a grid-stride kernel, [0, 1): the whole kernel on a capped grid.
 struct KernelSlice {
   int64_t begin = 0, end = 0;
   int max_blocks = 0;
@@ -120,6 +120,10 @@ class ExecDevice {
   // whole (kernel 0, which may carry the input uploads, always does). A device with a profile
   // attached counts units as the profile does (KernelProfile::slice_units).
   virtual int64_t slice_units(InstanceId instance, int kernel) const;
+  // Whether kernel `kernel`'s one unit is the whole of a grid-stride kernel, which a slice runs on
+  // at most its max_blocks blocks (padding's capped grids); false for kernel 0 and where units are
+  // tiles. A device with a profile attached answers as the profile does (KernelProfile::grid_stride).
+  virtual bool grid_stride(InstanceId instance, int kernel) const;
   // Enqueues one slice as one launch (one sequence number, as launch() gives). kUnsupported by
   // default, kInvalidArgument for a range outside the kernel's units.
   virtual uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,

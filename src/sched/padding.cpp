@@ -29,6 +29,8 @@ KernelCosts KernelCosts::from(const ModelProfile& profile) {
     c.units.push_back(k.slice_units);
     c.wave_blocks.push_back(wave);
     c.round_ns.push_back(std::max<DeviceTime>(1, ns / rounds));
+    c.grid_stride.push_back(k.grid_stride ? 1 : 0);
+    c.grid_blocks.push_back(std::max<int64_t>(1, k.grid_blocks));
   }
   return c;
 }
@@ -54,6 +56,50 @@ struct KernelRounds {
                     b / static_cast<double>(wave_blocks)};
   }
 };
+
+// A grid-stride kernel whole on a capped grid, a block to an SM.
+struct CappedGrid {
+  DeviceTime ns;        // on its full grid
+  int64_t full_blocks;  // of that grid
+  int64_t wave_blocks;
+  int sm_count;
+  // Charged ns for each of the full grid's blocks, which b blocks run full / b of each.
+  DeviceTime time_on(int64_t blocks) const { return std::max(ns, (ns * full_blocks + blocks - 1) / blocks); }
+  // `best`, or the kernel on as many blocks as a `free` fraction of the SMs holds, if it ends within
+  // `time` on them and they are more.
+  SliceFit larger(const SliceFit& best, DeviceTime time, double free) const {
+    const int64_t blocks =
+        std::min(full_blocks, static_cast<int64_t>(std::floor(free * static_cast<double>(sm_count) + 1e-9)));
+    if (blocks < 1 || blocks <= best.blocks || time_on(blocks) > time) return best;
+    const auto b = static_cast<double>(blocks);
+    return SliceFit{1, static_cast<int>(blocks), b / static_cast<double>(sm_count),
+                    b / static_cast<double>(wave_blocks)};
+  }
+};
+
+// The windows a padded BE launch may end in, as slice_beside and capped_beside walk them: for each
+// RT kernel j after the current one (and the task's end, when in view), `fit(best, time, free)`
+// with the time until j starts, less the launch and the window's uncertainty, and the fraction
+// of SMs that every RT kernel up to j (j included: it may have begun) and the padded BE kernels
+// leave.
+template <typename Fit>
+SliceFit best_in_windows(const RtWindow& window, DeviceTime launch_ns, Fit&& fit) {
+  const KernelCosts& rt = *window.rt;
+  const auto first = static_cast<size_t>(window.kernel);
+  const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
+  SliceFit best;
+  double free = 1.0 - window.padded_spread;  // the SMs the RT kernels overlapped so far leave
+  DeviceTime ends_in = window.remaining_ns;  // until RT kernel j starts, in the loop
+  for (size_t j = first; j < end; ++j) {
+    free = std::min(free, 1.0 - window.padded_spread - rt.spread[j]);
+    if (j > first) {
+      best = fit(best, ends_in - launch_ns - window.uncertainty_ns, free);
+      ends_in += rt.ns[j];
+    }
+  }
+  if (end == rt.ns.size()) best = fit(best, ends_in - launch_ns - window.uncertainty_ns, free);
+  return best;
+}
 
 }  // namespace
 
@@ -113,23 +159,22 @@ SliceFit slice_beside(const KernelCosts& be, int kernel, int64_t done, const RtW
   if (window.rt == nullptr || window.remaining_ns <= 0) return {};
   const auto k = static_cast<size_t>(kernel);
   const int64_t left = be.units[k] - done;
-  if (be.units[k] == 0 || left <= 0) return {};
+  // A grid-stride kernel's one unit is no tile: capped_beside fits it.
+  if (be.units[k] == 0 || left <= 0 || be.grid_stride[k] != 0) return {};
   const KernelRounds rounds{be.round_ns[k], be.wave_blocks[k], be.sm_count, left};
-  const KernelCosts& rt = *window.rt;
-  const auto first = static_cast<size_t>(window.kernel);
-  const size_t end = std::min(rt.ns.size(), first + 1 + kPaddingLookahead);
-  SliceFit best;
-  double free = 1.0 - window.padded_spread;  // the SMs the RT kernels overlapped so far leave
-  DeviceTime ends_in = window.remaining_ns;  // until RT kernel j starts, in the loop
-  for (size_t j = first; j < end; ++j) {
-    free = std::min(free, 1.0 - window.padded_spread - rt.spread[j]);
-    if (j > first) {
-      best = rounds.larger(best, ends_in - launch_ns - window.uncertainty_ns, free);
-      ends_in += rt.ns[j];
-    }
-  }
-  if (end == rt.ns.size()) best = rounds.larger(best, ends_in - launch_ns - window.uncertainty_ns, free);
-  return best;
+  return best_in_windows(window, launch_ns, [&](const SliceFit& best, DeviceTime time, double free) {
+    return rounds.larger(best, time, free);
+  });
+}
+
+SliceFit capped_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns) {
+  if (window.rt == nullptr || window.remaining_ns <= 0) return {};
+  const auto k = static_cast<size_t>(kernel);
+  if (be.grid_stride[k] == 0 || be.units[k] != 1) return {};
+  const CappedGrid grid{be.ns[k], be.grid_blocks[k], be.wave_blocks[k], be.sm_count};
+  return best_in_windows(window, launch_ns, [&](const SliceFit& best, DeviceTime time, double free) {
+    return grid.larger(best, time, free);
+  });
 }
 
 // At add_client: a padding mode cannot plan without every client's profile, and says how to get one.
@@ -144,9 +189,16 @@ KernelCosts Scheduler::Impl::profiled_costs(const std::string& client, InstanceI
   }
   KernelCosts costs = KernelCosts::from(*p);
   // A kernel runs in slices only as the device counts its units: a profile measured under another
-  // tile choice counts other tiles, and its slices would leave some unrun.
+  // tile choice counts other tiles, and its slices would leave some unrun; one that calls a GEMV
+  // (grid-stride) what the device runs as one tile, or the other way round, would time the one as
+  // the other.
   for (size_t k = 0; k < costs.units.size(); ++k) {
-    if (costs.units[k] != 0 && costs.units[k] != device.slice_units(instance, static_cast<int>(k))) costs.units[k] = 0;
+    const auto kernel = static_cast<int>(k);
+    if (costs.units[k] != 0 && (costs.units[k] != device.slice_units(instance, kernel) ||
+                                (costs.grid_stride[k] != 0) != device.grid_stride(instance, kernel))) {
+      costs.units[k] = 0;
+      costs.grid_stride[k] = 0;
+    }
   }
   return costs;
 }
@@ -190,8 +242,9 @@ void Scheduler::Impl::pad_be_lanes() {
 }
 
 // Launches the lane's next kernel beside the RT task when the lane is idle and the kernel fits,
-// or, in the slicing modes, the largest slice of it that fits; the window then counts its slot
-// share and SM spread. A slice that leaves units of its kernel to run rebases the lane so that
+// or, in the slicing modes, the largest slice of it that fits (a grid-stride kernel: the whole
+// kernel on the largest capped grid that fits); the window then counts its slot share and SM
+// spread. A slice that leaves units of its kernel to run rebases the lane so that
 // its launch does not count the kernel as complete (Lane::base_seq), and the task keeps the units
 // done.
 bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
@@ -201,11 +254,14 @@ bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   if (t.error || t.next_launch >= c.kernels) return false;
   const int kernel = t.next_launch;
   const int64_t done = t.units_done(kernel);
-  // Whole where it fits and no slice of it has run, else (slicing modes) a slice that fits.
+  // Whole where it fits and no slice of it has run, else (slicing modes) a slice that fits, or a
+  // grid-stride kernel whole on a capped grid that fits.
+  const bool capped = c.costs.grid_stride[static_cast<size_t>(kernel)] != 0;
   std::optional<SliceFit> slice;
   if (done > 0 || !fits_beside(c.costs, kernel, window, options.padding_launch_ns)) {
     if (!traits.slices_be) return false;
-    slice = slice_beside(c.costs, kernel, done, window, options.padding_launch_ns);
+    slice = capped ? capped_beside(c.costs, kernel, window, options.padding_launch_ns)
+                   : slice_beside(c.costs, kernel, done, window, options.padding_launch_ns);
     if (slice->units == 0) return false;
   }
   const bool first = kernel == 0 && t.first_seq == 0;
@@ -234,7 +290,7 @@ bool Scheduler::Impl::pad(Lane& l, RtWindow& window) {
   } else {
     ++t.next_launch;
   }
-  ++(slice ? stats.padded_slices : stats.padded_kernels);
+  ++(!slice ? stats.padded_kernels : capped ? stats.padded_capped : stats.padded_slices);
   return true;
 }
 

@@ -3,8 +3,8 @@
 // timed alone. RT kernels leave some SMs idle for some time; a BE kernel fits beside them when
 // its profiled time, counted from the moment it could start, ends before the RT kernels it
 // overlaps do by their profiles, and its SM footprint fits in what each of them (and BE kernels
-// already padded) leave: whole kernels by slot share, slices by SM spread (slice_beside). A
-// query reads a few array entries: nanoseconds, not microseconds.
+// already padded) leave: whole kernels by slot share, slices and capped grids by SM spread
+// (slice_beside, capped_beside). A query reads a few array entries: nanoseconds, not microseconds.
 #include <cstdint>
 #include <vector>
 
@@ -31,6 +31,10 @@ struct KernelCosts {
   std::vector<int64_t> units;
   std::vector<int64_t> wave_blocks;
   std::vector<DeviceTime> round_ns;
+  // Capped grids: per kernel, whether its one unit is the whole of a grid-stride kernel
+  // (KernelProfile::grid_stride), and the blocks of its full grid (KernelProfile::grid_blocks).
+  std::vector<uint8_t> grid_stride;
+  std::vector<int64_t> grid_blocks;
   static KernelCosts from(const ModelProfile& profile);
   bool reports(int kernel) const { return reported.empty() || reported[static_cast<size_t>(kernel)] != 0; }
 };
@@ -94,5 +98,14 @@ struct SliceFit {
 // RT ResNet-50 raised its p99 by 37.6% on the H200 (reset: 7.6%), SMs taken from the RT kernels
 // being the suspected cause. So a slice gets at most (1 - padded spread - RT spread) x SMs blocks.
 SliceFit slice_beside(const KernelCosts& be, int kernel, int64_t done, const RtWindow& window, DeviceTime launch_ns);
+
+// Capped grids: grid-stride BE kernel `kernel` (memory-bound kernels, whose grids fill every SM
+// and so never fit whole, nor slice as tiles) whole on the most blocks b, one SM each, that the
+// RT kernels it would run beside leave (as slice_beside counts them) and on which it ends within
+// them (as fits_beside walks them). Its time on b blocks is taken as ns x full grid / b, at least
+// ns: every block of the full grid is charged the kernel's whole time, which a block's share of a
+// memory-bound kernel on fewer SMs, with more bandwidth each, does not exceed. units 1 and
+// blocks b, or units 0: none fits (or the kernel is not grid-stride).
+SliceFit capped_beside(const KernelCosts& be, int kernel, const RtWindow& window, DeviceTime launch_ns);
 
 }  // namespace atl::sched

@@ -137,6 +137,7 @@ struct SchedulerStats {
   int64_t sentinel_rt_tasks = 0;     // of those, started by the arrival sentinel
   int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
   int64_t padded_slices = 0;         // slices of BE kernels launched so (padding-slices)
+  int64_t padded_capped = 0;         // grid-stride BE kernels launched so whole on capped grids (padding-slices)
   PollStats polls;
 };
 

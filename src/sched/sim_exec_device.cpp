@@ -147,9 +147,35 @@ int64_t SimExecDevice::slice_units(InstanceId instance, int kernel) const {
                               l.shapes[static_cast<size_t>(kernel)]);
 }
 
+bool SimExecDevice::grid_stride(InstanceId instance, int kernel) const {
+  const Loaded& l = loaded(instance);
+  ATOLL_CHECK(kernel >= 0 && kernel < static_cast<int>(l.shapes.size()), kInvalidArgument,
+              "kernel {} outside program '{}' of {} kernels", kernel, l.program.model, l.shapes.size());
+  if (const ModelProfile* p = profile(instance)) return p->kernels[static_cast<size_t>(kernel)].grid_stride;
+  return sim::sim_grid_stride(l.program.kernels[static_cast<size_t>(kernel)], kernel);
+}
+
+// A grid-stride kernel whole on `grid` slots: each block does its share of the full grid's work,
+// charged as a whole kernel's time each (the time of one wave), so the launch takes the whole
+// time x full grid / grid. Pessimistic for grids of several waves, which the model's roofline
+// grids of memory-bound kernels may be and the CUDA backend's (capped at one wave) never are.
+sim::SimKernelShape SimExecDevice::capped_shape(InstanceId instance, int kernel, int64_t grid) const {
+  const sim::SimKernelShape& whole = loaded(instance).shapes[static_cast<size_t>(kernel)];
+  if (grid >= whole.blocks) return whole;
+  const int64_t slots = options_.gpu.slot_count();
+  grid = std::min(grid, slots);  // one wave: the time below is the launch's
+  const auto whole_ns = static_cast<double>((whole.blocks + slots - 1) / slots * whole.block_ns);
+  sim::SimKernelShape s = whole;
+  s.blocks = grid;
+  s.block_ns = static_cast<sim::SimTime>(
+      std::ceil(whole_ns * static_cast<double>(whole.blocks) / static_cast<double>(grid)));
+  s.check_ns = sim::check_ns_of(loaded(instance).program.kernels[static_cast<size_t>(kernel)], s, options_.gpu);
+  return s;
+}
+
 // The slice's share of the kernel's blocks, on persistent blocks as many as max_blocks is of a
 // wave (the profile's resident blocks per SM x SMs; the slots without one), each running its
-// share of the rounds.
+// share of the rounds; a grid-stride kernel's one unit, whole on that many (capped_shape).
 sim::SimKernelShape SimExecDevice::slice_shape(InstanceId instance, int kernel, const KernelSlice& slice) const {
   const int64_t units = slice_units(instance, kernel);
   ATOLL_CHECK(units > 0, kUnsupported, "kernel {} of '{}' runs only whole", kernel, loaded(instance).program.model);
@@ -168,6 +194,7 @@ sim::SimKernelShape SimExecDevice::slice_shape(InstanceId instance, int kernel, 
                                      : static_cast<double>(slots);
     grid = std::max<int64_t>(1, std::llround(slice.max_blocks * static_cast<double>(slots) / wave));
   }
+  if (grid_stride(instance, kernel)) return capped_shape(instance, kernel, slice.max_blocks > 0 ? grid : whole.blocks);
   sim::SimKernelShape s = whole;
   s.blocks = std::min(work_blocks, grid);
   s.block_ns = whole.block_ns * ((work_blocks + s.blocks - 1) / s.blocks);

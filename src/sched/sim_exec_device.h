@@ -43,6 +43,10 @@ class SimExecDevice final : public ExecDevice {
   // slice runs its share of the kernel's blocks on its share of the slots; with numerics the
   // kernel runs on the CPU once slices completed uncut have covered every unit.
   int64_t slice_units(InstanceId instance, int kernel) const override;
+  // The attached profile's (KernelProfile::grid_stride), else sim::sim_grid_stride. Such a kernel's
+  // slice runs it whole on max_blocks block slots (scaled as a slice's), for the whole time x the
+  // full grid / those blocks, never less than the whole time: as padding's capped_beside counts it.
+  bool grid_stride(InstanceId instance, int kernel) const override;
   uint64_t launch_slice(StreamId stream, InstanceId instance, int kernel, const KernelSlice& slice,
                         const LaunchOptions& options) override;
   uint64_t completed(StreamId stream) override { return gpu_.completed(stream); }
@@ -86,6 +90,7 @@ class SimExecDevice final : public ExecDevice {
     std::map<int, std::vector<uint8_t>> covered;  // by kernel: units slices have run since it last ran whole
   };
   sim::SimKernelShape slice_shape(InstanceId instance, int kernel, const KernelSlice& slice) const;
+  sim::SimKernelShape capped_shape(InstanceId instance, int kernel, int64_t grid) const;
   Loaded& loaded(InstanceId instance);
   const Loaded& loaded(InstanceId instance) const;
 

@@ -41,6 +41,7 @@ class ProbeDevice final : public sched::ExecDevice {
   sched::StreamId create_stream(sched::StreamPriority) override { return 0; }
   uint64_t launch(sched::StreamId, sched::InstanceId, int, const sched::LaunchOptions&) override { return ++launched_; }
   int64_t slice_units(sched::InstanceId, int kernel) const override { return 10 + kernel; }
+  bool grid_stride(sched::InstanceId, int kernel) const override { return kernel == 3; }
   uint64_t launch_slice(sched::StreamId, sched::InstanceId, int, const sched::KernelSlice& slice,
                         const sched::LaunchOptions&) override {
     slices.push_back(slice);
@@ -116,6 +117,8 @@ TEST(TimelineRecorder, ForwardsTheOptionalCallsToTheInnerDevice) {
   one_kernel.kernels.emplace_back();
   recorder.load(one_kernel, WeightStore{});
   EXPECT_EQ(recorder.slice_units(0, 2), 12);
+  EXPECT_TRUE(recorder.grid_stride(0, 3)) << "capped grids, as slices";
+  EXPECT_FALSE(recorder.grid_stride(0, 2));
   EXPECT_EQ(recorder.launch_slice(0, 0, 0, sched::KernelSlice{3, 8, 5}, sched::LaunchOptions{}), 1u);
   ASSERT_EQ(inner.slices.size(), 1u);
   EXPECT_EQ(inner.slices[0].begin, 3);

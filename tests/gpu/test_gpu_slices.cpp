@@ -1,7 +1,8 @@
 // Padding slices on the GPU (KernelLaunch::launch_slice): for every op case whose kernel runs as
 // a tiled GEMM, under every tile choice that slices, pieces of its output tiles on different
 // grid caps leave exactly what one launch leaves; a piece writes only its own tiles; and a
-// piece launched under a raised flag writes nothing.
+// piece launched under a raised flag writes nothing. Grid-stride kernels, one unit each, are
+// test_gpu_capped.cpp's.
 #include <gtest/gtest.h>
 
 #include "../backends/op_cases.h"
@@ -67,7 +68,7 @@ TEST(GpuSlices, PiecesOfEveryTiledKernelEqualOneLaunch) {
       for (int choice = 0; choice < choices; ++choice) {
         if (gpu.gemm_choice_count(kernel) > 0) gpu.select_gemm_choice(kernel, choice);
         gpu.launch(kernel, gpu.stream(), gpu.preempt_flag());
-        if (gpu.slice_units(kernel) == 0) continue;
+        if (gpu.slice_units(kernel) == 0 || gpu.grid_stride(kernel)) continue;  // capped: test_gpu_capped
         expect_slices_equal_whole(gpu, data.program.kernels[k], kernel,
                                   fmt::format("{} kernel {} ({})", c.name, k, gpu.gemm_choice(kernel)));
         ++sliced;
@@ -86,7 +87,7 @@ TEST(GpuSlices, RangesOutsideTheUnitsAreRefused) {
   CudaInstance& gpu = gputest::as_cuda(*inst);
   int tiled = -1;
   for (int k = 0; k < static_cast<int>(data.program.kernels.size()); ++k) {
-    if (gpu.slice_units(k) > 0) tiled = k;
+    if (gpu.slice_units(k) > 0 && !gpu.grid_stride(k)) tiled = k;
   }
   if (tiled < 0) GTEST_SKIP() << "the planner chose split-K or GEMV for every GEMM here";
   const int64_t units = gpu.slice_units(tiled);

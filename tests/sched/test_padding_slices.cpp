@@ -1,8 +1,9 @@
 // padding-slices: a BE kernel too long to fit beside the RT task whole runs beside it in slices
-// of its units. The fit rule for a slice alone (by SM spread, not slot share), as a property
-// over random windows, and whole runs on the simulated GPU with numerics: every unit of every
-// sliced kernel runs, none twice while its kernel is in flight, every answer is bit for bit the
-// unpreempted one, and the slices of every BE lane together leave the RT kernels their SMs.
+// of its units, and a grid-stride one whole on a capped grid. The fit rules for a slice and a
+// capped grid alone (by SM spread, not slot share), as properties over random windows, and whole
+// runs on the simulated GPU with numerics: every unit of every sliced kernel runs, none twice
+// while its kernel is in flight, every answer is bit for bit the unpreempted one, and the slices
+// and capped grids of every BE lane together leave the RT kernels their SMs.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <map>
 #include <random>
 
+#include "backends/sim/sim_gpu.h"
 #include "scenario.h"
 #include "sched/padding.h"
 
@@ -45,6 +47,22 @@ KernelCosts be_kernel(DeviceTime ns, int64_t units, int64_t wave) {
   k.resident_blocks_per_sm = 1;
   k.sm_share = 1.0;
   k.slice_units = units;
+  p.kernels.push_back(k);
+  return KernelCosts::from(p);
+}
+
+// One grid-stride BE kernel, `ns` on its full grid of `grid` blocks, 2 resident per SM on `sms`
+// SMs, as the scheduler reads it from a profile.
+KernelCosts grid_stride_kernel(DeviceTime ns, int64_t grid, int sms = 100) {
+  ModelProfile p;
+  p.sm_count = sms;
+  KernelProfile k;
+  k.time_us = static_cast<double>(ns) / 1e3;
+  k.grid_blocks = grid;
+  k.resident_blocks_per_sm = 2;
+  k.sm_share = sm_share_of(grid, 2, sms);
+  k.slice_units = 1;
+  k.grid_stride = true;
   p.kernels.push_back(k);
   return KernelCosts::from(p);
 }
@@ -167,6 +185,99 @@ TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndSms) {
   EXPECT_GT(sliced, 1'000);
 }
 
+TEST(PaddingCappedFit, AGridStrideKernelRunsWholeOnTheSmsTheRtKernelsLeave) {
+  const KernelCosts rt = rt_costs({20'000, 20'000, 20'000}, {50, 50, 50});
+  const KernelCosts be = grid_stride_kernel(10'000, 200);  // every slot of 100 SMs
+  const RtWindow w = rt_window(rt, 0, 0, 0);
+  EXPECT_FALSE(fits_beside(be, 0, w, 5'000)) << "its full grid takes every slot";
+  EXPECT_EQ(slice_beside(be, 0, 0, w, 5'000).units, 0) << "its one unit is no tile";
+  const SliceFit fit = capped_beside(be, 0, w, 5'000);
+  // 50 SMs free: 10 us x 200 / 50 = 40 us, which ends within the task (55 us after the
+  // launch allowance) but not before RT kernel 2 starts (35 us).
+  EXPECT_EQ(fit.units, 1);
+  EXPECT_EQ(fit.blocks, 50);
+  EXPECT_DOUBLE_EQ(fit.spread, 0.5);
+  EXPECT_DOUBLE_EQ(fit.slot_share, 0.25) << "50 of 200 slots";
+  EXPECT_EQ(capped_beside(be, 0, rt_window(rt, 1, 0, 0), 5'000).units, 0) << "35 us left: 40 us does not fit";
+  RtWindow padded = w;
+  padded.padded_spread = 0.3;
+  EXPECT_EQ(capped_beside(be, 0, padded, 5'000).units, 0) << "20 SMs: 100 us";
+  padded.padded_spread = 0.5;
+  EXPECT_EQ(capped_beside(be, 0, padded, 0).units, 0) << "no SM left beside the RT kernels";
+  EXPECT_EQ(capped_beside(be, 0, RtWindow{}, 0).units, 0) << "no RT kernel runs";
+  const SliceFit small = capped_beside(grid_stride_kernel(10'000, 8), 0, w, 5'000);
+  EXPECT_EQ(small.blocks, 8) << "never more blocks than its full grid";
+  EXPECT_EQ(capped_beside(be_kernel(10'000, 1, 100), 0, w, 5'000).units, 0) << "a one-tile GEMM is no grid-stride kernel";
+}
+
+// The largest grid wins among the windows that fit: a wide RT kernel ahead bounds the grid of
+// a capped kernel reaching past it, so it ends before that kernel starts if it can.
+TEST(PaddingCappedFit, TheLargestGridThatEndsInTimeWins) {
+  const KernelCosts rt = rt_costs({30'000, 30'000, 30'000}, {20, 90, 10});
+  const KernelCosts be = grid_stride_kernel(5'000, 200);
+  const SliceFit fit = capped_beside(be, 0, rt_window(rt, 0, 0, 0), 0);
+  // Before RT kernel 1 starts (30 us) it must still fit beside it (10 SMs: 100 us, no); on the
+  // 10 SMs that leaves to the task's end (90 us) it takes 100 us: nothing fits...
+  EXPECT_EQ(fit.units, 0);
+  // ... but a kernel of half the time on those 10 SMs (50 us) fits by the task's end.
+  const SliceFit half = capped_beside(grid_stride_kernel(2'500, 200), 0, rt_window(rt, 0, 0, 0), 0);
+  EXPECT_EQ(half.blocks, 10);
+  const KernelCosts narrow = rt_costs({30'000, 30'000, 30'000}, {20, 20, 90});
+  EXPECT_EQ(capped_beside(be, 0, rt_window(narrow, 0, 0, 0), 0).blocks, 80) << "12.5 us on 80 SMs, before kernel 1";
+}
+
+// Over random RT tasks and windows: a capped grid never takes more SMs than every RT kernel it
+// may overlap and the BE kernels padded before it leave, nor more blocks than its full grid, and
+// its modelled time (ns x full grid / blocks, at least ns) ends before the RT kernels looked
+// ahead at do.
+TEST(PaddingCappedFit, PropertyEveryCappedGridFitsInTimeAndSms) {
+  std::mt19937_64 rng(20261208);
+  int capped = 0;
+  for (int trial = 0; trial < 20'000; ++trial) {
+    const size_t n = 1 + rng() % 12;
+    const auto sms = static_cast<int>(1 + rng() % 300);
+    std::vector<DeviceTime> ns(n);
+    std::vector<int64_t> grid(n);
+    for (size_t i = 0; i < n; ++i) {
+      ns[i] = 1'000 + static_cast<DeviceTime>(rng() % 50'000);
+      grid[i] = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));
+    }
+    const KernelCosts rt = rt_costs(ns, grid, sms);
+    const auto full = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));
+    const DeviceTime be_ns = 500 + static_cast<DeviceTime>(rng() % 8'000);
+    const KernelCosts be = grid_stride_kernel(be_ns, full, sms);
+    const auto current = static_cast<int>(rng() % n);
+    RtWindow w = rt_window(rt, current, 0, static_cast<DeviceTime>(rng() % 20'000));
+    w.padded_spread = static_cast<double>(rng() % static_cast<uint64_t>(sms / 2 + 1)) / sms;
+    w.uncertainty_ns = static_cast<DeviceTime>(rng() % 3'000);
+    const DeviceTime launch = static_cast<DeviceTime>(rng() % 8'000);
+    const SliceFit fit = capped_beside(be, 0, w, launch);
+    if (fit.units == 0) continue;
+    ++capped;
+    ASSERT_GT(w.remaining_ns, 0);
+    ASSERT_EQ(fit.units, 1);
+    ASSERT_GE(fit.blocks, 1);
+    ASSERT_LE(fit.blocks, full);
+    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / sms);
+    const DeviceTime busy = std::max(be_ns, (be_ns * full + fit.blocks - 1) / fit.blocks);
+    DeviceTime ends_in = w.remaining_ns;
+    size_t last = static_cast<size_t>(current);
+    while (ends_in < busy + launch + w.uncertainty_ns) {
+      ++last;
+      ASSERT_LT(last, n) << "trial " << trial << ": the capped kernel outlasts the RT task";
+      ASSERT_LE(last, static_cast<size_t>(current) + kPaddingLookahead);
+      ends_in += ns[last];
+    }
+    const double padded_sms = w.padded_spread * sms;
+    for (size_t j = static_cast<size_t>(current); j <= std::min(n - 1, last + 1); ++j) {
+      const auto rt_sms = static_cast<double>(std::min<int64_t>(grid[j], sms));
+      ASSERT_LE(static_cast<double>(fit.blocks) + rt_sms + padded_sms, sms + 1e-6)
+          << "trial " << trial << ", RT kernel " << j;
+    }
+  }
+  EXPECT_GT(capped, 1'000);
+}
+
 // RT kernels of 16 blocks x 20 us leave 94% of the slots idle; BE kernels of two full waves
 // (528 blocks x 10 us) never fit whole beside them but run in slices. RT arrivals every
 // 0.3-0.5 ms keep RT mode busy; numerics check every answer.
@@ -243,6 +354,42 @@ TEST(PaddingSlices, BeatsPaddingWithoutSlicesOnBeWorkAtTheSameRtLatency) {
   EXPECT_LE(testing::rt_p50(sliced), testing::rt_p50(alone) * 103 / 100);
   RecordProperty("be_completed", fmt::format("slices {} whole {}", sliced.stats.be_completed,
                                              whole.stats.be_completed));
+}
+
+// The BE model's grid-stride kernels (pools, activations, the classifier's flatten) fill both waves
+// of slots, so they never fit whole beside the RT kernels: they run whole on capped grids, each
+// on no more blocks than the RT kernels' SMs leave, for the time the model charges it, and every
+// answer is exact.
+TEST(PaddingCapped, GridStrideKernelsRunWholeOnCappedGridsAndEveryAnswerIsExact) {
+  const Scenario s = slices_scenario(Mode::kPaddingSlices);
+  const ScenarioRun run = run_scenario(s);
+  EXPECT_GT(run.stats.padded_capped, 0);
+  EXPECT_GT(run.stats.padded_slices, 0);
+  RecordProperty("stats", fmt::format("RT {} BE {} capped {} slices {} padded kernels {}", run.stats.rt_completed,
+                                      run.stats.be_completed, run.stats.padded_capped, run.stats.padded_slices,
+                                      run.stats.padded_kernels));
+  EXPECT_GE(run.stats.be_completed, 3);
+  EXPECT_EQ(run.stats.failed, 0);
+  testing::expect_outputs_match_unpreempted(run);
+  const Program& be = testing::be_model().program;
+  const DeviceTime whole_ns = 2 * s.be_shape.block_ns;  // two waves of slots
+  int capped = 0;
+  for (const auto& r : run.launches_of(run.be_instances[0])) {
+    if (r.preemptible || !sim::sim_grid_stride(be.kernels[static_cast<size_t>(r.kernel)], r.kernel)) continue;
+    EXPECT_FALSE(r.cut) << "padded launch " << r.seq;
+    if (r.blocks == s.be_shape.blocks) continue;  // whole on its full grid, padded whole or run alone
+    ++capped;
+    EXPECT_LE(r.blocks, s.gpu.sm_count - s.rt_shape.blocks) << "capped launch " << r.seq;
+    EXPECT_EQ(r.end - r.start, (whole_ns * s.be_shape.blocks + r.blocks - 1) / r.blocks) << "capped launch " << r.seq;
+  }
+  EXPECT_EQ(capped, run.stats.padded_capped);
+}
+
+// Without slices (padding-concurrent) nothing runs on a capped grid.
+TEST(PaddingCapped, PaddingConcurrentCapsNoGrid) {
+  const ScenarioRun run = run_scenario(slices_scenario(Mode::kPaddingConcurrent));
+  EXPECT_EQ(run.stats.padded_capped, 0);
+  EXPECT_EQ(run.stats.padded_slices, 0);
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "backends/sim/sim_gpu.h"
 #include "backends/sim/sim_profile.h"
 #include "core/error.h"
 #include "runtime/model_source.h"
@@ -105,6 +106,66 @@ TEST(Profile, LoaderRefusesOtherProgramsOtherDevicesAndBadFiles) {
   EXPECT_EQ(code_of([&] { profile_from_json(profile_to_json(overfull), "test"); }), ErrorCode::kParse);
   std::filesystem::remove(path);
   EXPECT_EQ(code_of([&] { load_profile(path); }), ErrorCode::kNotFound);
+}
+
+// Grid-stride kernels (not kernel 0) have one slice unit, the whole kernel, and say so; the field
+// is optional in files written before it, and only a kernel of one unit may carry it.
+TEST(Profile, GridStrideKernelsAreMarkedAndTheFieldIsOptional) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  const ModelProfile p = device.measure_profile(i, {});
+  const Program& program = tiny_cnn().program;
+  int marked = 0;
+  for (size_t k = 0; k < p.kernels.size(); ++k) {
+    const bool grid_stride = k > 0 && sim::runs_grid_stride(program.kernels[k]);
+    EXPECT_EQ(p.kernels[k].grid_stride, grid_stride) << "kernel " << k;
+    EXPECT_EQ(device.grid_stride(i, static_cast<int>(k)), grid_stride) << "kernel " << k;
+    if (grid_stride) {
+      EXPECT_EQ(p.kernels[k].slice_units, 1) << "kernel " << k;
+    }
+    marked += grid_stride ? 1 : 0;
+  }
+  EXPECT_GT(marked, 0) << "tiny_cnn has pools and activations";
+  const ModelProfile q = profile_from_json(profile_to_json(p), "test");
+  for (size_t k = 0; k < p.kernels.size(); ++k) EXPECT_EQ(q.kernels[k].grid_stride, p.kernels[k].grid_stride);
+  std::string old = profile_to_json(p);
+  for (size_t at; (at = old.find(",\n   \"grid_stride\": true")) != std::string::npos;) old.erase(at, 24);
+  ASSERT_EQ(old.find("grid_stride"), std::string::npos) << old;
+  for (const KernelProfile& k : profile_from_json(old, "old").kernels) EXPECT_FALSE(k.grid_stride);
+  ModelProfile tiled = p;
+  tiled.kernels[1].grid_stride = true;
+  tiled.kernels[1].slice_units = 4;
+  EXPECT_EQ(code_of([&] { profile_from_json(profile_to_json(tiled), "test"); }), ErrorCode::kParse);
+  EXPECT_EQ(code_of([&] { check_profile(tiled, program, p.device); }), ErrorCode::kInvalidArgument);
+}
+
+// A slice of a grid-stride kernel runs it whole on max_blocks slots for the whole time x full grid
+// / max_blocks (at least the whole time); with no cap, as one launch.
+TEST(Profile, SimRunsAGridStrideKernelWholeOnACappedGrid) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  int kernel = -1;
+  for (int k = 1; k < static_cast<int>(tiny_cnn().program.kernels.size()) && kernel < 0; ++k) {
+    if (device.grid_stride(i, k)) kernel = k;
+  }
+  ASSERT_GE(kernel, 1);
+  std::vector<sim::SimKernelShape> shapes = device.kernel_shapes(i);
+  shapes[static_cast<size_t>(kernel)] = {300, 4'000};  // two waves of 264 slots: 8 us
+  device.set_kernel_shapes(i, shapes);
+  device.run_profile(i, device.measure_profile(i, {}));
+  EXPECT_EQ(device.slice_units(i, kernel), 1);
+  const StreamId s = device.create_stream(StreamPriority::kLow);
+  const auto span_of = [&](int max_blocks) {
+    const uint64_t seq = device.launch_slice(s, i, kernel, KernelSlice{0, 1, max_blocks}, LaunchOptions{.timed = true});
+    device.synchronize(s);
+    const auto span = device.launch_span(s, seq);
+    return span ? span->end - span->start : DeviceTime{-1};
+  };
+  EXPECT_EQ(span_of(0), 8'000);
+  EXPECT_EQ(span_of(300), 8'000);
+  EXPECT_EQ(span_of(100), 8'000 * 300 / 100);
+  EXPECT_EQ(span_of(7), (8'000 * 300 + 6) / 7);
+  EXPECT_EQ(code_of([&] { device.launch_slice(s, i, kernel, KernelSlice{0, 2, 7}, {}); }), ErrorCode::kInvalidArgument);
 }
 
 TEST(Profile, SimOwnProfileGivesItsShapesBack) {

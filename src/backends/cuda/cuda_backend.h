@@ -177,6 +177,9 @@ class CudaInstance : public Instance {
   // in pieces of (0: only whole), and the launch of units [begin, end) on at most `max_blocks`
   // blocks (0: as many as are resident), which leaves the rest of its outputs untouched.
   virtual int64_t slice_units(int kernel) const = 0;
+  // Whether kernel `kernel` is grid-stride (KernelLaunch::grid_stride): its one unit is the whole
+  // kernel, which launch_slice runs on at most max_blocks blocks.
+  virtual bool grid_stride(int kernel) const = 0;
   virtual void launch_slice(int kernel, cudaStream_t stream, const int* flag, int64_t begin, int64_t end,
                             int max_blocks) = 0;
   // Enqueues the whole program on stream() without waiting: one CUDA-graph launch when graphs are

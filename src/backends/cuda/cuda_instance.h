@@ -46,6 +46,7 @@ class CudaInstanceImpl final : public CudaInstance, private LoadContext {
   int* preempt_flag() const override { return static_cast<int*>(flag_.get()); }
   void launch(int kernel, cudaStream_t stream, const int* flag) override;
   int64_t slice_units(int kernel) const override { return launch_at(kernel).slice_units(); }
+  bool grid_stride(int kernel) const override { return launch_at(kernel).grid_stride(); }
   void launch_slice(int kernel, cudaStream_t stream, const int* flag, int64_t begin, int64_t end,
                     int max_blocks) override;
   void enqueue_run() override;

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/grid_cap.h"
 #include "backends/cuda/kernel_params.h"
 
 namespace atl::cuda {
@@ -121,14 +122,21 @@ inline int device_sm_count() {
 
 constexpr int kThreadsPerSm = 2048;
 
+// `resident` blocks, or fewer under a padding launch's cap (GridCapScope).
+inline int64_t capped_grid(int64_t resident) {
+  const int cap = grid_cap();
+  return cap > 0 ? std::min<int64_t>(resident, cap) : resident;
+}
+
 // Grid for `n` work items of `per_block` each, capped at what the device holds resident: blocks
 // beyond it would wait to launch, and a preempted kernel still has to start and retire every one
 // of them (milliseconds for a large batch). The kernels loop (grid-stride) and check the flag
-// per item instead. `parts` shares the cap among the grid's y extent.
+// per item instead. `parts` shares the cap among the grid's y extent: under a GridCapScope of c
+// blocks the whole grid (x times parts) holds at most max(c, parts), one block a part at least.
 inline unsigned blocks_for(int64_t n, int per_block, int threads, int parts = 1) {
   const int64_t b = (n + per_block - 1) / per_block;
-  const int64_t cap = std::max<int64_t>(1, int64_t{device_sm_count()} * (kThreadsPerSm / threads) / parts);
-  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, cap));
+  const int64_t cap = capped_grid(int64_t{device_sm_count()} * (kThreadsPerSm / threads)) / parts;
+  return static_cast<unsigned>(std::clamp<int64_t>(b, 1, std::max<int64_t>(1, cap)));
 }
 inline unsigned blocks_for(int64_t n, int threads) {
   return blocks_for(n, threads, threads);

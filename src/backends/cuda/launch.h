@@ -4,6 +4,7 @@
 // choice), so the run path is a loop of KernelLaunch::launch calls and nothing else.
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -80,13 +81,19 @@ class KernelLaunch {
   virtual size_t workspace_bytes_for(const GemmChoice& /*choice*/) const { return 0; }
   // Kernels with equal keys run the same code on the same geometry, so one tuning serves all.
   virtual std::string tune_key() const { return {}; }
+  // Padding's capped grids: whether every CUDA launch of the kernel is a grid-stride loop over a
+  // grid that blocks_for or resident_row_blocks sizes (device_common.cuh), so that it writes the
+  // same outputs on any grid and can run whole on a few SMs beside an RT task. Such a kernel has
+  // one slice unit, itself, which launch_slice runs under a GridCapScope of max_blocks.
+  virtual bool grid_stride() const { return false; }
   // Padding slices: the independent units (output tiles, and their splits under split-K) the
-  // kernel can run in pieces of, each writing only its own outputs; 0 where it runs only whole
-  // (GEMV, and every kernel that is no tiled GEMM).
-  virtual int64_t slice_units() const { return 0; }
+  // kernel can run in pieces of, each writing only its own outputs; 1 for a grid-stride kernel
+  // (the whole of it, on a capped grid); 0 where it runs only whole (attention).
+  virtual int64_t slice_units() const { return grid_stride() ? 1 : 0; }
   // Enqueues units [begin, end) of one launch on at most `max_blocks` blocks (0: as many as are
   // resident). Pieces that cover every unit once, in order on one stream, leave what one
   // launch() leaves (a split-K GEMM sums its partials behind the piece that ends at the last unit).
+  // By default: a grid-stride kernel whole on its capped grid; kUnsupported for any other.
   virtual void launch_slice(cudaStream_t stream, const int* preempt_flag, int64_t begin, int64_t end,
                             int max_blocks) const;
   const std::string& name() const { return name_; }
@@ -99,26 +106,32 @@ class KernelLaunch {
   std::string name_;
 };
 
+// How a launcher sizes its grids: by the data (kFixed) or as a grid-stride loop whose every
+// launch takes its grid from blocks_for or resident_row_blocks (kStride: KernelLaunch::grid_stride).
+enum class Grid : uint8_t { kFixed, kStride };
+
 // A kernel whose launch is one launcher call over parameters fixed at load.
 template <typename Params>
 class ParamLaunch final : public KernelLaunch {
  public:
   using Launcher = void (*)(const Params&, cudaStream_t, const int*, const char*);
-  ParamLaunch(std::string name, const Params& params, Launcher launcher)
-      : KernelLaunch(std::move(name)), params_(params), launcher_(launcher) {}
+  ParamLaunch(std::string name, const Params& params, Launcher launcher, Grid grid)
+      : KernelLaunch(std::move(name)), params_(params), launcher_(launcher), grid_(grid) {}
   void launch(cudaStream_t stream, const int* preempt_flag) const override {
     launcher_(params_, stream, preempt_flag, name().c_str());
   }
+  bool grid_stride() const override { return grid_ == Grid::kStride; }
 
  private:
   Params params_;
   Launcher launcher_;
+  Grid grid_;
 };
 
 template <typename Params>
 std::unique_ptr<KernelLaunch> make_param_launch(const Kernel& k, const Params& params,
-                                                typename ParamLaunch<Params>::Launcher launcher) {
-  return std::make_unique<ParamLaunch<Params>>(k.name, params, launcher);
+                                                typename ParamLaunch<Params>::Launcher launcher, Grid grid) {
+  return std::make_unique<ParamLaunch<Params>>(k.name, params, launcher, grid);
 }
 
 // The one dispatch point: op -> entry. Throws kUnsupported naming the kernel when it cannot run.

@@ -237,7 +237,7 @@ int row_chunks(int len) {
 
 // The grid of a register-held row kernel, capped at the blocks its registers let the device hold
 // (up to 127 per thread: fewer than blocks_for's thread count assumes), so that a preempted
-// launch has no blocks still to start.
+// launch has no blocks still to start, and at a padding launch's cap (GridCapScope).
 template <auto Kernel>
 unsigned resident_row_blocks(int64_t rows) {
   static const int per_sm = [] {
@@ -246,7 +246,7 @@ unsigned resident_row_blocks(int64_t rows) {
     return std::max(n, 1);
   }();
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
-  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, int64_t{device_sm_count()} * per_sm));
+  return static_cast<unsigned>(std::clamp<int64_t>(blocks, 1, capped_grid(int64_t{device_sm_count()} * per_sm)));
 }
 
 // launch(std::integral_constant<int, k>) for the instantiated chunk count k that `chunks` names.

@@ -51,7 +51,7 @@ std::unique_ptr<KernelLaunch> prepare_transpose(const Kernel& k, const LoadConte
               p.rank);
   const std::vector<int64_t> in = dense_strides(k.inputs[0].shape);
   for (int d = 0; d < p.rank; ++d) p.in_strides[d] = in[static_cast<size_t>(perm[static_cast<size_t>(d)])];
-  return make_param_launch(k, p, launch_strided_copy);
+  return make_param_launch(k, p, launch_strided_copy, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_layout_cast(const Kernel& k, const LoadContext& ctx) {
@@ -65,7 +65,7 @@ std::unique_ptr<KernelLaunch> prepare_layout_cast(const Kernel& k, const LoadCon
   const int64_t perm_to_nhwc[4] = {0, 2, 3, 1};
   const int64_t perm_to_nchw[4] = {0, 3, 1, 2};
   for (int d = 0; d < 4; ++d) p.in_strides[d] = in[static_cast<size_t>(to_nhwc ? perm_to_nhwc[d] : perm_to_nchw[d])];
-  return make_param_launch(k, p, launch_strided_copy);
+  return make_param_launch(k, p, launch_strided_copy, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_slice(const Kernel& k, const LoadContext& ctx) {
@@ -89,7 +89,7 @@ std::unique_ptr<KernelLaunch> prepare_slice(const Kernel& k, const LoadContext& 
     p.offset += start * in[static_cast<size_t>(d)];
     p.in_strides[d] *= steps[i];
   }
-  return make_param_launch(k, p, launch_strided_copy);
+  return make_param_launch(k, p, launch_strided_copy, Grid::kStride);
 }
 
 namespace {
@@ -101,6 +101,8 @@ class ConcatLaunch final : public KernelLaunch {
   void launch(cudaStream_t stream, const int* flag) const override {
     for (const ConcatArgs& c : chunks_) launch_concat(c, stream, flag, name().c_str());
   }
+  // Each launch is a grid-stride loop per part (grid.y), its x extent from blocks_for.
+  bool grid_stride() const override { return true; }
 
  private:
   std::vector<ConcatArgs> chunks_;  // one launch per kMaxConcatParts inputs
@@ -153,7 +155,7 @@ std::unique_ptr<KernelLaunch> prepare_gather(const Kernel& k, const LoadContext&
   ATOLL_CHECK(tb.shape[1] <= INT32_MAX, kUnsupported, "embedding width {} too large", tb.shape[1]);
   p.d = static_cast<int>(tb.shape[1]);
   p.error_flag = ctx.index_error_flag();
-  return make_param_launch(k, p, launch_gather);
+  return make_param_launch(k, p, launch_gather, Grid::kStride);
 }
 
 }  // namespace atl::cuda

@@ -50,10 +50,11 @@ class GemmLaunch final : public KernelLaunch {
   void launch(cudaStream_t stream, const int* flag) const override {
     launch_gemm(params_, config_, stream, flag, name().c_str());
   }
-  int64_t slice_units() const override {
-    return config_.tile == GemmTile::kGemv ? 0 : gemm_launch_tiles(params_, config_.tile);
-  }
+  // The GEMV walks its columns grid-stride on a blocks_for grid: it runs whole on a capped grid.
+  bool grid_stride() const override { return config_.tile == GemmTile::kGemv; }
+  int64_t slice_units() const override { return grid_stride() ? 1 : gemm_launch_tiles(params_, config_.tile); }
   void launch_slice(cudaStream_t stream, const int* flag, int64_t begin, int64_t end, int max_blocks) const override {
+    if (grid_stride()) return KernelLaunch::launch_slice(stream, flag, begin, end, max_blocks);
     check_slice(begin, end, max_blocks);
     GemmParams p = params_;
     p.tile_begin = static_cast<int>(begin);
@@ -108,10 +109,13 @@ class StemConvLaunch final : public KernelLaunch {
     launch_pad_channels(pad_, stream, flag, name().c_str());
     gemm_.launch(stream, flag);
   }
+  // The pad is grid-stride; the whole is when its GEMM is (a GEMV), and then runs capped whole.
+  bool grid_stride() const override { return gemm_.grid_stride(); }
   // Each slice pads the whole input again (a small kernel), so any order of slices, after any
   // other kernel's use of the workspace, reads what one launch reads.
   int64_t slice_units() const override { return gemm_.slice_units(); }
   void launch_slice(cudaStream_t stream, const int* flag, int64_t begin, int64_t end, int max_blocks) const override {
+    if (grid_stride()) return KernelLaunch::launch_slice(stream, flag, begin, end, max_blocks);
     check_slice(begin, end, max_blocks);
     launch_pad_channels(pad_, stream, flag, name().c_str());
     gemm_.launch_slice(stream, flag, begin, end, max_blocks);
@@ -175,7 +179,7 @@ std::unique_ptr<KernelLaunch> prepare_depthwise(const Kernel& k, const Conv2dPar
   p.kw = static_cast<int>(kw);
   set_conv_window(p, cp, oh, ow);
   p.act = act_code(k);
-  return make_param_launch(k, p, launch_depthwise);
+  return make_param_launch(k, p, launch_depthwise, Grid::kStride);
 }
 
 }  // namespace
@@ -377,7 +381,7 @@ std::unique_ptr<KernelLaunch> prepare_attention(const Kernel& k, const LoadConte
   p.vec = p.head_dim % 8 == 0 && p.value_dim % 8 == 0 && rows8(p.qs) && rows8(p.ks) && rows8(p.vs) && rows8(p.ys) &&
           aligned16(p.q) && aligned16(p.k) && aligned16(p.v) && aligned16(p.y);
   prepare_attention_kernels(smem);
-  return make_param_launch(k, p, launch_attention);
+  return make_param_launch(k, p, launch_attention, Grid::kFixed);
 }
 
 }  // namespace atl::cuda

@@ -59,7 +59,7 @@ std::unique_ptr<KernelLaunch> prepare_pool(const Kernel& k, const LoadContext& c
   p.out_w = to_int(yb.shape[3]);
   p.is_max = k.op == OpKind::kMaxPool;
   p.count_include_pad = pp.count_include_pad;
-  return make_param_launch(k, p, launch_pool);
+  return make_param_launch(k, p, launch_pool, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_global_avg_pool(const Kernel& k, const LoadContext& ctx) {
@@ -73,7 +73,7 @@ std::unique_ptr<KernelLaunch> prepare_global_avg_pool(const Kernel& k, const Loa
   p.n = to_int(xb.shape[0]);
   p.c = to_int(xb.shape[1]);
   p.hw = to_int(xb.shape[2] * xb.shape[3]);
-  return make_param_launch(k, p, launch_global_avg_pool);
+  return make_param_launch(k, p, launch_global_avg_pool, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_unary(const Kernel& k, const LoadContext& ctx) {
@@ -107,7 +107,7 @@ std::unique_ptr<KernelLaunch> prepare_unary(const Kernel& k, const LoadContext& 
       break;
     default: ATOLL_THROW(kInternal, "{} is not a unary op", op_name(k.op));
   }
-  return make_param_launch(k, p, launch_unary);
+  return make_param_launch(k, p, launch_unary, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_binary(const Kernel& k, const LoadContext& ctx) {
@@ -149,7 +149,7 @@ std::unique_ptr<KernelLaunch> prepare_binary(const Kernel& k, const LoadContext&
   for (int d = 0; d < p.rank; ++d) p.out_dims[d] = static_cast<int>(out[d]);
   strides(physical_shape(ab), p.a_strides);
   strides(physical_shape(bb), p.b_strides);
-  return make_param_launch(k, p, launch_binary);
+  return make_param_launch(k, p, launch_binary, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_scale_shift(const Kernel& k, const LoadContext& ctx) {
@@ -165,7 +165,7 @@ std::unique_ptr<KernelLaunch> prepare_scale_shift(const Kernel& k, const LoadCon
   p.channels = xb.shape[1];
   p.inner = xb.layout == Layout::kNHWC ? 1 : product(xb.shape, 2, xb.shape.rank());
   p.act = act_code(k);
-  return make_param_launch(k, p, launch_scale_shift);
+  return make_param_launch(k, p, launch_scale_shift, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext& ctx) {
@@ -182,7 +182,7 @@ std::unique_ptr<KernelLaunch> prepare_softmax(const Kernel& k, const LoadContext
   p.outer = product(s, 0, axis);
   p.len = to_int(s[axis]);
   p.inner = product(s, axis + 1, s.rank());
-  return make_param_launch(k, p, launch_softmax);
+  return make_param_launch(k, p, launch_softmax, Grid::kStride);
 }
 
 std::unique_ptr<KernelLaunch> prepare_layer_norm(const Kernel& k, const LoadContext& ctx) {
@@ -198,7 +198,7 @@ std::unique_ptr<KernelLaunch> prepare_layer_norm(const Kernel& k, const LoadCont
   p.d = to_int(xb.shape.dim(-1));
   p.rows = xb.shape.numel() / p.d;
   p.epsilon = static_cast<float>(k.attrs.get_float("epsilon", 1e-5));
-  return make_param_launch(k, p, launch_layer_norm);
+  return make_param_launch(k, p, launch_layer_norm, Grid::kStride);
 }
 
 // The compiler gives ReduceMean row-major operands (layout.cpp casts an NHWC input back first).
@@ -247,7 +247,7 @@ std::unique_ptr<KernelLaunch> prepare_reduce_mean(const Kernel& k, const LoadCon
   p.outputs = to_int(outputs);
   p.reduced = to_int(count);
   p.inner_reduced = !runs.empty() && runs.front().reduced;
-  return make_param_launch(k, p, launch_reduce_mean);
+  return make_param_launch(k, p, launch_reduce_mean, Grid::kStride);
 }
 
 // Casts the importer emits: integers <-> floats (f16 <-> f32 and i32 <-> i64 keep values and
@@ -285,7 +285,7 @@ std::unique_ptr<KernelLaunch> prepare_cast(const Kernel& k, const LoadContext& c
                 "for the CUDA target)",
                 dtype_name(from), dtype_name(to));
   }
-  return make_param_launch(k, p, launch_cast);
+  return make_param_launch(k, p, launch_cast, Grid::kStride);
 }
 
 }  // namespace atl::cuda

@@ -1,6 +1,7 @@
 // The CUDA registry: op -> entry point, the weight storage plan, and validation helpers.
 #include <map>
 
+#include "backends/cuda/grid_cap.h"
 #include "backends/cuda/launch.h"
 #include "core/error.h"
 #include "ir/op_attrs.h"
@@ -29,9 +30,12 @@ bool is_small_channel_conv(const Kernel& k) {
   return p.group == 1 && w[1] <= kSmallConvMaxChannels && w[0] % 8 == 0;
 }
 
-void KernelLaunch::launch_slice(cudaStream_t /*stream*/, const int* /*preempt_flag*/, int64_t /*begin*/,
-                                int64_t /*end*/, int /*max_blocks*/) const {
-  ATOLL_THROW(kUnsupported, "kernel '{}' runs only whole: it has no slices", name_);
+void KernelLaunch::launch_slice(cudaStream_t stream, const int* preempt_flag, int64_t begin, int64_t end,
+                                int max_blocks) const {
+  ATOLL_CHECK(grid_stride(), kUnsupported, "kernel '{}' runs only whole: it has no slices", name_);
+  check_slice(begin, end, max_blocks);
+  const GridCapScope cap(max_blocks);
+  launch(stream, preempt_flag);
 }
 
 void KernelLaunch::check_slice(int64_t begin, int64_t end, int max_blocks) const {

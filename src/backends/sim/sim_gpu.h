@@ -74,9 +74,17 @@ SimTime check_ns_of(const Kernel& k, const SimKernelShape& s, const SimGpuConfig
 // Whether the CUDA backend runs `k` as a tiled GEMM (Gemm, MatMul, every convolution but
 // depthwise ones), the kernels it can launch in slices of output tiles.
 bool runs_as_gemm(const Kernel& k);
+// Whether the CUDA backend runs `k` as grid-stride loops over grids it may cap (KernelLaunch::
+// grid_stride): the memory-bound families (elementwise, ScaleShift, pools, ReduceMean, Cast,
+// Transpose, layout casts, Slice, Concat, Gather, Softmax, LayerNorm) and depthwise convolutions.
+// Not GEMMs (the model has no GEMV path) nor attention, whose grids the data fixes.
+bool runs_grid_stride(const Kernel& k);
+// Kernel `index` runs whole on a capped grid as a padding slice: runs_grid_stride and not kernel
+// 0, which may carry uploads.
+bool sim_grid_stride(const Kernel& k, int index);
 // The units a padding slice of kernel `index` (shape `s`) takes a range of on the simulated GPU:
 // its blocks where the CUDA backend could slice it (runs_as_gemm, two blocks or more, not kernel 0,
-// which may carry uploads), else 0.
+// which may carry uploads), 1 where it is sim_grid_stride, else 0.
 int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s);
 
 struct SimLaunch {

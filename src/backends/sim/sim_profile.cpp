@@ -38,6 +38,7 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
     const SimTime check = s.check_ns > 0 ? std::min(s.check_ns, s.block_ns) : config.loop_check_ns;
     k.exit_us = static_cast<double>(check > 0 ? check / 2 : s.block_ns / 2) / 1e3;
     k.slice_units = sim_slice_units(program.kernels[i], static_cast<int>(i), s);
+    k.grid_stride = sim_grid_stride(program.kernels[i], static_cast<int>(i));
     p.kernels.push_back(std::move(k));
   }
   return p;

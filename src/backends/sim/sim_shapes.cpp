@@ -51,7 +51,34 @@ bool runs_as_gemm(const Kernel& k) {
   return !(conv2d_params(k.attrs).group > 1 && w[1] == 1);
 }
 
+bool runs_grid_stride(const Kernel& k) {
+  if (is_unary_elementwise(k.op) || is_binary_elementwise(k.op)) return true;
+  switch (k.op) {
+    case OpKind::kMaxPool:
+    case OpKind::kAvgPool:
+    case OpKind::kGlobalAvgPool:
+    case OpKind::kReduceMean:
+    case OpKind::kCast:
+    case OpKind::kScaleShift:
+    case OpKind::kTranspose:
+    case OpKind::kLayoutToNHWC:
+    case OpKind::kLayoutToNCHW:
+    case OpKind::kSlice:
+    case OpKind::kConcat:
+    case OpKind::kGather:
+    case OpKind::kSoftmax:
+    case OpKind::kLayerNorm: return true;
+    case OpKind::kConv2d: return !runs_as_gemm(k);  // depthwise: the direct kernel
+    default: return false;
+  }
+}
+
+bool sim_grid_stride(const Kernel& k, int index) {
+  return index > 0 && runs_grid_stride(k);
+}
+
 int64_t sim_slice_units(const Kernel& k, int index, const SimKernelShape& s) {
+  if (sim_grid_stride(k, index)) return 1;
   return index > 0 && s.blocks >= 2 && runs_as_gemm(k) ? s.blocks : 0;
 }
 

@@ -204,7 +204,7 @@ if has_step padding; then
     if timeout -k 5 "${PROFILE_LIMIT:-120}" "$bin/atoll" profile "$m" --batch 1 --device cuda \
       --out "$out/profile_$m.json" >"$out/profile_$m.log" 2>&1; then
       profiles+=(--profile "$out/profile_$m.json")
-      tail -2 "$out/profile_$m.log" | head -1
+      tail -3 "$out/profile_$m.log" | head -2
     else
       echo "profile $m failed: $(tail -1 "$out/profile_$m.log")"
     fi

@@ -72,9 +72,13 @@ void run_profile_command(const ProfileFlags& f) {
   // tells how far slicing reaches in this model.
   fmt::print(
       "profiled {} batch {} on {}: {} kernels, {:.1f} us alone in total, mean SM share {:.2f}, exit latency "
-      "for {} kernels, {} kernels slice or cap their grid ({:.0f}% of the time) ({:.1f} s)\nwrote {}\n",
+      "for {} kernels, {} kernels slice or cap their grid ({:.0f}% of the time) ({:.1f} s)\n",
       p.model, p.batch, p.device, p.kernels.size(), p.total_us(), share_sum / static_cast<double>(p.kernels.size()),
-      with_exit, sliced, 100.0 * sliced_us / p.total_us(), seconds, out);
+      with_exit, sliced, 100.0 * sliced_us / p.total_us(), seconds);
+  // As an RT model: how much of its time leaves SMs for padded BE work at all.
+  const PaddingRoom room = padding_room(p);
+  fmt::print("as an RT model it leaves SMs idle {:.0f}% of its time, {:.1f} of {} SMs on average\nwrote {}\n",
+             100.0 * room.time_share_with_idle_sms, room.mean_idle_sms, p.sm_count, out);
 }
 
 }  // namespace

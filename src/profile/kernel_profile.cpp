@@ -81,6 +81,21 @@ double ModelProfile::total_us() const {
   return t;
 }
 
+PaddingRoom padding_room(const ModelProfile& profile) {
+  PaddingRoom room;
+  const double total = profile.total_us();
+  if (total <= 0 || profile.sm_count <= 0) return room;
+  double idle_us = 0, idle_sm_us = 0;
+  for (const KernelProfile& k : profile.kernels) {
+    const int64_t idle = std::max<int64_t>(0, profile.sm_count - k.grid_blocks);
+    if (idle > 0) idle_us += k.time_us;
+    idle_sm_us += static_cast<double>(idle) * k.time_us;
+  }
+  room.time_share_with_idle_sms = idle_us / total;
+  room.mean_idle_sms = idle_sm_us / total;
+  return room;
+}
+
 double sm_share_of(int64_t grid_blocks, int resident_blocks_per_sm, int sm_count) {
   const double capacity = static_cast<double>(std::max(1, resident_blocks_per_sm)) * std::max(1, sm_count);
   return std::min(1.0, static_cast<double>(std::max<int64_t>(1, grid_blocks)) / capacity);

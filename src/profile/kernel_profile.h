@@ -46,6 +46,17 @@ struct ModelProfile {
 
 double sm_share_of(int64_t grid_blocks, int resident_blocks_per_sm, int sm_count);
 
+// How much room a model's kernels leave beside them, counted as padding-slices counts it (a
+// grid's blocks spread over the SMs first, so a kernel leaves idle only the SMs beyond its grid):
+// the share of the model's time in kernels that leave at least one SM idle, and the idle SMs
+// averaged over its time. A model that fills every SM most of the time leaves BE slices beside
+// it nothing to run on (session 36's H100 pairs).
+struct PaddingRoom {
+  double time_share_with_idle_sms = 0;
+  double mean_idle_sms = 0;
+};
+PaddingRoom padding_room(const ModelProfile& profile);
+
 // Checks the fields (one entry per kernel, names as in `program`, times and shares in range)
 // and that the profile belongs to `program`; throws kInvalidArgument naming the mismatch.
 void check_profile_program(const ModelProfile& profile, const Program& program);

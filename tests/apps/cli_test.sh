@@ -149,6 +149,8 @@ expect_error "colocate too many arrivals" "limit of 10000000" \
 # The kernel profiler on the simulator, and the padding mode planning with (or without) its file.
 expect_ok "profile on sim" "profiled tiny_cnn batch 2 on simulated GPU.*: 13 kernels" \
   "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
+expect_ok "profile says the room it leaves" "leaves SMs idle [0-9]+% of its time, [0-9.]+ of [0-9]+ SMs" \
+  "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
 expect_ok "profile file is keyed" '"fingerprint": "[0-9a-f]{16}"' cat "$work/tiny_cnn.profile.json"
 expect_ok "colocate padding with a profile" '"padded_kernels": [1-9]' "$atoll" colocate --rt resnet50:1000 \
   --be tiny_cnn@2 --mode padding-concurrent --duration 0.01 --profile "$work/tiny_cnn.profile.json" --json

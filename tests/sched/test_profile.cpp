@@ -60,6 +60,26 @@ TEST(Profile, SimProfileOfAZooModelHasOneSaneEntryPerKernel) {
   EXPECT_NO_THROW(check_profile(p, program, SimExecDevice().description()));
 }
 
+TEST(Profile, PaddingRoomCountsTheSmsBeyondEachGridOverTheModelsTime) {
+  ModelProfile p;
+  p.sm_count = 100;
+  auto kernel = [](double us, int64_t grid) {
+    KernelProfile k;
+    k.time_us = us;
+    k.grid_blocks = grid;
+    return k;
+  };
+  // 10 us on 25 blocks (75 SMs idle), 30 us on 400 (none: more blocks than SMs), 60 us on 99 (1).
+  p.kernels = {kernel(10, 25), kernel(30, 400), kernel(60, 99)};
+  const PaddingRoom room = padding_room(p);
+  EXPECT_NEAR(room.time_share_with_idle_sms, 0.70, 1e-12);
+  EXPECT_NEAR(room.mean_idle_sms, (10 * 75 + 60 * 1) / 100.0, 1e-12);
+  p.kernels = {kernel(5, 100), kernel(5, 1000)};
+  EXPECT_EQ(padding_room(p).time_share_with_idle_sms, 0);
+  EXPECT_EQ(padding_room(p).mean_idle_sms, 0);
+  EXPECT_EQ(padding_room(ModelProfile{}).mean_idle_sms, 0);  // no kernels, no SMs: nothing, no NaN
+}
+
 TEST(Profile, JsonRoundTripKeepsEveryField) {
   SimExecDevice device;
   const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);

@@ -6,6 +6,7 @@
 
 #include "../backends/op_cases.h"
 #include "gpu_test_util.h"
+#include "op_case_walk.h"
 
 namespace atl {
 namespace {
@@ -31,32 +32,11 @@ TEST(GpuCapped, EveryGridStrideKernelOnACappedGridEqualsOneLaunch) {
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   auto backend = make_cuda_backend({});
   int capped = 0;
-  for (const opcases::OpCase& c : opcases::all_op_cases()) {
-    const opcases::OpCaseData data = c.build(DType::kF16, seed);
-    std::unique_ptr<Instance> inst;
-    try {
-      inst = backend->load(data.program, data.weights);
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::kUnsupported) continue;  // the op-case suite covers what CUDA refuses
-      throw;
-    }
-    CudaInstance& gpu = gputest::as_cuda(*inst);
-    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
-    inst->run();  // uploads the inputs
-    // In program order, so each kernel reads what the kernels before it wrote.
-    for (size_t k = 0; k < data.program.kernels.size(); ++k) {
-      const int kernel = static_cast<int>(k);
-      const int choices = std::max(1, gpu.gemm_choice_count(kernel));
-      for (int choice = 0; choice < choices; ++choice) {
-        if (gpu.gemm_choice_count(kernel) > 0) gpu.select_gemm_choice(kernel, choice);
-        gpu.launch(kernel, gpu.stream(), gpu.preempt_flag());
-        if (!gpu.grid_stride(kernel)) continue;
-        expect_capped_equals_whole(gpu, data.program.kernels[k], kernel,
-                                   fmt::format("{} kernel {} ({})", c.name, k, op_name(data.program.kernels[k].op)));
-        ++capped;
-      }
-    }
-  }
+  gputest::for_each_launched_kernel(*backend, seed, [&](CudaInstance& gpu, int k, const Kernel& kernel, const std::string& what) {
+    if (!gpu.grid_stride(k)) return;
+    expect_capped_equals_whole(gpu, kernel, k, what);
+    ++capped;
+  });
   EXPECT_GT(capped, 40) << "grid-stride kernels: elementwise, pools, data movement, reductions, norms";
   RecordProperty("capped_kernels", capped);
 }

@@ -7,6 +7,7 @@
 
 #include "../backends/op_cases.h"
 #include "gpu_test_util.h"
+#include "op_case_walk.h"
 
 namespace atl {
 namespace {
@@ -48,33 +49,11 @@ TEST(GpuSlices, PiecesOfEveryTiledKernelEqualOneLaunch) {
   options.pingpong = true;  // every tile the device offers
   auto backend = make_cuda_backend(options);
   int sliced = 0;
-  for (const opcases::OpCase& c : opcases::all_op_cases()) {
-    const opcases::OpCaseData data = c.build(DType::kF16, seed);
-    std::unique_ptr<Instance> inst;
-    try {
-      inst = backend->load(data.program, data.weights);
-    } catch (const Error& e) {
-      if (e.code() == ErrorCode::kUnsupported) continue;  // the op-case suite covers what CUDA refuses
-      throw;
-    }
-    CudaInstance& gpu = gputest::as_cuda(*inst);
-    for (size_t i = 0; i < data.inputs.size(); ++i) inst->set_input(static_cast<int>(i), data.inputs[i]);
-    inst->run();  // uploads the inputs
-    // Kernel by kernel in program order, so each reads what the kernels before it wrote (a later
-    // kernel may reuse the arena under an earlier one's input).
-    for (size_t k = 0; k < data.program.kernels.size(); ++k) {
-      const int kernel = static_cast<int>(k);
-      const int choices = std::max(1, gpu.gemm_choice_count(kernel));
-      for (int choice = 0; choice < choices; ++choice) {
-        if (gpu.gemm_choice_count(kernel) > 0) gpu.select_gemm_choice(kernel, choice);
-        gpu.launch(kernel, gpu.stream(), gpu.preempt_flag());
-        if (gpu.slice_units(kernel) == 0 || gpu.grid_stride(kernel)) continue;  // capped: test_gpu_capped
-        expect_slices_equal_whole(gpu, data.program.kernels[k], kernel,
-                                  fmt::format("{} kernel {} ({})", c.name, k, gpu.gemm_choice(kernel)));
-        ++sliced;
-      }
-    }
-  }
+  gputest::for_each_launched_kernel(*backend, seed, [&](CudaInstance& gpu, int k, const Kernel& kernel, const std::string& what) {
+    if (gpu.slice_units(k) == 0 || gpu.grid_stride(k)) return;  // capped: test_gpu_capped
+    expect_slices_equal_whole(gpu, kernel, k, what);
+    ++sliced;
+  });
   EXPECT_GT(sliced, 20) << "tiled kernels under their slicing tile choices";
   RecordProperty("sliced_kernels", sliced);
 }

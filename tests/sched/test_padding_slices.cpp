@@ -67,6 +67,61 @@ KernelCosts grid_stride_kernel(DeviceTime ns, int64_t grid, int sms = 100) {
   return KernelCosts::from(p);
 }
 
+// A random RT task for the property tests: 1-12 kernels on 1-300 SMs, grids up to twice the SMs,
+// seen at a random point of a random kernel with BE work padded and uncertainty of its own.
+struct RandomRtTask {
+  std::vector<DeviceTime> ns;
+  std::vector<int64_t> grid;
+  int sms = 0;
+  KernelCosts rt;
+  int current = 0;
+  RtWindow window;
+  DeviceTime launch = 0;
+};
+
+RandomRtTask random_rt_task(std::mt19937_64& rng) {
+  RandomRtTask t;
+  const size_t n = 1 + rng() % 12;
+  t.sms = static_cast<int>(1 + rng() % 300);
+  t.ns.resize(n);
+  t.grid.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    t.ns[i] = 1'000 + static_cast<DeviceTime>(rng() % 50'000);
+    t.grid[i] = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * t.sms));
+  }
+  t.rt = rt_costs(t.ns, t.grid, t.sms);
+  t.current = static_cast<int>(rng() % n);
+  t.window = rt_window(t.rt, t.current, 0, static_cast<DeviceTime>(rng() % 20'000));
+  t.window.padded_spread = static_cast<double>(rng() % static_cast<uint64_t>(t.sms / 2 + 1)) / t.sms;
+  t.window.padded_share = static_cast<double>(rng() % 100) / 100.0;  // the whole-kernel rule's: no bearing
+  t.window.uncertainty_ns = static_cast<DeviceTime>(rng() % 3'000);
+  t.launch = static_cast<DeviceTime>(rng() % 8'000);
+  return t;
+}
+
+// That BE work of `blocks` blocks, busy `busy` ns once launched, ends before the RT kernels
+// looked ahead at do (or the task does), and fits, one block per SM, beside every RT kernel it
+// may overlap: an RT kernel's blocks reach min(grid, SMs) SMs, padded BE work holds
+// padded_spread x SMs.
+void expect_fits_in_time_and_sms(const RandomRtTask& t, int blocks, DeviceTime busy, int trial) {
+  const RtWindow& w = t.window;
+  ASSERT_GT(w.remaining_ns, 0);
+  const size_t n = t.ns.size();
+  DeviceTime ends_in = w.remaining_ns;
+  auto last = static_cast<size_t>(t.current);
+  while (ends_in < busy + t.launch + w.uncertainty_ns) {
+    ++last;
+    ASSERT_LT(last, n) << "trial " << trial << ": it outlasts the RT task";
+    ASSERT_LE(last, static_cast<size_t>(t.current) + kPaddingLookahead);
+    ends_in += t.ns[last];
+  }
+  const double padded_sms = w.padded_spread * t.sms;
+  for (auto j = static_cast<size_t>(t.current); j <= std::min(n - 1, last + 1); ++j) {
+    const auto rt_sms = static_cast<double>(std::min<int64_t>(t.grid[j], t.sms));
+    ASSERT_LE(static_cast<double>(blocks) + rt_sms + padded_sms, t.sms + 1e-6) << "trial " << trial << ", RT kernel " << j;
+  }
+}
+
 TEST(PaddingSliceFit, ALongKernelRunsInSlicesThatEndWithinTheRtTask) {
   const KernelCosts rt = rt_costs({20'000, 20'000, 20'000}, {50, 50, 50});
   const KernelCosts be = be_kernel(100'000, 1'000, 100);  // 10 rounds of 10 us
@@ -137,50 +192,20 @@ TEST(PaddingSliceFit, PropertyEverySliceFitsInTimeAndSms) {
   std::mt19937_64 rng(20261207);
   int sliced = 0;
   for (int trial = 0; trial < 20'000; ++trial) {
-    const size_t n = 1 + rng() % 12;
-    const auto sms = static_cast<int>(1 + rng() % 300);
-    std::vector<DeviceTime> ns(n);
-    std::vector<int64_t> grid(n);
-    for (size_t i = 0; i < n; ++i) {
-      ns[i] = 1'000 + static_cast<DeviceTime>(rng() % 50'000);
-      grid[i] = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));  // up to twice the SMs
-    }
-    const KernelCosts rt = rt_costs(ns, grid, sms);
+    const RandomRtTask t = random_rt_task(rng);
     const auto units = static_cast<int64_t>(1 + rng() % 3'000);
-    const KernelCosts be = be_kernel(1'000 + static_cast<DeviceTime>(rng() % 400'000), units, sms);
+    const KernelCosts be = be_kernel(1'000 + static_cast<DeviceTime>(rng() % 400'000), units, t.sms);
     const int64_t done = static_cast<int64_t>(rng() % static_cast<uint64_t>(units));
-    const auto current = static_cast<int>(rng() % n);
-    RtWindow w = rt_window(rt, current, 0, static_cast<DeviceTime>(rng() % 20'000));
-    w.padded_spread = static_cast<double>(rng() % static_cast<uint64_t>(sms / 2 + 1)) / sms;
-    w.padded_share = static_cast<double>(rng() % 100) / 100.0;  // the whole-kernel rule's: no bearing
-    w.uncertainty_ns = static_cast<DeviceTime>(rng() % 3'000);
-    const DeviceTime launch = static_cast<DeviceTime>(rng() % 8'000);
-    const SliceFit fit = slice_beside(be, 0, done, w, launch);
+    const SliceFit fit = slice_beside(be, 0, done, t.window, t.launch);
     if (fit.units == 0) continue;
     ++sliced;
-    ASSERT_GT(w.remaining_ns, 0);
     ASSERT_LE(fit.units, units - done);
     ASSERT_GE(fit.blocks, 1);
     ASSERT_LE(fit.blocks, fit.units);
-    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / sms);
+    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / t.sms);
     const DeviceTime busy = (fit.units + fit.blocks - 1) / fit.blocks * be.round_ns[0];
-    // The slice ends before RT kernel `last` ends (or the task does), and fits beside each
-    // RT kernel up to there.
-    DeviceTime ends_in = w.remaining_ns;
-    size_t last = static_cast<size_t>(current);
-    while (ends_in < busy + launch + w.uncertainty_ns) {
-      ++last;
-      ASSERT_LT(last, n) << "trial " << trial << ": the slice outlasts the RT task";
-      ASSERT_LE(last, static_cast<size_t>(current) + kPaddingLookahead);
-      ends_in += ns[last];
-    }
-    // An RT kernel's blocks reach min(grid, SMs) SMs; padded BE kernels hold padded_spread x SMs.
-    const double padded_sms = w.padded_spread * sms;
-    for (size_t j = static_cast<size_t>(current); j <= std::min(n - 1, last + 1); ++j) {
-      const auto rt_sms = static_cast<double>(std::min<int64_t>(grid[j], sms));
-      ASSERT_LE(static_cast<double>(fit.blocks) + rt_sms + padded_sms, sms + 1e-6)
-          << "trial " << trial << ", RT kernel " << j;
-    }
+    expect_fits_in_time_and_sms(t, fit.blocks, busy, trial);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GT(sliced, 1'000);
 }
@@ -234,46 +259,20 @@ TEST(PaddingCappedFit, PropertyEveryCappedGridFitsInTimeAndSms) {
   std::mt19937_64 rng(20261208);
   int capped = 0;
   for (int trial = 0; trial < 20'000; ++trial) {
-    const size_t n = 1 + rng() % 12;
-    const auto sms = static_cast<int>(1 + rng() % 300);
-    std::vector<DeviceTime> ns(n);
-    std::vector<int64_t> grid(n);
-    for (size_t i = 0; i < n; ++i) {
-      ns[i] = 1'000 + static_cast<DeviceTime>(rng() % 50'000);
-      grid[i] = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));
-    }
-    const KernelCosts rt = rt_costs(ns, grid, sms);
-    const auto full = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * sms));
+    const RandomRtTask t = random_rt_task(rng);
+    const auto full = static_cast<int64_t>(1 + rng() % static_cast<uint64_t>(2 * t.sms));
     const DeviceTime be_ns = 500 + static_cast<DeviceTime>(rng() % 8'000);
-    const KernelCosts be = grid_stride_kernel(be_ns, full, sms);
-    const auto current = static_cast<int>(rng() % n);
-    RtWindow w = rt_window(rt, current, 0, static_cast<DeviceTime>(rng() % 20'000));
-    w.padded_spread = static_cast<double>(rng() % static_cast<uint64_t>(sms / 2 + 1)) / sms;
-    w.uncertainty_ns = static_cast<DeviceTime>(rng() % 3'000);
-    const DeviceTime launch = static_cast<DeviceTime>(rng() % 8'000);
-    const SliceFit fit = capped_beside(be, 0, w, launch);
+    const KernelCosts be = grid_stride_kernel(be_ns, full, t.sms);
+    const SliceFit fit = capped_beside(be, 0, t.window, t.launch);
     if (fit.units == 0) continue;
     ++capped;
-    ASSERT_GT(w.remaining_ns, 0);
     ASSERT_EQ(fit.units, 1);
     ASSERT_GE(fit.blocks, 1);
     ASSERT_LE(fit.blocks, full);
-    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / sms);
+    ASSERT_DOUBLE_EQ(fit.spread, static_cast<double>(fit.blocks) / t.sms);
     const DeviceTime busy = std::max(be_ns, (be_ns * full + fit.blocks - 1) / fit.blocks);
-    DeviceTime ends_in = w.remaining_ns;
-    size_t last = static_cast<size_t>(current);
-    while (ends_in < busy + launch + w.uncertainty_ns) {
-      ++last;
-      ASSERT_LT(last, n) << "trial " << trial << ": the capped kernel outlasts the RT task";
-      ASSERT_LE(last, static_cast<size_t>(current) + kPaddingLookahead);
-      ends_in += ns[last];
-    }
-    const double padded_sms = w.padded_spread * sms;
-    for (size_t j = static_cast<size_t>(current); j <= std::min(n - 1, last + 1); ++j) {
-      const auto rt_sms = static_cast<double>(std::min<int64_t>(grid[j], sms));
-      ASSERT_LE(static_cast<double>(fit.blocks) + rt_sms + padded_sms, sms + 1e-6)
-          << "trial " << trial << ", RT kernel " << j;
-    }
+    expect_fits_in_time_and_sms(t, fit.blocks, busy, trial);
+    if (HasFatalFailure()) return;
   }
   EXPECT_GT(capped, 1'000);
 }

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/engine_target.h"
 #include "backends/sim/sim_profile.h"
 #include "core/error.h"
 
@@ -41,11 +42,13 @@ std::string SimExecDevice::description() const {
                      options_.numerics ? ", numerics on the CPU" : ", timing only");
 }
 
-// Numerics run on the CPU backend, which computes in f32; timing-only programs are compiled as
-// the CUDA backend would compile them, so their byte counts match fp16 storage.
+// Numerics run on the CPU backend, which computes in f32 on its own kernels; timing-only
+// programs are the CUDA engine's (its fp16 storage, grouped Gemms, head views and fused
+// attention), so they time the kernels the GPU runs and take its profiles.
 CompileTarget SimExecDevice::target() const {
+  if (!options_.numerics) return cuda_engine_target();
   CompileTarget t;
-  t.act_dtype = options_.numerics ? DType::kF32 : DType::kF16;
+  t.act_dtype = DType::kF32;
   return t;
 }
 

@@ -9,10 +9,16 @@
 #include "backends/cuda/cuda_instance.h"
 #include "backends/cuda/kernel_params.h"
 #include "backends/cuda/tune_cache.h"
+#include "backends/engine_target.h"
 #include "core/env.h"
 #include "core/error.h"
 
 namespace atl {
+
+// The kernels' limits and the compile target the simulator shares (engine_target.h) are one.
+static_assert(cuda::kGemmSegmentColumns == kEngineGemmSegmentColumns);
+static_assert(cuda::kAttentionMaxKeys == kEngineAttentionMaxKeys);
+static_assert(cuda::kAttentionMaxHeadDim == kEngineAttentionMaxHeadDim);
 
 namespace {
 
@@ -126,18 +132,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_description() const override { return description_; }
-  CompileTarget target() const override {
-    CompileTarget t;
-    t.act_dtype = DType::kF16;
-    t.alignment = 256;
-    t.matmul_head_views = head_views_;
-    t.gemm_groups = gemm_groups_;
-    t.gemm_group_columns = cuda::kGemmSegmentColumns;
-    t.fused_attention = fused_attention_;
-    t.attention_max_keys = cuda::kAttentionMaxKeys;
-    t.attention_max_head_dim = cuda::kAttentionMaxHeadDim;
-    return t;
-  }
+  CompileTarget target() const override { return cuda_engine_target(head_views_, gemm_groups_, fused_attention_); }
   std::unique_ptr<Instance> load(const Program& program, const WeightStore& weights) override {
     auto instance = std::make_unique<cuda::CudaInstanceImpl>(program, weights, device_, info_, tuning_);
     instance->set_program_graphs(program_graphs_);

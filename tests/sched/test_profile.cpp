@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "backends/sim/sim_gpu.h"
+#include "backends/engine_target.h"
 #include "backends/sim/sim_profile.h"
 #include "core/error.h"
 #include "runtime/model_source.h"
@@ -78,6 +79,20 @@ TEST(Profile, PaddingRoomCountsTheSmsBeyondEachGridOverTheModelsTime) {
   EXPECT_EQ(padding_room(p).time_share_with_idle_sms, 0);
   EXPECT_EQ(padding_room(p).mean_idle_sms, 0);
   EXPECT_EQ(padding_room(ModelProfile{}).mean_idle_sms, 0);  // no kernels, no SMs: nothing, no NaN
+}
+
+// A timing-only simulator runs the CUDA engine's own Programs, so a profile `atoll profile --device
+// cuda` wrote fits it; BERT-base is the model the engine's grouped Gemms, head views and fused
+// attention change. Numerics runs keep the CPU backend's f32 Program.
+TEST(Profile, TimingOnlySimulatorCompilesTheCudaEnginesPrograms) {
+  const ZooModel bert{.name = "bert_base"};
+  const CompiledModel engine = compile_zoo_model(bert, cuda_engine_target(), false);
+  const CompiledModel sim = compile_zoo_model(bert, SimExecDevice().target(), false);
+  EXPECT_EQ(sim.program.fingerprint, engine.program.fingerprint);
+  EXPECT_EQ(sim.program.kernels.size(), engine.program.kernels.size());
+  const CompiledModel numerics = compile_zoo_model(bert, SimExecDevice({.numerics = true}).target(), false);
+  EXPECT_NE(numerics.program.fingerprint, engine.program.fingerprint);
+  EXPECT_GT(numerics.program.kernels.size(), engine.program.kernels.size()) << "no fused attention on the CPU";
 }
 
 TEST(Profile, JsonRoundTripKeepsEveryField) {

@@ -29,6 +29,7 @@ struct ColocateFlags {
   uint64_t seed = 0;
   int cap = 4;
   double be_queue_us = 0;
+  double padding_rt_budget_pct = 0;
   RtL2Flags rt_l2;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   RtPathFlags rt_path;
@@ -90,6 +91,8 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["be_queue_us"] = f.be_queue_us;
+    j["padding_rt_budget_pct"] = f.padding_rt_budget_pct;
+    j["padding_guarded"] = r.padding_guarded;
     j["rt_l2"] = f.rt_l2.buffer;
     j["l2_persisting_bytes"] = r.l2_persisting_bytes;
     j["rt_latency_ms"] = stats_json(r.rt_latency_ms);
@@ -148,6 +151,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
   if (sched::mode_traits(r.mode).pads_be) {
     fmt::print("padding      {} BE kernels whole, {} on capped grids and {} slices of BE kernels ran beside RT tasks\n",
                r.padded_kernels, r.padded_capped, r.padded_slices);
+    if (r.padding_guarded > 0) fmt::print("             {} RT tasks ran with nothing padded beside them (--padding-rt-budget)\n", r.padding_guarded);
   }
 }
 
@@ -172,6 +176,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.seed = f.seed;
   o.inflight_cap = f.cap;
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
+  o.padding_rt_budget = f.padding_rt_budget_pct / 100;
   o.rt_l2 = rt_l2_buffer(f.rt_l2, f.device);
   o.rt_l2_budget_bytes = rt_l2_budget_bytes(f.rt_l2);
   o.warmup_s = f.warmup_s;
@@ -206,6 +211,7 @@ void add_colocate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_be_queue_flag(cmd, f->be_queue_us);
+  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
   add_rt_l2_flags(cmd, f->rt_l2);
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kWholeUint64);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")

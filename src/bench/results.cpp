@@ -353,6 +353,7 @@ nlohmann::json results_json(const BenchResults& r) {
                    {"warmup_s", r.warmup_s},
                    {"inflight_cap", r.inflight_cap},
                    {"be_queue_us", r.be_queue_us},
+                   {"padding_rt_budget", r.padding_rt_budget},
                    {"rt_l2", r.rt_l2},
                    {"rt_l2_budget_bytes", r.rt_l2_budget_bytes},
                    {"armed_rt", r.rt_path.armed_rt},

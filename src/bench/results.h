@@ -178,6 +178,7 @@ struct BenchResults {
   double warmup_s = 0;            // every client together before the measured runs (0: none)
   int inflight_cap = 0;           // kernels a BE task may have on the device at once
   double be_queue_us = 0;         // SchedulerOptions::be_queue_ns, us (0: off)
+  double padding_rt_budget = 0;   // SchedulerOptions::padding_rt_budget (0: off)
   std::string rt_l2 = "off";      // DisbOptions::rt_l2
   int64_t rt_l2_budget_bytes = 0;  // DisbOptions::rt_l2_budget_bytes (0: the device's largest)
   sched::RtPath rt_path;           // what the runs were asked to use (DisbOptions::rt_path)

@@ -91,6 +91,7 @@ class Runner {
     r.standalone_s = std::min(o_.standalone_s, o_.duration_s);
     r.inflight_cap = o_.inflight_cap;
     r.be_queue_us = static_cast<double>(o_.be_queue_ns) / 1e3;
+    r.padding_rt_budget = o_.padding_rt_budget;
     r.rt_l2 = l2_persist_name(o_.rt_l2);
     r.rt_l2_budget_bytes = o_.rt_l2_budget_bytes;
     r.rt_path = o_.rt_path;
@@ -178,6 +179,7 @@ class Runner {
     sw.scheduler.mode = mode;
     sw.scheduler.inflight_cap = o_.inflight_cap;
     sw.scheduler.be_queue_ns = o_.be_queue_ns;
+    sw.scheduler.padding_rt_budget = o_.padding_rt_budget;
     o_.rt_path.apply(sw);
     sw.scheduler.rt_order = o_.rt_order;
     sw.scheduler.record_events = traced;

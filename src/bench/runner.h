@@ -40,6 +40,7 @@ struct DisbOptions {
   L2Persist rt_l2 = L2Persist::kOff;
   int64_t rt_l2_budget_bytes = 0;
   sched::DeviceTime be_queue_ns = 0;                      // SchedulerOptions::be_queue_ns
+  double padding_rt_budget = 0;                           // SchedulerOptions::padding_rt_budget
   sched::RtPath rt_path;
   // Which waiting RT request runs next; EDF reads each client's deadline_ms (none: never due).
   sched::RtOrder rt_order = sched::RtOrder::kArrival;

@@ -184,6 +184,7 @@ struct WorkloadReport {
   int64_t padded_kernels = 0;     // BE kernels run beside RT tasks (padding modes)
   int64_t padded_slices = 0;      // slices of BE kernels run so (padding-slices)
   int64_t padded_capped = 0;      // grid-stride BE kernels run so whole on capped grids (padding-slices)
+  int64_t padding_guarded = 0;    // RT tasks run with nothing padded beside them (padding_rt_budget)
   double warmup_s = 0;            // the unmeasured run before (0: none, as on the simulator)
   bool armed_rt = false;          // RT tasks were enqueued before arriving (SchedulerOptions::armed_rt in effect)
   int64_t sentinel_rt_tasks = 0;  // of the measured run's RT tasks, started by the arrival sentinel
@@ -217,6 +218,7 @@ struct ColocateOptions {
   // no measured request pays for CUDA loading a kernel's code at its first launch.
   double warmup_s = 0.3;
   DeviceTime be_queue_ns = 0;  // SchedulerOptions::be_queue_ns
+  double padding_rt_budget = 0;  // SchedulerOptions::padding_rt_budget
   RtPath rt_path;
   L2Persist rt_l2 = L2Persist::kOff;  // persist_rt_clients, in the measured run
   int64_t rt_l2_budget_bytes = 0;     // 0: the device's largest set-aside

@@ -188,6 +188,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   w.scheduler.mode = o.mode;
   w.scheduler.inflight_cap = o.inflight_cap;
   w.scheduler.be_queue_ns = o.be_queue_ns;
+  w.scheduler.padding_rt_budget = o.padding_rt_budget;
   o.rt_path.apply(w);
   w.scheduler.rt_order = o.rt_order;
   w.real_time = !is_simulated(*device);
@@ -229,6 +230,7 @@ WorkloadReport run_colocate(const ColocateOptions& o) {
   report.padded_kernels = run.stats.padded_kernels;
   report.padded_slices = run.stats.padded_slices;
   report.padded_capped = run.stats.padded_capped;
+  report.padding_guarded = run.stats.padding_guarded;
   tally.fill(report);
   for (size_t i = 0; i < o.rt.size(); ++i) report.clients[i].hz = o.rt[i].hz;
   for (size_t i = 0; i < batches.size(); ++i) report.clients[i].batch = batches[i];

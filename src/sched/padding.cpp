@@ -206,26 +206,34 @@ KernelCosts Scheduler::Impl::profiled_costs(const std::string& client, InstanceI
 // The running RT task's current kernel: estimated from the first one not seen to have ended,
 // current since the scheduler first saw it so. Nothing fits once the task has no kernel left,
 // or none runs.
-RtWindow Scheduler::Impl::running_rt_window() {
+RtWindow Scheduler::Impl::running_rt_window(Task** rt_task) {
+  *rt_task = nullptr;
   for (int i : rt_lanes) {
     Lane& l = lanes[static_cast<size_t>(i)];
     if (!l.task) continue;
-    const Task& t = *l.task;
+    Task& t = *l.task;
     const Client& c = client_of(l);
     if (t.cursor >= c.kernels) break;
     const DeviceTime now = device.now();
+    if (l.seen_task != t.id) {  // first sight of the task: the guard decides for all of it
+      t.padding_allowed = padding_guard.pad_beside_next(t.client);
+      if (!t.padding_allowed) ++stats.padding_guarded;
+    }
     if (l.seen_task != t.id || l.seen_kernel != t.cursor) {
       l.seen_task = t.id;
       l.seen_kernel = t.cursor;
       l.seen_since = now;
     }
+    if (!t.padding_allowed) break;
+    *rt_task = &t;
     return estimated_rt_window(c.costs, t.cursor, l.seen_since, now, options.padding_drift);
   }
   return RtWindow{};
 }
 
 void Scheduler::Impl::pad_be_lanes() {
-  RtWindow window = running_rt_window();
+  Task* rt_task = nullptr;
+  RtWindow window = running_rt_window(&rt_task);
   if (window.rt == nullptr) return;
   for (const Lane& l : lanes) {
     if (is_rt(client_of(l)) || l.completed >= l.padded_through) continue;
@@ -237,7 +245,7 @@ void Scheduler::Impl::pad_be_lanes() {
     // A BE request that arrives while RT tasks run back to back is staged now, or it would
     // wait for the RT queue to empty (in RT mode top_up launches nothing for it).
     if (!l.task) start_next(l);
-    pad(l, window);
+    if (pad(l, window)) rt_task->padded_beside = true;
   }
 }
 

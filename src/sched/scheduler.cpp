@@ -15,7 +15,8 @@ std::exception_ptr make_scheduler_error(ErrorCode code, std::string message) {
   return std::make_exception_ptr(Error(code, std::move(message), __FILE__, __LINE__));
 }
 
-Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), options(o), traits(mode_traits(o.mode)) {
+Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o)
+    : device(d), options(o), traits(mode_traits(o.mode)), padding_guard(o.padding_rt_budget) {
   ATOLL_CHECK(options.inflight_cap >= 1, kInvalidArgument, "in-flight cap must be at least 1 (got {})",
               options.inflight_cap);
   ATOLL_CHECK(options.be_queue_ns >= 0, kInvalidArgument, "BE queue time must not be negative (got {} ns)",
@@ -30,6 +31,8 @@ Scheduler::Impl::Impl(ExecDevice& d, const SchedulerOptions& o) : device(d), opt
               "padding resync spacing must not be negative (got {} ns)", options.padding_resync_ns);
   ATOLL_CHECK(options.padding_drift >= 0 && options.padding_drift < 1, kInvalidArgument,
               "padding drift must be in [0, 1) (got {})", options.padding_drift);
+  ATOLL_CHECK(options.padding_rt_budget >= 0 && options.padding_rt_budget < 1, kInvalidArgument,
+              "padding RT budget must be in [0, 1) (got {})", options.padding_rt_budget);
   ATOLL_CHECK(options.padding_launch_ns >= 0, kInvalidArgument, "padding launch time must not be negative (got {} ns)",
               options.padding_launch_ns);
   if (traits.layout == LaneLayout::kOneLane) add_lane(-1, StreamPriority::kLow);
@@ -440,6 +443,7 @@ void Scheduler::Impl::deliver(TaskPtr t, std::vector<Tensor> outputs, DeviceTime
     ++stats.failed;
   } else if (r.task_class == TaskClass::kRealTime) {
     ++stats.rt_completed;
+    if (traits.pads_be) padding_guard.record(t->client, r.finish - r.start, t->padded_beside);
   } else {
     ++stats.be_completed;
   }

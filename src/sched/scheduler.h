@@ -97,6 +97,10 @@ struct SchedulerOptions {
   // Padding modes: how far an RT task may run off its profile, as a share of the time since its
   // last reported kernel; padded BE kernels keep that much time to spare.
   double padding_drift = 0.05;
+  // Padding modes: the RT slowdown padding may cost, as a fraction of an RT task's device time
+  // (0.01: 1%). The guard (padding_guard.h) measures the slowdown per RT client and pads beside
+  // only the share of its tasks that keeps it within this; 0: every task pads.
+  double padding_rt_budget = 0;
 };
 
 // RT mode transitions (wait and reset modes), for timelines.
@@ -138,6 +142,7 @@ struct SchedulerStats {
   int64_t padded_kernels = 0;        // BE kernels launched beside a running RT task (padding modes)
   int64_t padded_slices = 0;         // slices of BE kernels launched so (padding-slices)
   int64_t padded_capped = 0;         // grid-stride BE kernels launched so whole on capped grids (padding-slices)
+  int64_t padding_guarded = 0;       // RT tasks the padding guard ran with nothing padded beside them
   PollStats polls;
 };
 

@@ -15,6 +15,7 @@
 
 #include "sched/arrival_sentinel.h"
 #include "sched/padding.h"
+#include "sched/padding_guard.h"
 #include "sched/scheduler.h"
 
 namespace atl::sched {
@@ -40,6 +41,9 @@ struct Scheduler::Impl {
     int sliced_kernel = -1;
     int64_t sliced_units = 0;
     int64_t units_done(int kernel) const { return kernel == sliced_kernel ? sliced_units : 0; }
+    // Padding (RT tasks): whether the guard lets BE work pad beside it, and whether any did.
+    bool padding_allowed = true;
+    bool padded_beside = false;
     int preemptions = 0;
     int preempted_tasks = 0;
     std::exception_ptr error;
@@ -154,7 +158,8 @@ struct Scheduler::Impl {
   // ---- padding (padding.cpp) ----
   KernelCosts profiled_costs(const std::string& client, InstanceId instance) const;
   void pad_be_lanes();
-  RtWindow running_rt_window();
+  // The running RT task's window, and the task (null where nothing may pad beside it).
+  RtWindow running_rt_window(Task** rt_task);
   bool pad(Lane& l, RtWindow& window);
 
   // ---- armed lanes (armed_lanes.cpp) ----
@@ -203,6 +208,7 @@ struct Scheduler::Impl {
   size_t next_be_client = 0;  // seq mode's round-robin position
   DeviceTime last_progress = 0;
   SchedulerStats stats;
+  PaddingGuard padding_guard;
   std::vector<SchedulerEvent> events;
   std::vector<TaskPtr> pending;                    // heap by (arrival, id): submitted, not arrived yet
   DeviceTime admitted_through = -1;                // the clock of the last look at arrivals

@@ -90,6 +90,7 @@ ScenarioRun run_scenario(const Scenario& s) {
   so.armed_rt = s.armed_rt;
   so.rt_single_launch = s.rt_single_launch;
   so.arm_behind_running = s.arm_behind_running;
+  so.padding_rt_budget = s.padding_rt_budget;
   Scheduler scheduler(device, so);
   const ClientId rt_client = scheduler.add_client(TaskClass::kRealTime, "rt", run.rt_instance);
   std::vector<ClientId> be_clients;

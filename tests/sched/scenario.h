@@ -35,6 +35,7 @@ struct Scenario {
   bool armed_rt = true;  // SchedulerOptions::armed_rt
   bool rt_single_launch = true;  // SchedulerOptions::rt_single_launch
   bool arm_behind_running = true;  // SchedulerOptions::arm_behind_running
+  double padding_rt_budget = 0;    // SchedulerOptions::padding_rt_budget
 };
 
 struct Answer {

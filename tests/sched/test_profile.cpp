@@ -90,7 +90,7 @@ TEST(Profile, TimingOnlySimulatorCompilesTheCudaEnginesPrograms) {
   const CompiledModel sim = compile_zoo_model(bert, SimExecDevice().target(), false);
   EXPECT_EQ(sim.program.fingerprint, engine.program.fingerprint);
   EXPECT_EQ(sim.program.kernels.size(), engine.program.kernels.size());
-  const CompiledModel numerics = compile_zoo_model(bert, SimExecDevice({.numerics = true}).target(), false);
+  const CompiledModel numerics = compile_zoo_model(bert, SimExecDevice({.gpu = {}, .numerics = true}).target(), false);
   EXPECT_NE(numerics.program.fingerprint, engine.program.fingerprint);
   EXPECT_GT(numerics.program.kernels.size(), engine.program.kernels.size()) << "no fused attention on the CPU";
 }

@@ -276,6 +276,7 @@ struct PairFlags {
   std::string device = "sim";
   std::string json;
   std::vector<std::string> profiles;
+  double padding_rt_budget_pct = 0;
 };
 
 void print_pairs(const bench::PairResults& r) {
@@ -309,6 +310,7 @@ void run_pairs_command(const PairFlags& f) {
   o.duration_s = f.duration_s;
   o.batch = f.batch;
   o.device = f.device;
+  o.padding_rt_budget = f.padding_rt_budget_pct / 100;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   if (!f.json.empty()) check_file_writable(f.json);  // before the pairs run, not after
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -338,6 +340,7 @@ void add_pairs_command(CLI::App& bench, const std::vector<std::string>& modes) {
   cmd->add_option("--json", f->json, "Write the results here");
   cmd->add_option("--profile", f->profiles, "Kernel profiles from `atoll profile` (repeatable)")
       ->check(CLI::ExistingFile);
+  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
   cmd->callback([f] { run_pairs_command(*f); });
 }
 

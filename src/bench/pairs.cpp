@@ -32,6 +32,7 @@ sched::Workload pair_workload(const LoadedModel& rt, const LoadedModel& be, sche
   w.real_time = real_time;
   w.scheduler.mode = mode;
   w.scheduler.inflight_cap = o.inflight_cap;
+  w.scheduler.padding_rt_budget = o.padding_rt_budget;
   const auto client = [](const LoadedModel& m, sched::TaskClass cls, sched::InstanceId instance) {
     sched::WorkloadClient c;
     c.name = m.name;
@@ -73,6 +74,7 @@ PairModeResult run_pair(sched::ExecDevice& device, const LoadedModel& rt, const 
   r.padded_kernels = run.stats.padded_kernels;
   r.padded_slices = run.stats.padded_slices;
   r.padded_capped = run.stats.padded_capped;
+  r.padding_guarded = run.stats.padding_guarded;
   r.preemptions = run.stats.preemptions;
   r.be_per_s = static_cast<double>(be_served) / o.duration_s;
   r.rt_per_s = static_cast<double>(rt_ms.size()) / o.duration_s;
@@ -118,6 +120,7 @@ PairResults run_pairs(const PairOptions& o) {
   results.device = device->description();
   results.duration_s = o.duration_s;
   results.batch = o.batch;
+  results.padding_rt_budget = o.padding_rt_budget;
   for (const LoadedModel& rt : loaded) {
     for (const LoadedModel& be : loaded) {
       if (computes && o.warmup_s > 0) {
@@ -188,7 +191,8 @@ std::vector<PairModeSummary> summarize_pairs(const std::vector<PairModeResult>& 
 }
 
 std::string pairs_to_json(const PairResults& r) {
-  nlohmann::json j{{"device", r.device}, {"duration_s", r.duration_s}, {"batch", r.batch}};
+  nlohmann::json j{{"device", r.device}, {"duration_s", r.duration_s}, {"batch", r.batch},
+                   {"padding_rt_budget", r.padding_rt_budget}};
   j["runs"] = nlohmann::json::array();
   for (const PairModeResult& p : r.runs) {
     j["runs"].push_back({{"rt", p.rt},
@@ -201,6 +205,7 @@ std::string pairs_to_json(const PairResults& r) {
                          {"padded_kernels", p.padded_kernels},
                          {"padded_slices", p.padded_slices},
                          {"padded_capped", p.padded_capped},
+                         {"padding_guarded", p.padding_guarded},
                          {"preemptions", p.preemptions}});
   }
   j["winners_rt_budget_pct"] = kWinnerRtBudgetPct;

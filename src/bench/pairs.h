@@ -24,6 +24,7 @@ struct PairOptions {
   double warmup_s = 0.1;    // per pair, in seq mode, unmeasured (real devices only)
   uint64_t seed = 0;
   int inflight_cap = 4;
+  double padding_rt_budget = 0;  // SchedulerOptions::padding_rt_budget
   std::string device = "sim";
   sched::SimExecOptions sim;
   std::vector<ModelProfile> profiles;  // as DisbOptions::profiles
@@ -36,6 +37,7 @@ struct PairModeResult {
   double rt_per_s = 0, be_per_s = 0;
   double overall_per_s() const { return rt_per_s + be_per_s; }
   int64_t padded_kernels = 0, padded_slices = 0, padded_capped = 0, preemptions = 0;
+  int64_t padding_guarded = 0;  // RT tasks run with nothing padded beside them (padding_rt_budget)
 };
 
 // Per mode, across pairs: RT mean latency against rt-only (mean and worst pair, in percent) and
@@ -61,6 +63,7 @@ struct PairResults {
   std::string device;
   double duration_s = 0;
   int64_t batch = 1;
+  double padding_rt_budget = 0;      // PairOptions::padding_rt_budget
   std::vector<PairModeResult> runs;  // pair-major, modes in the order given
   std::vector<PairModeSummary> summary;
   std::vector<PairWinner> winners;  // within kWinnerRtBudgetPct, pairs in run order

@@ -61,6 +61,20 @@ std::vector<sim::SimLaunchRecord> ScenarioRun::launches_of(InstanceId instance) 
   return out;
 }
 
+Scenario slices_scenario(Mode mode, DeviceTime arrivals_ns) {
+  Scenario s;
+  s.mode = mode;
+  s.numerics = true;
+  s.be_clients = 1;
+  s.rt_shape = {16, 20'000};
+  s.be_shape = {528, 10'000};
+  s.rt_period = 300'000;
+  s.rt_jitter = 200'000;
+  s.rt_until = arrivals_ns;
+  s.be_until = arrivals_ns;
+  return s;
+}
+
 ScenarioRun run_scenario(const Scenario& s) {
   SimExecOptions options;
   options.gpu = s.gpu;

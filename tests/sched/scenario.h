@@ -61,6 +61,11 @@ struct ScenarioRun {
 
 ScenarioRun run_scenario(const Scenario& s);
 
+// The padding modes' scenario: RT kernels of 16 blocks x 20 us leave 94% of the slots idle; BE
+// kernels of two full waves (528 blocks x 10 us) never fit whole beside them but run in slices.
+// RT arrivals every 0.3-0.5 ms until `arrivals_ns` keep RT mode busy; numerics check every answer.
+Scenario slices_scenario(Mode mode, DeviceTime arrivals_ns = 6'000'000);
+
 // p50 of RT latency from scheduled arrival, ns.
 DeviceTime rt_p50(const ScenarioRun& run);
 

@@ -96,16 +96,7 @@ TEST(PaddingGuard, RefusesANegativeClient) {
 // On the simulator, whose co-running kernels do not slow each other, the guard measures no cost
 // and pads beside every task but the first and the calibration ones; answers stay exact.
 TEST(PaddingGuard, SchedulerRunsTheCalibrationTasksAloneAndStillPads) {
-  testing::Scenario s;
-  s.mode = Mode::kPaddingSlices;
-  s.numerics = true;
-  s.be_clients = 1;
-  s.rt_shape = {16, 20'000};
-  s.be_shape = {528, 10'000};
-  s.rt_period = 300'000;
-  s.rt_jitter = 200'000;
-  s.rt_until = 12'000'000;
-  s.be_until = 12'000'000;
+  testing::Scenario s = testing::slices_scenario(Mode::kPaddingSlices, 12'000'000);
   s.padding_rt_budget = 0.01;
   const testing::ScenarioRun run = testing::run_scenario(s);
   ASSERT_GE(run.stats.rt_completed, 20);

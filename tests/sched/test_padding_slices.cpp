@@ -20,6 +20,8 @@ namespace {
 
 using testing::Scenario;
 using testing::ScenarioRun;
+using testing::run_scenario;
+using testing::slices_scenario;
 
 // RT kernels `ns` long on grids of `grid` blocks, 2 resident per SM, on `sms` SMs, as the
 // scheduler reads them from a profile: slot share grid / (2 x sms), spread grid / sms.
@@ -277,22 +279,6 @@ TEST(PaddingCappedFit, PropertyEveryCappedGridFitsInTimeAndSms) {
   EXPECT_GT(capped, 1'000);
 }
 
-// RT kernels of 16 blocks x 20 us leave 94% of the slots idle; BE kernels of two full waves
-// (528 blocks x 10 us) never fit whole beside them but run in slices. RT arrivals every
-// 0.3-0.5 ms keep RT mode busy; numerics check every answer.
-Scenario slices_scenario(Mode mode) {
-  Scenario s;
-  s.mode = mode;
-  s.numerics = true;
-  s.be_clients = 1;
-  s.rt_shape = {16, 20'000};
-  s.be_shape = {528, 10'000};
-  s.rt_period = 300'000;
-  s.rt_jitter = 200'000;
-  s.rt_until = 6'000'000;
-  s.be_until = 6'000'000;
-  return s;
-}
 
 TEST(PaddingSlices, LongBeKernelsRunInSlicesAndEveryAnswerIsExact) {
   const ScenarioRun run = run_scenario(slices_scenario(Mode::kPaddingSlices));

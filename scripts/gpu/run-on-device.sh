@@ -209,9 +209,11 @@ if has_step padding; then
       echo "profile $m failed: $(tail -1 "$out/profile_$m.log")"
     fi
   done
+  # PAIRS_ARGS pass through (e.g. "--padding-rt-budget 1").
+  # shellcheck disable=SC2086
   timeout -k 5 "${PAIRS_LIMIT:-500}" "$bin/atoll" bench pairs --device cuda --models "${pad_models// /,}" \
     --modes "${PAIRS_MODES:-rt-only,reset,streams,padding-concurrent,padding-slices}" --duration "${PAIRS_SECONDS:-0.5}" \
-    "${profiles[@]}" --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
+    "${profiles[@]}" ${PAIRS_ARGS:-} --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
     echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
   cat "$out/pairs.txt"
 fi

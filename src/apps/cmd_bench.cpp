@@ -282,12 +282,16 @@ struct PairFlags {
 void print_pairs(const bench::PairResults& r) {
   fmt::print("RT + BE pairs, both closed loop, batch {}, {} s per pair and mode on {}\n", r.batch, r.duration_s,
              r.device);
-  fmt::print("{:<14} {:<14} {:<19} {:>10} {:>10} {:>8} {:>8} {:>9} {:>7} {:>7} {:>7}\n", "RT", "BE", "mode",
-             "RT mean ms", "RT p99 ms", "RT/s", "BE/s", "total/s", "padded", "slices", "capped");
+  // With the padding guard on, the RT tasks it ran with nothing beside them.
+  const bool guarded = r.padding_rt_budget > 0;
+  fmt::print("{:<14} {:<14} {:<19} {:>10} {:>10} {:>8} {:>8} {:>9} {:>7} {:>7} {:>7}{}\n", "RT", "BE", "mode",
+             "RT mean ms", "RT p99 ms", "RT/s", "BE/s", "total/s", "padded", "slices", "capped",
+             guarded ? fmt::format(" {:>7}", "alone") : "");
   for (const bench::PairModeResult& p : r.runs) {
-    fmt::print("{:<14} {:<14} {:<19} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f} {:>9.1f} {:>7} {:>7} {:>7}\n", p.rt, p.be,
+    fmt::print("{:<14} {:<14} {:<19} {:>10.3f} {:>10.3f} {:>8.1f} {:>8.1f} {:>9.1f} {:>7} {:>7} {:>7}{}\n", p.rt, p.be,
                p.mode, p.rt_latency_ms.mean_ms, p.rt_latency_ms.p99_ms, p.rt_per_s, p.be_per_s, p.overall_per_s(),
-               p.padded_kernels, p.padded_slices, p.padded_capped);
+               p.padded_kernels, p.padded_slices, p.padded_capped,
+               guarded ? fmt::format(" {:>7}", p.padding_guarded) : "");
   }
   fmt::print("\n{:<19} {:>16} {:>17} {:>14} {:>16}\n", "mode", "RT vs rt-only", "worst pair", "total/reset",
              "total/streams");

@@ -3,17 +3,10 @@
 // and the simulated GPU (which times them): one definition, so that a timing-only simulator runs
 // the engine's own Programs, kernel for kernel, and accepts the profiles `atoll profile --device
 // cuda` writes for them (a profile is keyed to its Program's fingerprint).
-#include <cstdint>
-
+#include "backends/engine_limits.h"
 #include "program/program.h"
 
 namespace atl {
-
-// Every GEMM tile's N divides this (a grouped Gemm's segments are its multiples).
-inline constexpr int64_t kEngineGemmSegmentColumns = 64;
-// The fused attention kernel's limits: keys per query row, and the widest head.
-inline constexpr int64_t kEngineAttentionMaxKeys = 4096;
-inline constexpr int64_t kEngineAttentionMaxHeadDim = 128;
 
 // The switches are CudaBackendOptions' (head_views, gemm_groups, fused_attention), on by default.
 inline CompileTarget cuda_engine_target(bool head_views = true, bool gemm_groups = true, bool fused_attention = true) {

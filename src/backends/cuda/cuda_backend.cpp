@@ -15,11 +15,6 @@
 
 namespace atl {
 
-// The kernels' limits and the compile target the simulator shares (engine_target.h) are one.
-static_assert(cuda::kGemmSegmentColumns == kEngineGemmSegmentColumns);
-static_assert(cuda::kAttentionMaxKeys == kEngineAttentionMaxKeys);
-static_assert(cuda::kAttentionMaxHeadDim == kEngineAttentionMaxHeadDim);
-
 namespace {
 
 // The oldest compute capability this build carries code for (from ATOLL_CUDA_ARCHITECTURES).

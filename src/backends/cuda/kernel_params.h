@@ -6,6 +6,8 @@
 
 #include <cstdint>
 
+#include "backends/engine_limits.h"
+
 namespace atl::cuda {
 
 // Mirrors atl::Act; fused into epilogues.
@@ -85,7 +87,7 @@ struct GemmConfig {
 
 // Every tile's N divides this, so a grouped Gemm whose segments (GemmParams::n_segment) are its
 // multiples has each output tile in one segment.
-constexpr int kGemmSegmentColumns = 64;
+constexpr int kGemmSegmentColumns = static_cast<int>(kEngineGemmSegmentColumns);
 constexpr int kGemmTileK = 32;       // K per pipeline stage of the mma.sync kernel
 constexpr int kWgmmaGemmTileK = 64;  // of the wgmma kernel (one 128-byte swizzle row)
 int gemm_tile_m(GemmTile t);
@@ -334,8 +336,8 @@ struct AttentionArgs {
 };
 // Keys stream through the kernel in chunks, so their count costs time, not shared memory; the
 // limit only keeps one block's walk (and its stop latency between chunks) bounded.
-constexpr int kAttentionMaxKeys = 4096;
-constexpr int kAttentionMaxHeadDim = 128;
+constexpr int kAttentionMaxKeys = static_cast<int>(kEngineAttentionMaxKeys);
+constexpr int kAttentionMaxHeadDim = static_cast<int>(kEngineAttentionMaxHeadDim);
 // The query rows per block (64, 32 or 16) whose buffers fit `smem_optin`, the shared memory one
 // block may take (0: none fits), never a tile twice the queries; a block's bytes.
 int attention_tile_rows(int queries, int head_dim, int value_dim, size_t smem_optin);

@@ -113,12 +113,12 @@ class CudaBackend final : public Backend {
     ATL_CUDA_CHECK(cudaRuntimeGetVersion(&runtime));
     // Everything that changes which choices exist or which is fastest (the versions count kernel
     // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads, v5 and v4 the
-    // staged epilogue's addends loaded a chunk ahead).
+    // staged epilogue's addends loaded a chunk ahead, v6 and v5 the 128x64 tile two blocks per SM).
     tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
-                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v5"
-                                                        : "mma.sync+wgmma+tma v4",
+                                     : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v6"
+                                                        : "mma.sync+wgmma+tma v5",
                                      info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "",
                                      fmt::format(" check {} epi {}", check, epi));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,

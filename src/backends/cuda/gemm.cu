@@ -356,7 +356,7 @@ int gemm_tile_n(GemmTile t) {
     case GemmTile::kW64x128:
     case GemmTile::kT128x128:
     case GemmTile::kP128x128: return 128;
-    default: return 64;  // k128x64, k64x64, k32x64, kW128x64, kW64x64, kT128x64
+    default: return 64;  // k128x64, k64x64, k32x64, kW128x64, kW64x64, kT128x64, kD128x64
   }
 }
 int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : kGemmTileK; }

@@ -54,6 +54,7 @@ constexpr TileTraits kTmaTiles[] = {
     {GemmTile::kT128x256, 1, 5.0},
     {GemmTile::kT128x64, 1, 3.5},   // guesses as well (session 20); autotuning times them
     {GemmTile::kP128x128, 1, 4.5},
+    {GemmTile::kD128x64, 2, 3.5},
 };
 
 const TileTraits& traits(GemmTile t) {

@@ -345,8 +345,19 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
 
 #endif  // ATL_WGMMA_DEVICE
 
-template <int BN, int STAGES, bool IM2COL, bool PINGPONG>
-__global__ void __launch_bounds__(kTmaThreads, 1)
+// BLOCKS: the blocks each SM holds (1 or 2). The producer warpgroup gives registers to the
+// consumers (setmaxnreg) within the block's share of the register file: 168 per thread at launch
+// for one block, 80 for two (the consumers spilled at 80 and do not at 96; the im2col producer
+// spilled at 24).
+template <int BLOCKS>
+struct TmaRegisters {
+  static constexpr int kProducer = 40;
+  static constexpr int kConsumer = BLOCKS == 1 ? 232 : 96;
+  static_assert(128 * kProducer + kTmaConsumerThreads * kConsumer <= 65536 / BLOCKS, "registers of one block");
+};
+
+template <int BN, int STAGES, bool IM2COL, bool PINGPONG, int BLOCKS>
+__global__ void __launch_bounds__(kTmaThreads, BLOCKS)
     tma_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
                     const __grid_constant__ CUtensorMap map_b, const int* flag) {
 #if defined(ATL_WGMMA_DEVICE)
@@ -376,11 +387,11 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   __syncthreads();
   const int tiles = tile_range_end(p, ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits);
   if (tid < 128) {
-    warpgroup_reg_dealloc<40>();
+    warpgroup_reg_dealloc<TmaRegisters<BLOCKS>::kProducer>();
     if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles);
     return;
   }
-  warpgroup_reg_alloc<232>();
+  warpgroup_reg_alloc<TmaRegisters<BLOCKS>::kConsumer>();
   if constexpr (PINGPONG) {
     static_assert(BN == 128, "ping-pong tiles: 128 x 128 per warpgroup");
     tma_consume_pingpong<STAGES>(p, flag, pending, ring, tiles);
@@ -542,11 +553,14 @@ bool im2col_a(const GemmParams& p) {
          k.lower_w <= k.in_w - 1 + k.upper_w && k.lower_h <= k.in_h - 1 + k.upper_h;
 }
 
-template <int BN, int STAGES, bool PINGPONG = false>
+template <int BN, int STAGES, bool PINGPONG = false, int BLOCKS = 1>
 struct TmaVariant {
   using S = TmaShape<BN, STAGES>;
+  // An SM's 228 KB of shared memory, less 1 KB the runtime reserves per block.
+  static_assert(BLOCKS * (S::kSmemBytes + 1024) <= 228 * 1024, "shared memory of the blocks an SM holds");
   static void prepare() {
-    for (const auto kernel : {tma_gemm_kernel<BN, STAGES, false, PINGPONG>, tma_gemm_kernel<BN, STAGES, true, PINGPONG>}) {
+    for (const auto kernel : {tma_gemm_kernel<BN, STAGES, false, PINGPONG, BLOCKS>,
+                              tma_gemm_kernel<BN, STAGES, true, PINGPONG, BLOCKS>}) {
       ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     }
   }
@@ -558,16 +572,16 @@ struct TmaVariant {
                                     : cached_map(im2col_key(p), name);
     const CUtensorMap map_b = cached_map(MatrixMapKey{p.b, p.N, p.K, p.ldb, BN}, name);
     const int64_t tiles = int64_t{(p.M + kTmaBM - 1) / kTmaBM} * ((p.N + BN - 1) / BN) * p.splits;
-    const unsigned grid = persistent_grid(p, tiles, device_sm_count());
-    const auto kernel =
-        plain ? tma_gemm_kernel<BN, STAGES, false, PINGPONG> : tma_gemm_kernel<BN, STAGES, true, PINGPONG>;
+    const unsigned grid = persistent_grid(p, tiles, int64_t{device_sm_count()} * BLOCKS);
+    const auto kernel = plain ? tma_gemm_kernel<BN, STAGES, false, PINGPONG, BLOCKS>
+                              : tma_gemm_kernel<BN, STAGES, true, PINGPONG, BLOCKS>;
     kernel<<<grid, kTmaThreads, S::kSmemBytes, s>>>(p, map_a, map_b, flag);
     ATL_CUDA_CHECK_LAUNCH(name);
   }
 };
 
-// 128x64 takes eight stages of 24 KB; 128x128 (either consumer scheme) six of 32 KB; 128x256
-// four of 48 KB.
+// 128x64 takes eight stages of 24 KB, or three with two blocks per SM; 128x128 (either consumer
+// scheme) six of 32 KB; 128x256 four of 48 KB.
 template <typename Fn>
 void dispatch_tma(GemmTile tile, Fn&& fn) {
   switch (tile) {
@@ -579,6 +593,8 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
       return fn(TmaVariant<128, 6>{});
     case GemmTile::kT128x256:
       return fn(TmaVariant<256, 4>{});
+    case GemmTile::kD128x64:
+      return fn(TmaVariant<64, 3, false, 2>{});
     default:
       ATOLL_THROW(kInternal, "not a TMA tile");
   }

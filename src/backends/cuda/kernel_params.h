@@ -76,7 +76,8 @@ enum class GemmTile : uint8_t {
   kT128x128,
   kT128x256,
   kT128x64,
-  kP128x128  // TMA-fed, ping-pong consumers: each warpgroup a whole 128 x 128 tile
+  kP128x128,  // TMA-fed, ping-pong consumers: each warpgroup a whole 128 x 128 tile
+  kD128x64    // TMA-fed 128 x 64 in fewer stages, two blocks per SM (one's epilogue beside the other's MMAs)
 };
 
 struct GemmConfig {

@@ -126,18 +126,18 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
     }
   }
   shape.n_segment = 256;
-  int tma_tiles_256 = 0;
-  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
-    tma_tiles_256 += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
-  }
-  EXPECT_EQ(tma_tiles_256, 4) << "the ping-pong tile is offered only when asked for";
+  const auto unsplit_tma_tiles = [&shape] {
+    int n = 0;
+    for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) n += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
+    return n;
+  };
+  EXPECT_EQ(unsplit_tma_tiles(), 3) << "the ping-pong and two-block tiles are offered only when asked for";
   shape.pingpong = true;
-  tma_tiles_256 = 0;
-  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) {
-    tma_tiles_256 += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
-  }
-  EXPECT_EQ(tma_tiles_256, 5);
+  EXPECT_EQ(unsplit_tma_tiles(), 4);
+  shape.dual_tile = true;
+  EXPECT_EQ(unsplit_tma_tiles(), 5);
   shape.pingpong = false;
+  shape.dual_tile = false;
   shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));

@@ -89,6 +89,7 @@ class CudaBackend final : public Backend {
     info_.wgmma = options.wgmma && cuda::wgmma_gemm_built() && prop.major == 9 && prop.minor == 0;
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     info_.pingpong = info_.wgmma && options.pingpong;
+    info_.dual_tile = info_.wgmma && options.dual_tile;
     info_.gemv = options.gemv;
     const int check = options.gemm_check_tiles;
     ATOLL_CHECK(power_of_two_up_to(check, kMaxCheckTiles), kInvalidArgument,
@@ -119,7 +120,7 @@ class CudaBackend final : public Backend {
                                      !info_.wgmma      ? "mma.sync v2"
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v6"
                                                         : "mma.sync+wgmma+tma v5",
-                                     info_.pingpong ? "+pingpong v1" : "", info_.gemv ? "+gemv v1" : "",
+                                     info_.pingpong ? "+pingpong v1" : "", info_.dual_tile ? "+dual v1" : "", info_.gemv ? "+gemv v1" : "",
                                      fmt::format(" check {} epi {}", check, epi));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
@@ -170,6 +171,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.wgmma = env_switch("ATOLL_CUDA_WGMMA", true);
   options.tma_im2col = env_switch("ATOLL_CUDA_TMA_IM2COL", true);
   options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
+  options.dual_tile = env_switch("ATOLL_CUDA_DUAL_TILE", true);
   options.gemv = env_switch("ATOLL_CUDA_GEMV", true);
   options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);
   options.gemm_groups = env_switch("ATOLL_CUDA_GEMM_GROUPS", true);

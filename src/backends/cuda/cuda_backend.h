@@ -58,6 +58,10 @@ struct CudaBackendOptions {
   // epilogue beside the other's MMAs; ATOLL_CUDA_PINGPONG=1 turns it on). Off until the GPU suite
   // has run it and it has been timed on the H200.
   bool pingpong = false;
+  // Also offer the 128x64 TMA tile with two blocks per SM (d128x64: three stages each, one block's
+  // epilogue beside the other's MMAs; ATOLL_CUDA_DUAL_TILE=0 turns it off). Autotuning keeps it
+  // where it times faster.
+  bool dual_tile = true;
   // Also offer the GEMV path (gemv.cu) to batch-1 GEMMs of up to 8 rows over a plain A
   // (ATOLL_CUDA_GEMV=0 turns it off); autotuning keeps it wherever it times faster than the tiles.
   // On since session 32: every zoo model ran 0.3-3.6% faster at batch 1 on the H200 (sessions

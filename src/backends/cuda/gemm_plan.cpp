@@ -83,7 +83,9 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
     }
     if (s.wgmma && s.tma) {
       for (const TileTraits& t : kTmaTiles) {
-        if (s.pingpong || !gemm_tile_is_pingpong(t.tile)) tiles.push_back(t.tile);
+        if (gemm_tile_is_pingpong(t.tile) && !s.pingpong) continue;
+        if (t.tile == GemmTile::kD128x64 && !s.dual_tile) continue;
+        tiles.push_back(t.tile);
       }
     }
   } else {

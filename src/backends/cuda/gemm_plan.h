@@ -14,6 +14,7 @@ struct GemmShape {
   bool wgmma = false;  // the device and the build run the Hopper wgmma kernels
   bool tma = false;    // and the TMA tiles read A (tma_gemm_applies)
   bool pingpong = false;  // and the ping-pong TMA tile is offered (CudaBackendOptions::pingpong)
+  bool dual_tile = false;  // and the two-blocks-per-SM TMA tile (CudaBackendOptions::dual_tile)
   int n_segment = 0;   // GemmParams::n_segment: only tiles whose N divides it
   bool gemv = false;   // the GEMV path serves it (gemv_applies)
 };

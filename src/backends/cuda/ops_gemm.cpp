@@ -37,6 +37,7 @@ class GemmLaunch final : public KernelLaunch {
                dev.wgmma,
                dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p)),
                dev.pingpong,
+               dev.dual_tile,
                p.n_segment,
                dev.gemv && vec && !b_kn && gemv_applies(p)} {
     config_.vec = vec;

@@ -1,12 +1,15 @@
 // `atoll serve`: the KServe v2 inference server until SIGINT or SIGTERM, which drain it.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
 
 #include "apps/commands.h"
+#include "apps/options.h"
 #include "core/error.h"
+#include "profile/kernel_profile.h"
 #include "sched/modes.h"
 #include "serve/server.h"
 
@@ -17,11 +20,15 @@ namespace {
 struct ServeFlags {
   serve::ServeOptions options;
   std::string mode = "reset";
+  std::vector<std::string> profiles;  // kernel profile files
+  double padding_rt_budget_pct = 0;
 };
 
 void serve_until_signal(const ServeFlags& f) {
   serve::ServeOptions o = f.options;
   o.engine.mode = sched::mode_from_name(f.mode);
+  o.engine.padding_rt_budget = f.padding_rt_budget_pct / 100;
+  for (const std::string& path : f.profiles) o.engine.profiles.push_back(load_profile(path));
   // Blocked before any thread starts, so every thread inherits the mask and sigwait alone sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);
@@ -63,8 +70,16 @@ void add_serve_command(CLI::App& app) {
                   "else to the device with the fewest (default: 0; on cpu and sim, simulated GPUs)")
       ->delimiter(',')
       ->check(CLI::Range(0, 1023));
-  cmd->add_option("--mode", f->mode, "Scheduling mode: rt-only, seq, streams, streams-prio, wait, reset")
+  std::vector<std::string> modes;
+  for (const sched::Mode m : sched::all_modes()) modes.push_back(sched::mode_name(m));
+  cmd->add_option("--mode", f->mode, fmt::format("Scheduling mode: {}", fmt::join(modes, ", ")))
+      ->check(CLI::IsMember(modes))
       ->default_str("reset");
+  cmd->add_option("--profile", f->profiles,
+                  "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them; in those "
+                  "modes a model without one is profiled on its device when it loads")
+      ->check(CLI::ExistingFile);
+  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
   cmd->add_option_function<std::string>(
          "--rt-launch", [&o](const std::string& v) { o.engine.rt_single_launch = v == "one"; },
          "How an RT request's kernels are launched: one (a single call, a CUDA graph) or per-kernel (one call each)")

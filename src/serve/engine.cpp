@@ -15,6 +15,7 @@
 #include "runtime/model_source.h"
 #include "runtime/nvml.h"
 #include "sched/cuda_exec_device.h"
+#include "sched/profiles.h"
 #include "sched/sim_exec_device.h"
 #include "serve/engine_impl.h"
 
@@ -88,7 +89,7 @@ const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
   ATOLL_THROW(kInternal, "model '{}' has no program for batch {}", spec.name, batch);
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)) {
+Engine::Engine(EngineOptions options) : options_(std::move(options)), profiles_(options_.profiles) {
   ATOLL_CHECK(options_.max_queue_rt >= 1 && options_.max_queue_be >= 1, kInvalidArgument,
               "queue limits must be at least 1 (got RT {}, BE {})", options_.max_queue_rt, options_.max_queue_be);
   const std::vector<int> ordinals = options_.devices.empty() ? std::vector<int>{0} : options_.devices;
@@ -232,6 +233,11 @@ void Engine::load(const ModelSpec& spec) {
         p->rt_instance = slot.device->load(cm.program, cm.weights);
         if (options_.rt_sm_copies) slot.device->set_sm_copies(p->rt_instance, true);
         p->be_instance = slot.device->load(cm.program, cm.weights);
+        if (sched::mode_traits(options_.mode).pads_be) {
+          for (const sched::InstanceId i : {p->rt_instance, p->be_instance}) {
+            sched::attach_profile(*slot.device, i, profiles_, /*measure=*/true);
+          }
+        }
         p->program = std::move(cm.program);
         slot.programs[key] = p;
       }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "compile/compiler.h"
+#include "profile/kernel_profile.h"
 #include "sched/exec_device.h"
 #include "sched/modes.h"
 #include "sched/scheduler.h"
@@ -42,6 +43,10 @@ struct EngineOptions {
   // Requests of a class accepted and not yet answered; one more is refused (resource exhausted).
   int64_t max_queue_rt = 64;
   int64_t max_queue_be = 256;
+  double padding_rt_budget = 0;  // sched::SchedulerOptions::padding_rt_budget
+  // Kernel profiles (atoll profile) for the padding modes: a model whose program one belongs to
+  // plans with it; in those modes a model without one is profiled on its device when it loads.
+  std::vector<ModelProfile> profiles;
 };
 
 // A model's programs at each batch it runs at, and the scheduler clients that run them.
@@ -134,6 +139,7 @@ class Engine {
   mutable std::shared_mutex config_mutex_;
   std::map<std::string, std::shared_ptr<ServedModel>> models_;
   std::map<std::string, std::string> unavailable_;  // name -> reason
+  std::vector<ModelProfile> profiles_;  // given, then measured at load (config_mutex_ exclusive)
   bool shutting_down_ = false;
 
   std::atomic<int64_t> queued_[2] = {0, 0};  // per class, indexed as TaskClass

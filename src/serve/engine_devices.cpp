@@ -86,6 +86,7 @@ void Engine::rebuild_scheduler(Slot& slot) {
   so.mode = options_.mode;
   so.inflight_cap = options_.inflight_cap;
   so.rt_single_launch = options_.rt_single_launch;
+  so.padding_rt_budget = options_.padding_rt_budget;
   slot.scheduler = std::make_unique<sched::Scheduler>(*slot.device, so);
   const bool admits_be = sched::mode_traits(options_.mode).admits_be;
   for (auto& [name, model] : models_) {

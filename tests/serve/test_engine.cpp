@@ -132,6 +132,34 @@ TEST(Engine, RtOnlyModeRefusesBestEffortRequests) {
   EXPECT_EQ(served.get_future().get(), sched::TaskClass::kRealTime);
 }
 
+// The padding modes plan with kernel profiles: a model loaded without one is profiled on its
+// device, and both classes are then served with the answers reset mode gives.
+TEST(Engine, PaddingModesProfileModelsAtLoadAndAnswerAsReset) {
+  const auto answers = [](sched::Mode mode) {
+    EngineOptions options;
+    options.device = "sim";
+    options.mode = mode;
+    Engine engine(options);
+    engine.load(tiny_spec());
+    std::vector<std::vector<float>> out;
+    for (const int64_t priority : {1, 0, 1, 0}) {
+      const Input in(2, priority);
+      std::promise<std::vector<float>> answer;
+      engine.infer(in.request, [&](std::exception_ptr error, InferResponse r) {
+        if (error) return answer.set_exception(error);
+        const auto v = r.outputs.at(0).data.as<float>();
+        answer.set_value(std::vector<float>(v.begin(), v.end()));
+      });
+      out.push_back(answer.get_future().get());
+    }
+    return out;
+  };
+  const auto reset = answers(sched::Mode::kReset);
+  for (const sched::Mode mode : {sched::Mode::kPaddingConcurrent, sched::Mode::kPaddingSlices}) {
+    EXPECT_EQ(answers(mode), reset) << sched::mode_name(mode);
+  }
+}
+
 }  // namespace
 }  // namespace atl::serve
 

@@ -141,7 +141,7 @@ void expect_stop_inside_main_loop(const std::string& tile, int check_tiles) {
     gpu.select_gemm_choice(0, i);
     if (gpu.gemm_choice(0) == tile) unsplit = i;
   }
-  const bool hopper_tile = tile.front() == 'w' || tile.front() == 't' || tile.front() == 'p';
+  const bool hopper_tile = tile.front() == 'w' || tile.front() == 't' || tile.front() == 'p' || tile.front() == 'd';
   if (unsplit < 0 && !hopper_tile) FAIL() << "no tile " << tile;
   if (unsplit < 0) GTEST_SKIP() << "this device or build offers no " << tile << " tile";
   ASSERT_GE(unsplit, 0);

@@ -116,7 +116,8 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
 
 // One GEMM of a few blocks on `tile`, each running thousands of K tiles (about a millisecond): a
 // flag raised a quarter in ends it well before its end, and a rerun after the stop is exact.
-void expect_stop_inside_main_loop(const std::string& tile, int check_tiles) {
+// `halt_tokens`: CudaBackendOptions::gemm_halt_tokens.
+void expect_stop_inside_main_loop(const std::string& tile, int check_tiles, bool halt_tokens = false) {
   opcases::OpCase c;
   c.name = "long_gemm";
   c.op = OpKind::kGemm;
@@ -134,6 +135,7 @@ void expect_stop_inside_main_loop(const std::string& tile, int check_tiles) {
   CudaBackendOptions options;  // every tile, the ping-pong one included
   options.pingpong = true;
   options.gemm_check_tiles = check_tiles;
+  options.gemm_halt_tokens = halt_tokens;
   auto inst = make_cuda_backend(options)->load(data.program, data.weights);
   CudaInstance& gpu = gputest::as_cuda(*inst);
   int unsplit = -1;
@@ -187,6 +189,16 @@ TEST(GpuLongBlocksCheckDistance, TmaTilesStopAtEveryDistance) {
       expect_stop_inside_main_loop(tile, check_tiles);
       if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
     }
+  }
+}
+
+// With halt tokens the TMA tiles' producer stops them (the ping-pong tile keeps its own checks).
+TEST(GpuLongBlocksHaltTokens, TmaTilesStopAtTheirProducersToken) {
+  ATL_REQUIRE_GPU();
+  for (const char* tile : {"t128x64/s1", "t128x256/s1", "d128x64/s1", "p128x128/s1"}) {
+    SCOPED_TRACE(tile);
+    expect_stop_inside_main_loop(tile, CudaBackendOptions{}.gemm_check_tiles, /*halt_tokens=*/true);
+    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
   }
 }
 

@@ -45,9 +45,9 @@ struct TmaShape {
   static constexpr int kABytes = kTmaBM * kTmaRowBytes;
   static constexpr int kBBytes = BN * kTmaRowBytes;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words; 1024
-  // bytes of slack let the kernel align the stages to the swizzle atom.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
+  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words,
+  // a halt word per stage; 1024 bytes of slack let the kernel align the stages to the swizzle atom.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 4 * STAGES + 1024;
   static_assert(BN == 64 || BN == 128 || BN == 256, "TMA tiles: 128 rows by 64, 128 or 256 columns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
 };
@@ -84,6 +84,10 @@ struct Ring {
   float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
   int* stop;
   int* turn;  // ping-pong: how many of the block's tiles have finished their K loop
+  // Halt tokens (GemmParams::halt_tokens): the producer writes a stage's word before its arrival
+  // on the stage's full barrier, and the consumers read it after their wait on it, so the barrier
+  // orders the two and both warpgroups read the same value for the same stage.
+  int* halt;
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
   // The stop word crosses warps with no barrier between them, so both sides use atomic
@@ -144,10 +148,16 @@ __device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, cons
 
 template <int BN, int STAGES, bool IM2COL>
 __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
-                            const Ring<STAGES>& ring, int tiles) {
+                            const Ring<STAGES>& ring, int tiles, const int* flag) {
   using S = TmaShape<BN, STAGES>;
   tma_prefetch_map(map_a);
   tma_prefetch_map(map_b);
+  // With halt tokens the producer reads the flag, once per stage it fills (the value tested at a
+  // stage is the read issued at the one before), and answers a raise by filling the next free
+  // stage with a halt token instead of operands: the consumers leave when they reach it, together
+  // and with no barrier between them.
+  const bool tokens = p.halt_tokens != 0 && flag != nullptr;
+  int pending = tokens ? load_flag(flag) : 0;
   int it = 0;
   bool stopped = false;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles && !stopped; t += gridDim.x) {
@@ -163,12 +173,22 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
         stopped = true;
         break;
       }
+      if (tokens) {
+        ring.halt[s] = pending;
+        if (pending != 0) {
+          mbar_arrive(ring.full(s));  // completes the phase with no bytes
+          ++it;
+          stopped = true;
+          break;
+        }
+      }
       const uint32_t dst = ring.stages + s * S::kStageBytes;
       const int k0 = (c.kt_begin + kt) * kTmaBK;
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
       tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
       tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
       if (kt == 0) prefetch_tile_residual(p, c, BN);
+      if (tokens) pending = load_flag(flag);
     }
   }
   // Every copy issued lands before the block exits: the latest use of each stage.
@@ -190,7 +210,12 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(ring.full(s), (it / STAGES) & 1);
-      if (flag != nullptr && (kt & (p.check_tiles - 1)) == 0) {
+      if (p.halt_tokens != 0) {
+        if (flag != nullptr && ring.halt[s] != 0) {  // the producer saw the flag and filled no more stages
+          wgmma_wait<0>();
+          return;
+        }
+      } else if (flag != nullptr && (kt & (p.check_tiles - 1)) == 0) {
         if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
           wgmma_wait<0>();
           if (ctid == 0) ring.raise_stop();
@@ -370,6 +395,7 @@ __global__ void __launch_bounds__(kTmaThreads, BLOCKS)
   ring.bars = ring.stages + STAGES * S::kStageBytes + 2 * kEpiBufBytes;
   ring.stop = reinterpret_cast<int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
   ring.turn = ring.stop + 1;
+  ring.halt = ring.stop + 4;  // past the 16 bytes of the stop and turn words
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first
   // stage loads.
@@ -388,7 +414,7 @@ __global__ void __launch_bounds__(kTmaThreads, BLOCKS)
   const int tiles = tile_range_end(p, ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<TmaRegisters<BLOCKS>::kProducer>();
-    if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles);
+    if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles, PINGPONG ? nullptr : flag);
     return;
   }
   warpgroup_reg_alloc<TmaRegisters<BLOCKS>::kConsumer>();

@@ -102,7 +102,8 @@ struct CudaBackendOptions {
   // (ATOLL_CUDA_GEMM_HALT_TOKENS=1): their K loops then make no flag checks, no barriers, and a
   // raise waits for the stages already filled (4-8 K tiles). Off: on an H100 (session 37) exits
   // were faster (p50 halved) but the GEMMs' flag cost rose (+1.41% -> +1.90%, convolutions +0.90%
-  // -> +2.91%), likely the producer waiting for its flag read before each stage.
+  // -> +2.91%), likely the producer waiting for its flag read before each stage (it now tests
+  // the read a stage later, not yet measured).
   bool gemm_halt_tokens = false;
   UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)

@@ -6,7 +6,8 @@
 #   alternate an on/off switch) (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
 #   back as $OUT/results.tgz;
-#   each step has a time limit (TEST_LIMIT, BENCH_LIMIT, TORCH_LIMIT seconds) so one hang cannot
+#   each step has a time limit (TEST_LIMIT, default 400: test_gpu ran past 200 s on an H100 in session 37; BENCH_LIMIT,
+#   TORCH_LIMIT seconds) so one hang cannot
 #   eat the whole lease.
 set -uo pipefail
 out=${OUT:-$PWD/out}
@@ -25,13 +26,13 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 status=0
 if has_step tests; then
   # The test binary is exactly the CTest label "gpu" (ctest files hold build-machine paths).
-  timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu" --gtest_filter="${TEST_FILTER:-*}" --gtest_output="json:$out/gpu_tests.json" >"$out/gpu_tests.log" 2>&1
+  timeout -k 5 "${TEST_LIMIT:-400}" "$bin/test_gpu" --gtest_filter="${TEST_FILTER:-*}" --gtest_output="json:$out/gpu_tests.json" >"$out/gpu_tests.log" 2>&1
   status=$?
   echo "test_gpu exit status $status"
   grep -E "^\[  FAILED|^\[  PASSED|^\[  SKIPPED|tests ran|Failure|error" "$out/gpu_tests.log" | tail -40
 fi
 if has_step tests && [[ -x $bin/test_gpu_sched ]]; then
-  timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu_sched" --gtest_filter="${SCHED_TEST_FILTER:-*}" \
+  timeout -k 5 "${TEST_LIMIT:-400}" "$bin/test_gpu_sched" --gtest_filter="${SCHED_TEST_FILTER:-*}" \
     --gtest_output="json:$out/gpu_sched_tests.json" >"$out/gpu_sched_tests.log" 2>&1
   st=$?
   echo "test_gpu_sched exit status $st"
@@ -134,7 +135,7 @@ if has_step attn; then
   # The fused attention's first checks: its op cases (reference, CPU backend, rerun, stop at
   # entry) and the attention models against the CPU reference, then the attention models timed
   # with it off and on, alternated, and kernel exit with it on (ATTN_MODELS, ATTN_BATCHES).
-  timeout -k 5 "${TEST_LIMIT:-300}" "$bin/test_gpu" \
+  timeout -k 5 "${TEST_LIMIT:-400}" "$bin/test_gpu" \
     --gtest_filter='AllOps/GpuOpTest.*attention*:GpuModelFusedAttention.*' >"$out/attn_tests.log" 2>&1
   echo "attention tests: exit $?; $(grep -E '^\[  (PASSED|FAILED)' "$out/attn_tests.log" | tr '\n' ' ')"
   for round in 1 2; do

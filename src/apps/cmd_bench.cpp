@@ -33,7 +33,7 @@ struct DisbFlags {
   double warmup_s = bench::DisbOptions{}.warmup_s;
   int cap = bench::DisbOptions{}.inflight_cap;
   double be_queue_us = 0;
-  double padding_rt_budget_pct = 0;
+  double padding_rt_budget = 0;  // a fraction (--padding-rt-budget)
   RtL2Flags rt_l2;
   RtPathFlags rt_path;
   std::string rt_order = "fifo";
@@ -230,7 +230,7 @@ void run_disb_command(const DisbFlags& f) {
   o.warmup_s = f.warmup_s;
   o.inflight_cap = f.cap;
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
-  o.padding_rt_budget = f.padding_rt_budget_pct / 100;
+  o.padding_rt_budget = f.padding_rt_budget;
   o.rt_l2 = rt_l2_buffer(f.rt_l2, f.device);
   o.rt_l2_budget_bytes = rt_l2_budget_bytes(f.rt_l2);
   o.rt_path = rt_path_options(f.rt_path);
@@ -276,7 +276,7 @@ struct PairFlags {
   std::string device = "sim";
   std::string json;
   std::vector<std::string> profiles;
-  double padding_rt_budget_pct = 0;
+  double padding_rt_budget = 0;  // a fraction (--padding-rt-budget)
 };
 
 void print_pairs(const bench::PairResults& r) {
@@ -314,7 +314,7 @@ void run_pairs_command(const PairFlags& f) {
   o.duration_s = f.duration_s;
   o.batch = f.batch;
   o.device = f.device;
-  o.padding_rt_budget = f.padding_rt_budget_pct / 100;
+  o.padding_rt_budget = f.padding_rt_budget;
   for (const std::string& path : f.profiles) o.profiles.push_back(load_profile(path));
   if (!f.json.empty()) check_file_writable(f.json);  // before the pairs run, not after
   const bool tty = isatty(STDERR_FILENO) == 1;
@@ -344,7 +344,7 @@ void add_pairs_command(CLI::App& bench, const std::vector<std::string>& modes) {
   cmd->add_option("--json", f->json, "Write the results here");
   cmd->add_option("--profile", f->profiles, "Kernel profiles from `atoll profile` (repeatable)")
       ->check(CLI::ExistingFile);
-  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
+  add_padding_budget_flag(cmd, f->padding_rt_budget);
   cmd->callback([f] { run_pairs_command(*f); });
 }
 
@@ -375,7 +375,7 @@ void add_bench_command(CLI::App& app) {
       ->check(CLI::Range(0.0, 600.0));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_be_queue_flag(cmd, f->be_queue_us);
-  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
+  add_padding_budget_flag(cmd, f->padding_rt_budget);
   add_rt_l2_flags(cmd, f->rt_l2);
   add_rt_path_flags(cmd, f->rt_path);
   cmd->add_option("--rt-order", f->rt_order,

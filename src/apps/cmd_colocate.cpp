@@ -29,7 +29,7 @@ struct ColocateFlags {
   uint64_t seed = 0;
   int cap = 4;
   double be_queue_us = 0;
-  double padding_rt_budget_pct = 0;
+  double padding_rt_budget = 0;  // a fraction (--padding-rt-budget)
   RtL2Flags rt_l2;
   double warmup_s = sched::ColocateOptions{}.warmup_s;
   RtPathFlags rt_path;
@@ -91,7 +91,7 @@ void print_report(const sched::WorkloadReport& r, const ColocateFlags& f) {
     j["batch"] = f.batch;
     j["inflight_cap"] = f.cap;
     j["be_queue_us"] = f.be_queue_us;
-    j["padding_rt_budget_pct"] = f.padding_rt_budget_pct;
+    j["padding_rt_budget_pct"] = f.padding_rt_budget * 100;
     j["padding_guarded"] = r.padding_guarded;
     j["rt_l2"] = f.rt_l2.buffer;
     j["l2_persisting_bytes"] = r.l2_persisting_bytes;
@@ -176,7 +176,7 @@ void run_colocate_command(const ColocateFlags& f) {
   o.seed = f.seed;
   o.inflight_cap = f.cap;
   o.be_queue_ns = std::llround(f.be_queue_us * 1e3);
-  o.padding_rt_budget = f.padding_rt_budget_pct / 100;
+  o.padding_rt_budget = f.padding_rt_budget;
   o.rt_l2 = rt_l2_buffer(f.rt_l2, f.device);
   o.rt_l2_budget_bytes = rt_l2_budget_bytes(f.rt_l2);
   o.warmup_s = f.warmup_s;
@@ -211,7 +211,7 @@ void add_colocate_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1}, int64_t{4096}));
   cmd->add_option("--cap", f->cap, "Kernels a BE stream may have on the device at once")->check(CLI::Range(1, 1 << 20));
   add_be_queue_flag(cmd, f->be_queue_us);
-  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
+  add_padding_budget_flag(cmd, f->padding_rt_budget);
   add_rt_l2_flags(cmd, f->rt_l2);
   cmd->add_option("--seed", f->seed, "Seed for inputs (and weights where the device computes)")->check(kWholeUint64);
   cmd->add_option("--warmup", f->warmup_s, "Seconds of every client in seq mode, unmeasured, first (real devices only)")

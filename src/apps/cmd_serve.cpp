@@ -21,13 +21,11 @@ struct ServeFlags {
   serve::ServeOptions options;
   std::string mode = "reset";
   std::vector<std::string> profiles;  // kernel profile files
-  double padding_rt_budget_pct = 0;
 };
 
 void serve_until_signal(const ServeFlags& f) {
   serve::ServeOptions o = f.options;
   o.engine.mode = sched::mode_from_name(f.mode);
-  o.engine.padding_rt_budget = f.padding_rt_budget_pct / 100;
   for (const std::string& path : f.profiles) o.engine.profiles.push_back(load_profile(path));
   // Blocked before any thread starts, so every thread inherits the mask and sigwait alone sees them.
   sigset_t stop_signals;
@@ -79,7 +77,7 @@ void add_serve_command(CLI::App& app) {
                   "Kernel profiles from `atoll profile` (repeatable): the padding modes plan with them; in those "
                   "modes a model without one is profiled on its device when it loads")
       ->check(CLI::ExistingFile);
-  add_padding_budget_flag(cmd, f->padding_rt_budget_pct);
+  add_padding_budget_flag(cmd, o.engine.padding_rt_budget);
   cmd->add_option_function<std::string>(
          "--rt-launch", [&o](const std::string& v) { o.engine.rt_single_launch = v == "one"; },
          "How an RT request's kernels are launched: one (a single call, a CUDA graph) or per-kernel (one call each)")

@@ -60,12 +60,14 @@ inline void add_be_queue_flag(CLI::App* cmd, double& us) {
       ->check(CLI::Range(0.0, 1e6));
 }
 
-// --padding-rt-budget (colocate and DISB): SchedulerOptions::padding_rt_budget, in percent.
-inline void add_padding_budget_flag(CLI::App* cmd, double& percent) {
-  cmd->add_option("--padding-rt-budget", percent,
-                  "Padding modes: the RT slowdown padding may cost, in percent of an RT task's device time; "
-                  "measured per RT client, padding then runs beside only the share of tasks that keeps it "
-                  "within this (0: beside every task)")
+// --padding-rt-budget PCT (colocate, DISB, pairs, serve): sets SchedulerOptions::padding_rt_budget,
+// a fraction, from the percent given.
+inline void add_padding_budget_flag(CLI::App* cmd, double& fraction) {
+  cmd->add_option_function<double>(
+         "--padding-rt-budget", [&fraction](double percent) { fraction = percent / 100; },
+         "Padding modes: the RT slowdown padding may cost, in percent of an RT task's device time; "
+         "measured per RT client, padding then runs beside only the share of tasks that keeps it "
+         "within this (0: beside every task)")
       ->check(CLI::Range(0.0, 99.0));
 }
 

@@ -89,7 +89,7 @@ const ServedModel::Bucket& ServedModel::bucket_for(int64_t batch) const {
   ATOLL_THROW(kInternal, "model '{}' has no program for batch {}", spec.name, batch);
 }
 
-Engine::Engine(EngineOptions options) : options_(std::move(options)), profiles_(options_.profiles) {
+Engine::Engine(EngineOptions options) : options_(std::move(options)), profiles_(std::move(options_.profiles)) {
   ATOLL_CHECK(options_.max_queue_rt >= 1 && options_.max_queue_be >= 1, kInvalidArgument,
               "queue limits must be at least 1 (got RT {}, BE {})", options_.max_queue_rt, options_.max_queue_be);
   const std::vector<int> ordinals = options_.devices.empty() ? std::vector<int>{0} : options_.devices;

@@ -46,6 +46,7 @@ struct EngineOptions {
   double padding_rt_budget = 0;  // sched::SchedulerOptions::padding_rt_budget
   // Kernel profiles (atoll profile) for the padding modes: a model whose program one belongs to
   // plans with it; in those modes a model without one is profiled on its device when it loads.
+  // The engine takes them over (Engine::options() no longer holds them).
   std::vector<ModelProfile> profiles;
 };
 

@@ -123,7 +123,7 @@ class CudaBackend final : public Backend {
                                                         : "mma.sync+wgmma+tma v5",
                                      info_.pingpong ? "+pingpong v1" : "", info_.dual_tile ? "+dual v1" : "", info_.gemv ? "+gemv v1" : "",
                                      fmt::format(" check {} epi {}{}", check, epi,
-                                                 options.gemm_halt_tokens ? " halt tokens" : ""));
+                                                 info_.gemm_halt_tokens ? " halt tokens" : ""));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }

@@ -26,11 +26,11 @@ constexpr double kSpinPerLaunchUs = 8.0;
 
 std::string choice_name(const GemmChoice& c) {
   if (c.tile == GemmTile::kGemv) return "gemv";
-  const char* kernel = gemm_tile_is_pingpong(c.tile)      ? "p"
-                       : c.tile == GemmTile::kD128x64 ? "d"
+  const char* kernel = gemm_tile_is_pingpong(c.tile) ? "p"
+                       : gemm_tile_is_dual(c.tile)     ? "d"
                        : gemm_tile_is_tma(c.tile)      ? "t"
-                       : gemm_tile_is_wgmma(c.tile)  ? "w"
-                                                     : "";
+                       : gemm_tile_is_wgmma(c.tile)    ? "w"
+                                                       : "";
   return fmt::format("{}{}x{}/s{}", kernel, gemm_tile_m(c.tile), gemm_tile_n(c.tile), c.splits);
 }
 

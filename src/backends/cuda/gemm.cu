@@ -363,6 +363,7 @@ int gemm_tile_k(GemmTile t) { return gemm_tile_is_wgmma(t) ? kWgmmaGemmTileK : k
 bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
+bool gemm_tile_is_dual(GemmTile t) { return t == GemmTile::kD128x64; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
   if (cfg.tile == GemmTile::kGemv) return;  // no dynamic shared memory

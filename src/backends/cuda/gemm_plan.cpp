@@ -84,7 +84,7 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
     if (s.wgmma && s.tma) {
       for (const TileTraits& t : kTmaTiles) {
         if (gemm_tile_is_pingpong(t.tile) && !s.pingpong) continue;
-        if (t.tile == GemmTile::kD128x64 && !s.dual_tile) continue;
+        if (gemm_tile_is_dual(t.tile) && !s.dual_tile) continue;
         tiles.push_back(t.tile);
       }
     }

@@ -102,6 +102,7 @@ int gemm_tile_k(GemmTile t);
 bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
 bool gemm_tile_is_tma(GemmTile t);
 bool gemm_tile_is_pingpong(GemmTile t);
+bool gemm_tile_is_dual(GemmTile t);  // two blocks per SM (kD128x64)
 // The GEMV path (gemv.cu): batch-1 GEMMs of at most this many rows with a plain row-major A.
 constexpr int kGemvMaxRows = 8;
 bool gemv_applies(const GemmParams& p);

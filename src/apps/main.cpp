@@ -1,5 +1,7 @@
 // atoll: one thin CLI over the layers. Each subcommand lives in its own cmd_*.cpp.
 #include <fmt/core.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
 #include <cerrno>
@@ -26,6 +28,9 @@ void report(std::string_view kind, std::string_view message) {
 
 int main(int argc, char** argv) {
   atl::apps::install_crash_report();
+  // Logs go to stderr: stdout carries results, and --json consumers parse all of it (spdlog's
+  // default logger wrote "profiling ..." lines into colocate's JSON in the padding modes).
+  spdlog::set_default_logger(spdlog::stderr_color_mt("atoll"));
   CLI::App app{"atoll: real-time and best-effort DNN inference sharing one GPU"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "atoll 0.1.0");

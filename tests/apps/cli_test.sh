@@ -92,6 +92,9 @@ fi
 # colocate: each client its own batch, the RT order, one-line errors for bad client specs.
 expect_ok "colocate per-client batch" '"batch": 4' \
   "$atoll" colocate --rt tiny_vgg@2:500 --be tiny_cnn@4,tiny_bert --duration 0.01 --rt-order edf --json
+expect_ok "colocate padding JSON parses (logs on stderr)" '^ok$' bash -c \
+  "'$atoll' colocate --rt tiny_cnn:100 --be tiny_vgg --mode padding-slices --duration 0.01 --json 2>/dev/null |
+   python3 -c 'import json, sys; json.load(sys.stdin); print(\"ok\")'"
 expect_ok "colocate records the RT order" '"rt_order": "edf"' \
   "$atoll" colocate --rt tiny_vgg:500 --be tiny_cnn --duration 0.01 --rt-order edf --json
 expect_ok "colocate text shows the staging share" "of which staging" \

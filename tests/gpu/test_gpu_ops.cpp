@@ -470,6 +470,25 @@ TEST(GpuOps, PingPongTilesMatchTheReference) {
   EXPECT_GE(r.cases, 8) << "op cases that offer the ping-pong tile";
 }
 
+// With CudaBackendOptions::cluster_tile, the cluster tile (two blocks sharing B by multicast): on
+// every GEMM, convolution and MatMul case that offers it (a 256-row tile's second block wholly
+// past M, N short of 256, split-K, im2col, grouped Gemms), each split matches the reference,
+// reruns bit-identically, and stops at entry: both blocks halt at the first stage.
+TEST(GpuOps, ClusterTilesMatchTheReference) {
+  ATL_REQUIRE_GPU();
+  if (!hopper_gemm_device()) GTEST_SKIP() << "no sm_90 device or sm_90a build";
+  CudaBackendOptions options;
+  options.autotune = false;
+  options.cluster_tile = true;
+  std::vector<OpCase> cases;
+  for (OpCase& c : all_cases()) {
+    if (c.op == OpKind::kGemm || c.op == OpKind::kConv2d || c.op == OpKind::kMatMul) cases.push_back(c);
+  }
+  const ChoiceCheck r =
+      check_gemm_choices(options, cases, [](const std::string& choice) { return choice.front() == 'c'; });
+  EXPECT_GE(r.cases, 8) << "op cases that offer the cluster tile";
+}
+
 // With CudaBackendOptions::gemv, the GEMV path: on every Gemm case it serves (batch-1 rows up to
 // 8, K a multiple of 8, with and without a residual), it matches the reference, reruns
 // bit-identically and stops at entry.

@@ -131,13 +131,19 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
     for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) n += cuda::gemm_tile_is_tma(c.tile) && c.splits == 1;
     return n;
   };
-  EXPECT_EQ(unsplit_tma_tiles(), 3) << "the ping-pong and two-block tiles are offered only when asked for";
+  EXPECT_EQ(unsplit_tma_tiles(), 3) << "the ping-pong, two-block and cluster tiles are offered only when asked for";
   shape.pingpong = true;
   EXPECT_EQ(unsplit_tma_tiles(), 4);
   shape.dual_tile = true;
   EXPECT_EQ(unsplit_tma_tiles(), 5);
+  shape.cluster_tile = true;
+  EXPECT_EQ(unsplit_tma_tiles(), 6);
+  // Segments of 192 columns hold no 256-column tile, the cluster's included.
+  shape.n_segment = 192;
+  for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) EXPECT_FALSE(cuda::gemm_tile_is_cluster(c.tile));
   shape.pingpong = false;
   shape.dual_tile = false;
+  shape.cluster_tile = false;
   shape.n_segment = 0;
   shape.wgmma = false;  // a device without wgmma
   EXPECT_FALSE(has_tma_tile(shape));

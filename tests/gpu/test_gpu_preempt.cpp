@@ -136,6 +136,7 @@ void expect_stop_inside_main_loop(const std::string& tile, int check_tiles, bool
   options.pingpong = true;
   options.gemm_check_tiles = check_tiles;
   options.gemm_halt_tokens = halt_tokens;
+  options.cluster_tile = true;
   auto inst = make_cuda_backend(options)->load(data.program, data.weights);
   CudaInstance& gpu = gputest::as_cuda(*inst);
   int unsplit = -1;
@@ -143,7 +144,7 @@ void expect_stop_inside_main_loop(const std::string& tile, int check_tiles, bool
     gpu.select_gemm_choice(0, i);
     if (gpu.gemm_choice(0) == tile) unsplit = i;
   }
-  const bool hopper_tile = tile.front() == 'w' || tile.front() == 't' || tile.front() == 'p' || tile.front() == 'd';
+  const bool hopper_tile = std::string("wtpdc").find(tile.front()) != std::string::npos;
   if (unsplit < 0 && !hopper_tile) FAIL() << "no tile " << tile;
   if (unsplit < 0) GTEST_SKIP() << "this device or build offers no " << tile << " tile";
   ASSERT_GE(unsplit, 0);
@@ -256,7 +257,7 @@ TEST(GpuEpilogueCheckDistance, EveryTileWritesTheSameAtEveryDistance) {
 
 INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks,
                          ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x64/s1", "t128x128/s1",
-                                           "t128x256/s1", "p128x128/s1", "d128x64/s1"),
+                                           "t128x256/s1", "p128x128/s1", "d128x64/s1", "c256x256/s1"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.find('/'));
                            return name;

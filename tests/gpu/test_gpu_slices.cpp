@@ -47,6 +47,7 @@ TEST(GpuSlices, PiecesOfEveryTiledKernelEqualOneLaunch) {
   SCOPED_TRACE(testing::Message() << "seed " << seed);
   CudaBackendOptions options;
   options.pingpong = true;  // every tile the device offers
+  options.cluster_tile = true;
   auto backend = make_cuda_backend(options);
   int sliced = 0;
   gputest::for_each_launched_kernel(*backend, seed, [&](CudaInstance& gpu, int k, const Kernel& kernel, const std::string& what) {

@@ -90,6 +90,7 @@ class CudaBackend final : public Backend {
     info_.tma_im2col = info_.wgmma && options.tma_im2col;
     info_.pingpong = info_.wgmma && options.pingpong;
     info_.dual_tile = info_.wgmma && options.dual_tile;
+    info_.cluster_tile = info_.wgmma && options.cluster_tile && cuda::cluster_gemm_supported();
     info_.gemv = options.gemv;
     const int check = options.gemm_check_tiles;
     ATOLL_CHECK(power_of_two_up_to(check, kMaxCheckTiles), kInvalidArgument,
@@ -116,12 +117,13 @@ class CudaBackend final : public Backend {
     // Everything that changes which choices exist or which is fastest (the versions count kernel
     // revisions: v4 and v3 add the 128x64 TMA tile and the epilogue's grouped loads, v5 and v4 the
     // staged epilogue's addends loaded a chunk ahead, v6 and v5 the 128x64 tile two blocks per SM).
-    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}{}", prop.name,
+    tuning_.device_key = fmt::format("{} | sm_{}{} x{} | driver {} runtime {} | gemm kernels {}{}{}{}{}", prop.name,
                                      prop.major, prop.minor, prop.multiProcessorCount, driver, runtime,
                                      !info_.wgmma      ? "mma.sync v2"
                                      : info_.tma_im2col ? "mma.sync+wgmma+tma+im2col v6"
                                                         : "mma.sync+wgmma+tma v5",
-                                     info_.pingpong ? "+pingpong v1" : "", info_.dual_tile ? "+dual v1" : "", info_.gemv ? "+gemv v1" : "",
+                                     info_.pingpong ? "+pingpong v1" : "", info_.dual_tile ? "+dual v1" : "",
+                                     info_.cluster_tile ? "+cluster v1" : "", info_.gemv ? "+gemv v1" : "",
                                      fmt::format(" check {} epi {}{}", check, epi,
                                                  info_.gemm_halt_tokens ? " halt tokens" : ""));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
@@ -174,6 +176,7 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.tma_im2col = env_switch("ATOLL_CUDA_TMA_IM2COL", true);
   options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
   options.dual_tile = env_switch("ATOLL_CUDA_DUAL_TILE", true);
+  options.cluster_tile = env_switch("ATOLL_CUDA_CLUSTER_TILE", false);
   options.gemm_halt_tokens = env_switch("ATOLL_CUDA_GEMM_HALT_TOKENS", false);
   options.gemv = env_switch("ATOLL_CUDA_GEMV", true);
   options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);

@@ -63,6 +63,10 @@ struct CudaBackendOptions {
   // where it times faster: on an H100 (session 37) VGG-19 and ResNet-50 ran 3.5-5.4% faster at
   // batch 8 and 32, VGG-19 b32's features.2 700 -> 524 us.
   bool dual_tile = true;
+  // Also offer the cluster tile (c256x256: two blocks of a cluster, 128 rows each, whose producers
+  // multicast B's halves into both, halving B's reads from L2; ATOLL_CUDA_CLUSTER_TILE=1 turns it
+  // on). Off until the GPU suite has run it and it has been timed (built in session 38, no GPU).
+  bool cluster_tile = false;
   // Also offer the GEMV path (gemv.cu) to batch-1 GEMMs of up to 8 rows over a plain A
   // (ATOLL_CUDA_GEMV=0 turns it off); autotuning keeps it wherever it times faster than the tiles.
   // On since session 32: every zoo model ran 0.3-3.6% faster at batch 1 on the H200 (sessions

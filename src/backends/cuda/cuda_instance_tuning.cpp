@@ -28,6 +28,7 @@ std::string choice_name(const GemmChoice& c) {
   if (c.tile == GemmTile::kGemv) return "gemv";
   const char* kernel = gemm_tile_is_pingpong(c.tile) ? "p"
                        : gemm_tile_is_dual(c.tile)     ? "d"
+                       : gemm_tile_is_cluster(c.tile)  ? "c"
                        : gemm_tile_is_tma(c.tile)      ? "t"
                        : gemm_tile_is_wgmma(c.tile)    ? "w"
                                                        : "";

@@ -340,6 +340,7 @@ int gemm_tile_m(GemmTile t) {
     case GemmTile::k64x64:
     case GemmTile::kW64x128:
     case GemmTile::kW64x64: return 64;
+    case GemmTile::kC256x256: return 256;
     default: return 128;
   }
 }
@@ -350,7 +351,8 @@ int64_t gemm_launch_tiles(const GemmParams& p, GemmTile t) {
 
 int gemm_tile_n(GemmTile t) {
   switch (t) {
-    case GemmTile::kT128x256: return 256;
+    case GemmTile::kT128x256:
+    case GemmTile::kC256x256: return 256;
     case GemmTile::k128x128:
     case GemmTile::kW128x128:
     case GemmTile::kW64x128:
@@ -364,6 +366,7 @@ bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
 bool gemm_tile_is_dual(GemmTile t) { return t == GemmTile::kD128x64; }
+bool gemm_tile_is_cluster(GemmTile t) { return t == GemmTile::kC256x256; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
   if (cfg.tile == GemmTile::kGemv) return;  // no dynamic shared memory

@@ -31,7 +31,8 @@ constexpr int kMinKTilesPerSplit = 4;
 struct TileTraits {
   GemmTile tile;
   int blocks_per_sm;   // resident blocks (shared memory and registers allow)
-  double efficiency;   // MMA throughput relative to the largest tile
+  double efficiency;   // MMA throughput relative to the largest tile, per SM
+  int sms = 1;         // SMs one tile runs on (a cluster's blocks)
 };
 
 constexpr TileTraits kTiles[] = {
@@ -55,6 +56,7 @@ constexpr TileTraits kTmaTiles[] = {
     {GemmTile::kT128x64, 1, 3.5},   // guesses as well (session 20); autotuning times them
     {GemmTile::kP128x128, 1, 4.5},
     {GemmTile::kD128x64, 2, 3.5},
+    {GemmTile::kC256x256, 1, 5.5, 2},  // session 38's guess, before any run
 };
 
 const TileTraits& traits(GemmTile t) {
@@ -85,6 +87,7 @@ std::vector<GemmChoice> candidate_choices(const GemmShape& s) {
       for (const TileTraits& t : kTmaTiles) {
         if (gemm_tile_is_pingpong(t.tile) && !s.pingpong) continue;
         if (gemm_tile_is_dual(t.tile) && !s.dual_tile) continue;
+        if (gemm_tile_is_cluster(t.tile) && !s.cluster_tile) continue;
         tiles.push_back(t.tile);
       }
     }
@@ -121,12 +124,12 @@ double estimate_gemm_us(const GemmShape& s, const GemmChoice& c, int sm_count) {
   const int k_tiles = ceil_div(s.K, tile_k);
   const int tiles_per_split = ceil_div(k_tiles, c.splits);
   const int64_t blocks = static_cast<int64_t>(ceil_div(s.M, bm)) * ceil_div(s.N, bn) * s.batch * c.splits;
-  const int per_sm = ceil_div(blocks, sm_count);
+  const int per_sm = ceil_div(blocks, std::max(1, sm_count / t.sms));
   const int concurrent = std::min(per_sm, t.blocks_per_sm);
   const int rounds = ceil_div(per_sm, t.blocks_per_sm);
   const double tile_flops = 2.0 * bm * bn * tile_k;
   const double per_tile_us =
-      std::max(kKTileLatencyUs, concurrent * tile_flops / (kSmFlopsPerUs * t.efficiency));
+      std::max(kKTileLatencyUs, concurrent * tile_flops / (kSmFlopsPerUs * t.efficiency * t.sms));
   double us = kBlockOverheadUs + rounds * tiles_per_split * per_tile_us;
   // Memory floor: operands read once, output written once.
   const double bytes = 2.0 * s.batch * (static_cast<double>(s.M) * s.K + static_cast<double>(s.N) * s.K +

@@ -15,6 +15,7 @@ struct GemmShape {
   bool tma = false;    // and the TMA tiles read A (tma_gemm_applies)
   bool pingpong = false;  // and the ping-pong TMA tile is offered (CudaBackendOptions::pingpong)
   bool dual_tile = false;  // and the two-blocks-per-SM TMA tile (CudaBackendOptions::dual_tile)
+  bool cluster_tile = false;  // and the two-block cluster tile (CudaBackendOptions::cluster_tile)
   int n_segment = 0;   // GemmParams::n_segment: only tiles whose N divides it
   bool gemv = false;   // the GEMV path serves it (gemv_applies)
 };

@@ -20,9 +20,8 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/gemm_common.cuh"
-#include "backends/cuda/tma.cuh"
+#include "backends/cuda/tma_gemm_common.cuh"
 #include "backends/cuda/tma_maps.h"
-#include "backends/cuda/wgmma_epilogue.cuh"
 #include "core/error.h"
 
 namespace atl::cuda {
@@ -31,32 +30,12 @@ namespace {
 
 using namespace gemm;
 
-constexpr int kTmaRowBytes = kTmaBK * 2;
-constexpr int kTmaConsumerThreads = 256;
-constexpr int kTmaThreads = 128 + kTmaConsumerThreads;
-
-template <int BN, int STAGES>
-struct TmaShape {
-  static constexpr int kABytes = kTmaBM * kTmaRowBytes;
-  static constexpr int kBBytes = BN * kTmaRowBytes;
-  static constexpr int kStageBytes = kABytes + kBBytes;
-  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words,
-  // a halt word per stage; 1024 bytes of slack let the kernel align the stages to the swizzle atom.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 4 * STAGES + 1024;
-  static_assert(BN == 64 || BN == 128 || BN == 256, "TMA tiles: 128 rows by 64, 128 or 256 columns");
-  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
-};
-
 #if defined(ATL_WGMMA_DEVICE)
 
 template <int BN>
 constexpr int kTmaAcc = BN / 2;  // accumulator floats per consumer thread
 
 // Which tile of the walk `t` is, and its K range.
-struct TileCoords {
-  int m0, n0, split, kt_begin, k_tiles;
-};
-
 __device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, int t) {
   const int tiles_m = (p.M + kTmaBM - 1) / kTmaBM, tiles_n = (p.N + bn - 1) / bn;
   const int per_split = tiles_m * tiles_n;
@@ -93,53 +72,6 @@ struct Ring {
   __device__ int turns_done() const { return atomicOr(turn, 0); }
   __device__ void pass_turn(int done) const { atomicExch(turn, done); }
 };
-
-// Where an im2col walk starts for a tile's first output row: the window corner of pixel m0.
-struct WindowCorner {
-  int w, h, n;
-};
-
-__device__ __forceinline__ WindowCorner window_corner(const GemmParams& p, int m0) {
-  const int per_img = p.out_h * p.out_w;
-  const int n = m0 / per_img;
-  const int rem = m0 - n * per_img;
-  const int oh = rem / p.out_w;
-  const int ow = rem - oh * p.out_w;
-  return {ow * p.stride_w - p.pad_l, oh * p.stride_h - p.pad_t, n};
-}
-
-// K tile `k0` of A: the plain matrix's columns, or 64 channels of one filter tap.
-template <bool IM2COL>
-__device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMap* map_a, uint32_t dst, int k0,
-                                           int m0, const WindowCorner& corner, uint32_t bar) {
-  if constexpr (IM2COL) {
-    const int tap = k0 / p.cg;
-    const int r = tap / p.kw;
-    const auto off_h = static_cast<uint16_t>(r * p.dil_h);
-    const auto off_w = static_cast<uint16_t>((tap - r * p.kw) * p.dil_w);
-    tma_load_im2col_4d(dst, map_a, k0 - tap * p.cg, corner.w, corner.h, corner.n, off_w, off_h, bar);
-  } else {
-    tma_load_2d(dst, map_a, k0, m0, bar);
-  }
-}
-
-// The tile's residual rows, one bulk L2 prefetch per row issued with its first K tile, so the
-// epilogue's loads of them wait on L2 (prefetch_residual says why); rows the bulk form cannot
-// name (16-byte aligned, whole 16-byte units) go line by line.
-__device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, const TileCoords& c, int bn) {
-  if (p.residual == nullptr || p.splits > 1 || c.n0 >= p.N) return;
-  const EpilogueTarget t = epilogue_target(p, 0, c.split, c.n0);
-  const int n = min(bn, p.N - c.n0);
-  if (reinterpret_cast<uintptr_t>(t.residual) % 16 != 0 || p.ldc % 8 != 0 || c.n0 % 8 != 0 || n % 8 != 0) {
-    prefetch_residual(p, t, c.m0, c.n0, kTmaBM, bn, 0, 1);
-    return;
-  }
-  const int rows = min(kTmaBM, p.M - c.m0);
-  for (int r = 0; r < rows; ++r) {
-    const __half* row = t.residual + static_cast<int64_t>(c.m0 + r) * p.ldc + c.n0;
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(row), "r"(n * 2) : "memory");
-  }
-}
 
 template <int BN, int STAGES, bool IM2COL>
 __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
@@ -480,10 +412,12 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
 }  // namespace
 
 void prepare_tma_gemm(GemmTile tile) {
+  if (gemm_tile_is_cluster(tile)) return prepare_cluster_gemm();
   dispatch_tma(tile, [](auto v) { decltype(v)::prepare(); });
 }
 
 void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name) {
+  if (gemm_tile_is_cluster(tile)) return launch_cluster_gemm(p, s, flag, name);
   dispatch_tma(tile, [&](auto v) { decltype(v)::launch(p, s, flag, name); });
 }
 

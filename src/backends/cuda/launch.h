@@ -20,6 +20,7 @@ struct DeviceInfo {
   bool tma_im2col = false;  // and the TMA tiles to im2col convolutions (CudaBackendOptions)
   bool pingpong = false;    // and the ping-pong TMA tile (CudaBackendOptions)
   bool dual_tile = false;   // and the two-blocks-per-SM TMA tile (CudaBackendOptions)
+  bool cluster_tile = false;  // and the two-block cluster TMA tile (CudaBackendOptions)
   bool gemv = false;        // the GEMV path is offered (CudaBackendOptions::gemv, any device)
   int gemm_check_tiles = 4;  // K tiles between the TMA GEMM's flag checks (CudaBackendOptions)
   int gemm_epi_check_chunks = 2;  // chunks between the wgmma epilogue's flag checks (CudaBackendOptions)

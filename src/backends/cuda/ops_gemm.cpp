@@ -38,6 +38,7 @@ class GemmLaunch final : public KernelLaunch {
                dev.wgmma && vec && !b_kn && tma_gemm_applies(p) && (dev.tma_im2col || tma_reads_plain_a(p)),
                dev.pingpong,
                dev.dual_tile,
+               dev.cluster_tile,
                p.n_segment,
                dev.gemv && vec && !b_kn && gemv_applies(p)} {
     config_.vec = vec;

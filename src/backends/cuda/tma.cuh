@@ -71,6 +71,75 @@ __device__ __forceinline__ void tma_prefetch_map(const CUtensorMap* map) {
   asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
 }
 
+// Clusters (gemm_sm90_cluster.cu): a block's rank in its cluster, the cluster's index and count
+// in the grid (one-dimensional clusters along x).
+__device__ __forceinline__ uint32_t cluster_rank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_index() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%clusterid.x;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ uint32_t cluster_count() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%nclusterid.x;\n" : "=r"(r));
+  return r;
+}
+// Every thread of every block of the cluster meets here; writes before it (shared memory of any
+// block of the cluster, barrier initializations) are visible after it.
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile(
+      "barrier.cluster.arrive.release;\n"
+      "barrier.cluster.wait.acquire;\n" ::
+          : "memory");
+}
+// The address in block `rank`'s shared memory of the variable at `local` in this block's.
+__device__ __forceinline__ uint32_t cluster_peer_addr(uint32_t local, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(local), "r"(rank));
+  return r;
+}
+// An arrival on barrier `bar` of block `rank` (any block of the cluster, this one included),
+// releasing this thread's earlier writes to the cluster.
+__device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cluster_peer_addr(bar, rank))
+               : "memory");
+}
+__device__ __forceinline__ void st_cluster(uint32_t local, uint32_t rank, int v) {
+  asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(cluster_peer_addr(local, rank)), "r"(v) : "memory");
+}
+// mbar_done for phases that other blocks of the cluster complete: their writes become visible.
+__device__ __forceinline__ bool mbar_done_cluster(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      "selp.u32 %0, 1, 0, p;\n"
+      "}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
+  while (!mbar_done_cluster(bar, parity)) {
+  }
+}
+// tma_load_2d into the same offset `dst` of every block of the cluster in `mask` (bit r: rank r),
+// completing the box's bytes on the barrier at offset `bar` of each.
+__device__ __forceinline__ void tma_load_2d_multicast(uint32_t dst, const CUtensorMap* map, int c0, int c1,
+                                                      uint32_t bar, uint16_t mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, {%2, "
+      "%3}], [%4], %5;\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
+      : "memory");
+}
+
 // OR of `v` over the `Threads` threads (whole warps) that meet at named barrier `Id`.
 template <int Id, int Threads>
 __device__ __forceinline__ bool named_barrier_or(bool v) {

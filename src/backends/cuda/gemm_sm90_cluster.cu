@@ -1,0 +1,304 @@
+// The TMA GEMM on clusters of two blocks: each cluster computes a 256 x 256 output tile, each block
+// 128 rows of it, and the two share B. Every K tile, each block's producer loads its own A rows
+// and half of B's 256 rows, multicast into the same stage of both blocks, so B (two thirds of a
+// 128 x 256 tile's operand bytes) is read from L2 once per pair of blocks instead of once per
+// block: the large-batch 3x3 convolutions that run on t128x256 pull ~5.7 TB/s from L2 on the
+// H200 (docs/PERFORMANCE.md, session 23). Operands, epilogue and split-K are gemm_sm90_tma.cu's.
+//
+// A stage of block r is written by both producers, so it is free only when the consumers of both
+// blocks have released it: each consumer warpgroup arrives on its stage's "empty" barrier in both
+// blocks (four arrivals). Each block's "full" barrier counts its own A, its B half and the other
+// block's B half.
+//
+// Preemption: the blocks must stop at the same K tile, or one would wait forever for the other's
+// half of B. So only the first block's producer reads the flag; for every stage it fills it sends
+// the second block's producer a token (run or halt) through distributed shared memory, and both
+// then fill the stage with operands or, on halt, with a halt word their consumers read after
+// waiting on it (as the TMA tiles' halt tokens do), and fill no more. The flag read issued after a
+// stage's copies decides the stage after next; an entry read decides the first stage, so a
+// kernel launched under a raised flag writes nothing. Consumers make no check of their own: a
+// raise ends the kernel within the stages in flight and at most one tile's epilogue (a few
+// microseconds). Neither block leaves while the other may still arrive on its barriers or copy
+// into its stages: the kernel ends with a cluster barrier.
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/tma_gemm_common.cuh"
+#include "core/error.h"
+
+namespace atl::cuda {
+
+namespace {
+
+using namespace gemm;
+
+constexpr int kClusterBN = 256;
+constexpr int kClusterRows = 2 * kTmaBM;  // output rows of a cluster's tile
+constexpr int kClusterStages = 4;
+// setmaxnreg's split of one block's registers: the producer's token exchange needs more than the
+// TMA tiles' 40 (it spilled there), and the consumers' 128 accumulators fit in 224.
+constexpr int kClusterProducerRegs = 48;
+constexpr int kClusterConsumerRegs = 224;
+static_assert(128 * kClusterProducerRegs + 256 * kClusterConsumerRegs <= 65536, "registers of one block");
+
+struct ClusterShape {
+  using Tma = TmaShape<kClusterBN, kClusterStages>;
+  static constexpr int kABytes = Tma::kABytes;
+  static constexpr int kBHalfBytes = Tma::kBBytes / 2;
+  static constexpr int kStageBytes = Tma::kStageBytes;
+  // Stages, the two epilogue buffers, the full, empty and token barriers, the halt and token words
+  // of each stage, and 1 KB of slack to align the stages to the swizzle atom.
+  static constexpr int kSmemBytes =
+      kClusterStages * kStageBytes + 2 * kEpiBufBytes + 3 * 8 * kClusterStages + 2 * 4 * kClusterStages + 1024;
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
+  static_assert(kBHalfBytes % 1024 == 0, "each half of B starts on a swizzle atom");
+};
+
+#if defined(ATL_WGMMA_DEVICE)
+
+struct ClusterRing {
+  uint32_t stages, bars;
+  float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
+  // Per stage: whether the producer filled it with a halt word instead of operands; written
+  // before its arrival on the stage's full barrier, read by the consumers after their wait.
+  int* halt;
+  // Per stage, in the second block: the first block's decision for the stage, written through
+  // distributed shared memory before its arrival on the stage's token barrier.
+  int* token;
+  uint32_t token_addr;  // shared address of token[0]
+  __device__ uint32_t full(int s) const { return bars + 8u * s; }
+  __device__ uint32_t empty(int s) const { return bars + 8u * (kClusterStages + s); }
+  __device__ uint32_t token_bar(int s) const { return bars + 8u * (2 * kClusterStages + s); }
+};
+
+// Unit `u` of the walk: a 256-row tile, split; block `rank` takes rows [128 rank, 128 rank + 128).
+__device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, int u, uint32_t rank) {
+  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + kClusterBN - 1) / kClusterBN;
+  const int per_split = tiles_m * tiles_n;
+  const int mn = u % per_split;
+  TileCoords c;
+  c.m0 = (mn % tiles_m) * kClusterRows + static_cast<int>(rank) * kTmaBM;
+  c.n0 = (mn / tiles_m) * kClusterBN;
+  c.split = u / per_split;
+  const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
+  c.kt_begin = c.split * p.k_tiles_per_split;
+  c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
+  return c;
+}
+
+// The first block's producer decides whether stage `s` halts and tells the second block's.
+__device__ __forceinline__ bool stage_halts(const ClusterRing& ring, int s, int it, uint32_t rank, bool halt_next) {
+  if (rank == 0) {
+    st_cluster(ring.token_addr + 4u * s, 1, halt_next ? 1 : 0);
+    mbar_arrive_cluster(ring.token_bar(s), 1);  // releases the token's write
+    return halt_next;
+  }
+  mbar_wait_cluster(ring.token_bar(s), (it / kClusterStages) & 1);
+  return ring.token[s] != 0;
+}
+
+template <bool IM2COL>
+__device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
+                                const ClusterRing& ring, int units, const int* flag, int entry, uint32_t rank) {
+  using S = ClusterShape;
+  tma_prefetch_map(map_a);
+  tma_prefetch_map(map_b);
+  const bool reads_flag = rank == 0 && flag != nullptr;
+  bool halt_next = entry != 0;
+  int pending = 0;
+  int it = 0;
+  bool halted = false;
+  for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units && !halted;
+       u += static_cast<int>(cluster_count())) {
+    const TileCoords c = cluster_tile_coords(p, u, rank);
+    const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
+    for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
+      const int s = it % kClusterStages;
+      // Both blocks' consumers have released stage s: the B halves land in both.
+      mbar_wait_cluster(ring.empty(s), ((it / kClusterStages) & 1) ^ 1);
+      const bool halt = stage_halts(ring, s, it, rank, halt_next);
+      ring.halt[s] = halt ? 1 : 0;
+      if (halt) {
+        mbar_arrive(ring.full(s));  // completes the phase with no bytes
+        ++it;
+        halted = true;
+        break;
+      }
+      const uint32_t dst = ring.stages + s * S::kStageBytes;
+      const int k0 = (c.kt_begin + kt) * kTmaBK;
+      mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
+      tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
+      tma_load_2d_multicast(dst + S::kABytes + rank * S::kBHalfBytes, map_b, k0, c.n0 + static_cast<int>(rank) * kTmaBM,
+                            ring.full(s), 0x3);
+      if (kt == 0) prefetch_tile_residual(p, c, kClusterBN);
+      if (reads_flag) {
+        halt_next = pending != 0;
+        pending = load_flag(flag);
+      }
+    }
+  }
+  // Every copy into this block's stages, the other producer's halves included, lands before the
+  // block exits: the latest use of each stage.
+  for (int j = max(0, it - kClusterStages); j < it; ++j) {
+    mbar_wait(ring.full(j % kClusterStages), (j / kClusterStages) & 1);
+  }
+}
+
+__device__ void cluster_consume(const GemmParams& p, const ClusterRing& ring, int units, bool preemptible,
+                                uint32_t rank) {
+  using S = ClusterShape;
+  const int ctid = static_cast<int>(threadIdx.x) - 128;
+  const int wg = ctid / 128;
+  const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup, in both blocks
+  const auto release = [&](int s) {
+    mbar_arrive(ring.empty(s));
+    mbar_arrive_cluster(ring.empty(s), rank ^ 1u);
+  };
+  const auto chunk_barrier = [wg] {  // the epilogue's checks: none here, the producer decides
+    warpgroup_barrier(wg);
+    return false;
+  };
+  int it = 0;
+  for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units; u += static_cast<int>(cluster_count())) {
+    const TileCoords c = cluster_tile_coords(p, u, rank);
+    float acc[kClusterBN / 2];
+#pragma unroll
+    for (int i = 0; i < kClusterBN / 2; ++i) acc[i] = 0.0f;
+    for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
+      const int s = it % kClusterStages;
+      mbar_wait(ring.full(s), (it / kClusterStages) & 1);
+      if (preemptible && ring.halt[s] != 0) {
+        wgmma_wait<0>();
+        return;
+      }
+      const uint32_t stage = ring.stages + s * S::kStageBytes;
+      const uint64_t da = sw128_desc(stage + wg * 64 * kTmaRowBytes);
+      const uint64_t db = sw128_desc(stage + S::kABytes);
+      fence_registers(acc);
+      wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_m64nNk16<kClusterBN>(acc, da + 2 * kk, db + 2 * kk);
+      wgmma_commit();
+      // The previous K tile's MMAs have retired: its stage may be refilled.
+      wgmma_wait<1>();
+      fence_registers(acc);
+      if (kt > 0 && leader) release((it - 1) % kClusterStages);
+    }
+    wgmma_wait<0>();
+    fence_registers(acc);
+    if (c.k_tiles > 0 && leader) release((it - 1) % kClusterStages);
+    staged_epilogue<kClusterBN>(p, epilogue_target(p, 0, c.split, c.n0), c.m0 + wg * 64, c.n0, acc,
+                                ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, chunk_barrier);
+  }
+}
+
+#endif  // ATL_WGMMA_DEVICE
+
+template <bool IM2COL>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    cluster_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
+                        const __grid_constant__ CUtensorMap map_b, const int* flag) {
+#if defined(ATL_WGMMA_DEVICE)
+  using S = ClusterShape;
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  const uint32_t raw = smem_addr(smem_raw);
+  // Both blocks compute the same offsets: a multicast copy lands at one offset in each.
+  ClusterRing ring;
+  ring.stages = (raw + 1023u) & ~1023u;
+  ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + kClusterStages * S::kStageBytes - raw));
+  ring.bars = ring.stages + kClusterStages * S::kStageBytes + 2 * kEpiBufBytes;
+  const uint32_t words = ring.bars + 3 * 8 * kClusterStages;
+  ring.halt = reinterpret_cast<int*>(smem_raw + (words - raw));
+  ring.token = ring.halt + kClusterStages;
+  ring.token_addr = words + 4 * kClusterStages;
+  const int tid = static_cast<int>(threadIdx.x);
+  const uint32_t rank = cluster_rank();
+  // The entry read, in flight while the barriers are set up.
+  const int entry = (flag != nullptr && tid == 0 && rank == 0) ? load_flag(flag) : 0;
+  if (tid == 0) {
+    for (int s = 0; s < kClusterStages; ++s) {
+      mbar_init(ring.full(s), 1);
+      mbar_init(ring.empty(s), 4);  // two consumer warpgroups in each block
+      mbar_init(ring.token_bar(s), 1);
+    }
+    mbar_init_fence();
+  }
+  // The other block's barriers are initialized before any arrival or copy reaches them.
+  cluster_sync();
+  const int units = tile_range_end(
+      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + kClusterBN - 1) / kClusterBN) * p.splits);
+  if (tid < 128) {
+    warpgroup_reg_dealloc<kClusterProducerRegs>();
+    if (tid == 0) cluster_produce<IM2COL>(p, &map_a, &map_b, ring, units, flag, entry, rank);
+  } else {
+    warpgroup_reg_alloc<kClusterConsumerRegs>();
+    cluster_consume(p, ring, units, flag != nullptr, rank);
+  }
+  cluster_sync();
+#else
+  // Built without sm_90a: the planner never offers this tile (DeviceInfo::wgmma).
+  __trap();
+#endif
+}
+
+// Launches of the kernel: clusters of two blocks along x (a launch attribute rather than
+// __cluster_dims__, which builds for architectures before sm_90 do not take).
+cudaLaunchConfig_t cluster_config(unsigned clusters, cudaStream_t s, cudaLaunchAttribute& cluster) {
+  cluster.id = cudaLaunchAttributeClusterDimension;
+  cluster.val.clusterDim.x = 2;
+  cluster.val.clusterDim.y = 1;
+  cluster.val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(2 * clusters);
+  config.blockDim = dim3(kTmaThreads);
+  config.dynamicSmemBytes = ClusterShape::kSmemBytes;
+  config.stream = s;
+  config.attrs = &cluster;
+  config.numAttrs = 1;
+  return config;
+}
+
+// Clusters the device holds at once: the persistent grid's limit (an SM pair split across GPCs,
+// or a GPC with an odd number of SMs, leaves an SM without a partner).
+int resident_clusters() {
+  static const int clusters = [] {
+    prepare_cluster_gemm();
+    cudaLaunchAttribute cluster{};
+    const cudaLaunchConfig_t config = cluster_config(1, nullptr, cluster);
+    int n = 0;
+    ATL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, cluster_gemm_kernel<false>, &config));
+    return n;
+  }();
+  return clusters;
+}
+
+}  // namespace
+
+bool cluster_gemm_supported() { return wgmma_gemm_built() && resident_clusters() > 0; }
+
+void prepare_cluster_gemm() {
+  for (const auto kernel : {cluster_gemm_kernel<false>, cluster_gemm_kernel<true>}) {
+    ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ClusterShape::kSmemBytes));
+  }
+}
+
+void launch_cluster_gemm(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
+  ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': cluster tile given to a GEMM whose operands it cannot read",
+              name);
+  const bool plain = tma_reads_plain_a(p);
+  const CUtensorMap map_a = plain ? matrix_map({p.a, p.M, p.K, p.in_c, kTmaBM}, name) : im2col_map(p, name);
+  // Each block loads 128 of the tile's 256 B rows.
+  const CUtensorMap map_b = matrix_map({p.b, p.N, p.K, p.ldb, kTmaBM}, name);
+  const int64_t units = gemm_launch_tiles(p, GemmTile::kC256x256);
+  int64_t clusters = std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
+  // A slice's cap in blocks, in pairs: a cap of one block still runs one cluster of two.
+  if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / 2));
+  clusters = std::max<int64_t>(clusters, 1);
+  const auto kernel = plain ? cluster_gemm_kernel<false> : cluster_gemm_kernel<true>;
+  cudaLaunchAttribute cluster{};
+  const cudaLaunchConfig_t config = cluster_config(static_cast<unsigned>(clusters), s, cluster);
+  ATL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p, map_a, map_b, flag));
+  ATL_CUDA_CHECK_LAUNCH(name);
+}
+
+}  // namespace atl::cuda

@@ -93,7 +93,7 @@ __device__ __forceinline__ bool stage_halts(const ClusterRing& ring, int s, int 
     mbar_arrive_cluster(ring.token_bar(s), 1);  // releases the token's write
     return halt_next;
   }
-  mbar_wait_cluster(ring.token_bar(s), (it / kClusterStages) & 1);
+  mbar_wait<true>(ring.token_bar(s), (it / kClusterStages) & 1);
   return ring.token[s] != 0;
 }
 
@@ -115,7 +115,7 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % kClusterStages;
       // Both blocks' consumers have released stage s: the B halves land in both.
-      mbar_wait_cluster(ring.empty(s), ((it / kClusterStages) & 1) ^ 1);
+      mbar_wait<true>(ring.empty(s), ((it / kClusterStages) & 1) ^ 1);
       const bool halt = stage_halts(ring, s, it, rank, halt_next);
       ring.halt[s] = halt ? 1 : 0;
       if (halt) {

@@ -26,22 +26,28 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(uint32_t bar, uint32_t byt
 __device__ __forceinline__ void mbar_arrive(uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-// Whether the phase of parity `parity` has completed (acquire: its writes are then visible).
+// Whether the phase of parity `parity` has completed, acquiring its writes for this block, or
+// with kCluster for the cluster (phases that other blocks' arrivals complete).
+template <bool kCluster = false>
 __device__ __forceinline__ bool mbar_done(uint32_t bar, uint32_t parity) {
   uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
+  if constexpr (kCluster) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+  } else {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done)
+                 : "r"(bar), "r"(parity)
+                 : "memory");
+  }
   return done != 0;
 }
+template <bool kCluster = false>
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
-  while (!mbar_done(bar, parity)) {
+  while (!mbar_done<kCluster>(bar, parity)) {
   }
 }
 
@@ -110,24 +116,6 @@ __device__ __forceinline__ void mbar_arrive_cluster(uint32_t bar, uint32_t rank)
 }
 __device__ __forceinline__ void st_cluster(uint32_t local, uint32_t rank, int v) {
   asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(cluster_peer_addr(local, rank)), "r"(v) : "memory");
-}
-// mbar_done for phases that other blocks of the cluster complete: their writes become visible.
-__device__ __forceinline__ bool mbar_done_cluster(uint32_t bar, uint32_t parity) {
-  uint32_t done;
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      "selp.u32 %0, 1, 0, p;\n"
-      "}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-}
-__device__ __forceinline__ void mbar_wait_cluster(uint32_t bar, uint32_t parity) {
-  while (!mbar_done_cluster(bar, parity)) {
-  }
 }
 // tma_load_2d into the same offset `dst` of every block of the cluster in `mask` (bit r: rank r),
 // completing the box's bytes on the barrier at offset `bar` of each.

@@ -171,17 +171,8 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing& ring, in
         wgmma_wait<0>();
         return;
       }
-      const uint32_t stage = ring.stages + s * S::kStageBytes;
-      const uint64_t da = sw128_desc(stage + wg * 64 * kTmaRowBytes);
-      const uint64_t db = sw128_desc(stage + S::kABytes);
-      fence_registers(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_m64nNk16<kClusterBN>(acc, da + 2 * kk, db + 2 * kk);
-      wgmma_commit();
+      tma_mma_k_tile<kClusterBN>(acc, ring.stages + s * S::kStageBytes, S::kABytes, wg);
       // The previous K tile's MMAs have retired: its stage may be refilled.
-      wgmma_wait<1>();
-      fence_registers(acc);
       if (kt > 0 && leader) release((it - 1) % kClusterStages);
     }
     wgmma_wait<0>();

@@ -156,17 +156,8 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
         }
         if (ctid == 0) pending = load_flag(flag);
       }
-      const uint32_t stage = ring.stages + s * S::kStageBytes;
-      const uint64_t da = sw128_desc(stage + wg * 64 * kTmaRowBytes);
-      const uint64_t db = sw128_desc(stage + S::kABytes);
-      fence_registers(acc);
-      wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_m64nNk16<BN>(acc, da + 2 * kk, db + 2 * kk);
-      wgmma_commit();
+      tma_mma_k_tile<BN>(acc, ring.stages + s * S::kStageBytes, S::kABytes, wg);
       // The previous K tile's MMAs have retired: its stage may be refilled.
-      wgmma_wait<1>();
-      fence_registers(acc);
       if (kt > 0 && leader) mbar_arrive(ring.empty((it - 1) % STAGES));
     }
     wgmma_wait<0>();

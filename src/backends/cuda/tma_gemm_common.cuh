@@ -79,6 +79,22 @@ __device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, cons
   }
 }
 
+// One K tile of a consumer warpgroup's 64 x BN tile: the MMAs on its A rows (warpgroup `wg` of
+// the stage's 128) and on B at `a_bytes` into the stage; returns when the previous K tile's MMAs
+// have retired, so the previous stage may then be released.
+template <int BN>
+__device__ __forceinline__ void tma_mma_k_tile(float (&acc)[BN / 2], uint32_t stage, uint32_t a_bytes, int wg) {
+  const uint64_t da = sw128_desc(stage + wg * 64 * kTmaRowBytes);
+  const uint64_t db = sw128_desc(stage + a_bytes);
+  fence_registers(acc);
+  wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kTmaBK / 16; ++kk) wgmma_m64nNk16<BN>(acc, da + 2 * kk, db + 2 * kk);
+  wgmma_commit();
+  wgmma_wait<1>();
+  fence_registers(acc);
+}
+
 #endif  // ATL_WGMMA_DEVICE
 
 }  // namespace atl::cuda::gemm

@@ -137,8 +137,8 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   shape.dual_tile = true;
   EXPECT_EQ(unsplit_tma_tiles(), 5);
   shape.cluster_tile = true;
-  EXPECT_EQ(unsplit_tma_tiles(), 6);
-  // Segments of 192 columns hold no 256-column tile, the cluster's included.
+  EXPECT_EQ(unsplit_tma_tiles(), 7);
+  // Segments of 192 columns hold no 128- or 256-column tile, the clusters' included.
   shape.n_segment = 192;
   for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) EXPECT_FALSE(cuda::gemm_tile_is_cluster(c.tile));
   shape.pingpong = false;

@@ -340,7 +340,8 @@ int gemm_tile_m(GemmTile t) {
     case GemmTile::k64x64:
     case GemmTile::kW64x128:
     case GemmTile::kW64x64: return 64;
-    case GemmTile::kC256x256: return 256;
+    case GemmTile::kC256x256:
+    case GemmTile::kC256x128: return 256;
     default: return 128;
   }
 }
@@ -357,7 +358,8 @@ int gemm_tile_n(GemmTile t) {
     case GemmTile::kW128x128:
     case GemmTile::kW64x128:
     case GemmTile::kT128x128:
-    case GemmTile::kP128x128: return 128;
+    case GemmTile::kP128x128:
+    case GemmTile::kC256x128: return 128;
     default: return 64;  // k128x64, k64x64, k32x64, kW128x64, kW64x64, kT128x64, kD128x64
   }
 }
@@ -366,7 +368,7 @@ bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
 bool gemm_tile_is_dual(GemmTile t) { return t == GemmTile::kD128x64; }
-bool gemm_tile_is_cluster(GemmTile t) { return t == GemmTile::kC256x256; }
+bool gemm_tile_is_cluster(GemmTile t) { return t == GemmTile::kC256x256 || t == GemmTile::kC256x128; }
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
   if (cfg.tile == GemmTile::kGemv) return;  // no dynamic shared memory

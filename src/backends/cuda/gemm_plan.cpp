@@ -56,7 +56,8 @@ constexpr TileTraits kTmaTiles[] = {
     {GemmTile::kT128x64, 1, 3.5},   // guesses as well (session 20); autotuning times them
     {GemmTile::kP128x128, 1, 4.5},
     {GemmTile::kD128x64, 2, 3.5},
-    {GemmTile::kC256x256, 1, 5.5, 2},  // session 38's guess, before any run
+    {GemmTile::kC256x256, 1, 5.5, 2},  // session 38's guesses, before any run
+    {GemmTile::kC256x128, 1, 4.5, 2},
 };
 
 const TileTraits& traits(GemmTile t) {

@@ -1,9 +1,10 @@
-// The TMA GEMM on clusters of two blocks: each cluster computes a 256 x 256 output tile, each block
-// 128 rows of it, and the two share B. Every K tile, each block's producer loads its own A rows
-// and half of B's 256 rows, multicast into the same stage of both blocks, so B (two thirds of a
-// 128 x 256 tile's operand bytes) is read from L2 once per pair of blocks instead of once per
-// block: the large-batch 3x3 convolutions that run on t128x256 pull ~5.7 TB/s from L2 on the
-// H200 (docs/PERFORMANCE.md, session 23). Operands, epilogue and split-K are gemm_sm90_tma.cu's.
+// The TMA GEMM on clusters of two blocks: each cluster computes a 256 x BN output tile (BN 256 or
+// 128), each block 128 rows of it, and the two share B. Every K tile, each block's producer loads
+// its own A rows and half of B's BN rows, multicast into the same stage of both blocks, so B (two
+// thirds of a 128 x 256 tile's operand bytes, half of a 128 x 128 one's) is read from L2 once per
+// pair of blocks instead of once per block: the large-batch 3x3 convolutions that run on t128x256
+// pull ~5.7 TB/s from L2 on the H200 (docs/PERFORMANCE.md, session 23). Operands, epilogue and
+// split-K are gemm_sm90_tma.cu's.
 //
 // A stage of block r is written by both producers, so it is free only when the consumers of both
 // blocks have released it: each consumer warpgroup arrives on its stage's "empty" barrier in both
@@ -32,30 +33,34 @@ namespace {
 
 using namespace gemm;
 
-constexpr int kClusterBN = 256;
 constexpr int kClusterRows = 2 * kTmaBM;  // output rows of a cluster's tile
-constexpr int kClusterStages = 4;
 // setmaxnreg's split of one block's registers: the producer's token exchange needs more than the
-// TMA tiles' 40 (it spilled there), and the consumers' 128 accumulators fit in 224.
+// TMA tiles' 40 (it spilled there), and the consumers' 64 or 128 accumulators fit in 224.
 constexpr int kClusterProducerRegs = 48;
 constexpr int kClusterConsumerRegs = 224;
 static_assert(128 * kClusterProducerRegs + 256 * kClusterConsumerRegs <= 65536, "registers of one block");
 
+// A cluster tile 256 rows by BN columns: four stages of 48 KB at 256, six of 32 KB at 128, as the
+// TMA tiles of the same width.
+template <int BN>
 struct ClusterShape {
-  using Tma = TmaShape<kClusterBN, kClusterStages>;
+  static constexpr int kBN = BN;
+  static constexpr int kStages = BN == 256 ? 4 : 6;
+  using Tma = TmaShape<BN, kStages>;
   static constexpr int kABytes = Tma::kABytes;
+  static constexpr int kBHalfRows = BN / 2;  // B rows each block loads and multicasts
   static constexpr int kBHalfBytes = Tma::kBBytes / 2;
   static constexpr int kStageBytes = Tma::kStageBytes;
   // Stages, the two epilogue buffers, the full, empty and token barriers, the halt and token words
   // of each stage, and 1 KB of slack to align the stages to the swizzle atom.
-  static constexpr int kSmemBytes =
-      kClusterStages * kStageBytes + 2 * kEpiBufBytes + 3 * 8 * kClusterStages + 2 * 4 * kClusterStages + 1024;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kEpiBufBytes + 3 * 8 * kStages + 2 * 4 * kStages + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
   static_assert(kBHalfBytes % 1024 == 0, "each half of B starts on a swizzle atom");
 };
 
 #if defined(ATL_WGMMA_DEVICE)
 
+template <class S>
 struct ClusterRing {
   uint32_t stages, bars;
   float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
@@ -67,18 +72,19 @@ struct ClusterRing {
   int* token;
   uint32_t token_addr;  // shared address of token[0]
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
-  __device__ uint32_t empty(int s) const { return bars + 8u * (kClusterStages + s); }
-  __device__ uint32_t token_bar(int s) const { return bars + 8u * (2 * kClusterStages + s); }
+  __device__ uint32_t empty(int s) const { return bars + 8u * (S::kStages + s); }
+  __device__ uint32_t token_bar(int s) const { return bars + 8u * (2 * S::kStages + s); }
 };
 
 // Unit `u` of the walk: a 256-row tile, split; block `rank` takes rows [128 rank, 128 rank + 128).
+template <class S>
 __device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, int u, uint32_t rank) {
-  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + kClusterBN - 1) / kClusterBN;
+  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + S::kBN - 1) / S::kBN;
   const int per_split = tiles_m * tiles_n;
   const int mn = u % per_split;
   TileCoords c;
   c.m0 = (mn % tiles_m) * kClusterRows + static_cast<int>(rank) * kTmaBM;
-  c.n0 = (mn / tiles_m) * kClusterBN;
+  c.n0 = (mn / tiles_m) * S::kBN;
   c.split = u / per_split;
   const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
   c.kt_begin = c.split * p.k_tiles_per_split;
@@ -87,20 +93,20 @@ __device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, i
 }
 
 // The first block's producer decides whether stage `s` halts and tells the second block's.
-__device__ __forceinline__ bool stage_halts(const ClusterRing& ring, int s, int it, uint32_t rank, bool halt_next) {
+template <class S>
+__device__ __forceinline__ bool stage_halts(const ClusterRing<S>& ring, int s, int it, uint32_t rank, bool halt_next) {
   if (rank == 0) {
     st_cluster(ring.token_addr + 4u * s, 1, halt_next ? 1 : 0);
     mbar_arrive_cluster(ring.token_bar(s), 1);  // releases the token's write
     return halt_next;
   }
-  mbar_wait<true>(ring.token_bar(s), (it / kClusterStages) & 1);
+  mbar_wait<true>(ring.token_bar(s), (it / S::kStages) & 1);
   return ring.token[s] != 0;
 }
 
-template <bool IM2COL>
+template <class S, bool IM2COL>
 __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
-                                const ClusterRing& ring, int units, const int* flag, int entry, uint32_t rank) {
-  using S = ClusterShape;
+                                const ClusterRing<S>& ring, int units, const int* flag, int entry, uint32_t rank) {
   tma_prefetch_map(map_a);
   tma_prefetch_map(map_b);
   const bool reads_flag = rank == 0 && flag != nullptr;
@@ -110,12 +116,12 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
   bool halted = false;
   for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units && !halted;
        u += static_cast<int>(cluster_count())) {
-    const TileCoords c = cluster_tile_coords(p, u, rank);
+    const TileCoords c = cluster_tile_coords<S>(p, u, rank);
     const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
-      const int s = it % kClusterStages;
+      const int s = it % S::kStages;
       // Both blocks' consumers have released stage s: the B halves land in both.
-      mbar_wait<true>(ring.empty(s), ((it / kClusterStages) & 1) ^ 1);
+      mbar_wait<true>(ring.empty(s), ((it / S::kStages) & 1) ^ 1);
       const bool halt = stage_halts(ring, s, it, rank, halt_next);
       ring.halt[s] = halt ? 1 : 0;
       if (halt) {
@@ -128,9 +134,9 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
       const int k0 = (c.kt_begin + kt) * kTmaBK;
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
       tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
-      tma_load_2d_multicast(dst + S::kABytes + rank * S::kBHalfBytes, map_b, k0, c.n0 + static_cast<int>(rank) * kTmaBM,
-                            ring.full(s), 0x3);
-      if (kt == 0) prefetch_tile_residual(p, c, kClusterBN);
+      tma_load_2d_multicast(dst + S::kABytes + rank * S::kBHalfBytes, map_b, k0,
+                            c.n0 + static_cast<int>(rank) * S::kBHalfRows, ring.full(s), 0x3);
+      if (kt == 0) prefetch_tile_residual(p, c, S::kBN);
       if (reads_flag) {
         halt_next = pending != 0;
         pending = load_flag(flag);
@@ -139,14 +145,14 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
   }
   // Every copy into this block's stages, the other producer's halves included, lands before the
   // block exits: the latest use of each stage.
-  for (int j = max(0, it - kClusterStages); j < it; ++j) {
-    mbar_wait(ring.full(j % kClusterStages), (j / kClusterStages) & 1);
+  for (int j = max(0, it - S::kStages); j < it; ++j) {
+    mbar_wait(ring.full(j % S::kStages), (j / S::kStages) & 1);
   }
 }
 
-__device__ void cluster_consume(const GemmParams& p, const ClusterRing& ring, int units, bool preemptible,
+template <class S>
+__device__ void cluster_consume(const GemmParams& p, const ClusterRing<S>& ring, int units, bool preemptible,
                                 uint32_t rank) {
-  using S = ClusterShape;
   const int ctid = static_cast<int>(threadIdx.x) - 128;
   const int wg = ctid / 128;
   const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup, in both blocks
@@ -160,54 +166,54 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing& ring, in
   };
   int it = 0;
   for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units; u += static_cast<int>(cluster_count())) {
-    const TileCoords c = cluster_tile_coords(p, u, rank);
-    float acc[kClusterBN / 2];
+    const TileCoords c = cluster_tile_coords<S>(p, u, rank);
+    float acc[S::kBN / 2];
 #pragma unroll
-    for (int i = 0; i < kClusterBN / 2; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < S::kBN / 2; ++i) acc[i] = 0.0f;
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
-      const int s = it % kClusterStages;
-      mbar_wait(ring.full(s), (it / kClusterStages) & 1);
+      const int s = it % S::kStages;
+      mbar_wait(ring.full(s), (it / S::kStages) & 1);
       if (preemptible && ring.halt[s] != 0) {
         wgmma_wait<0>();
         return;
       }
-      tma_mma_k_tile<kClusterBN>(acc, ring.stages + s * S::kStageBytes, S::kABytes, wg);
+      tma_mma_k_tile<S::kBN>(acc, ring.stages + s * S::kStageBytes, S::kABytes, wg);
       // The previous K tile's MMAs have retired: its stage may be refilled.
-      if (kt > 0 && leader) release((it - 1) % kClusterStages);
+      if (kt > 0 && leader) release((it - 1) % S::kStages);
     }
     wgmma_wait<0>();
     fence_registers(acc);
-    if (c.k_tiles > 0 && leader) release((it - 1) % kClusterStages);
-    staged_epilogue<kClusterBN>(p, epilogue_target(p, 0, c.split, c.n0), c.m0 + wg * 64, c.n0, acc,
+    if (c.k_tiles > 0 && leader) release((it - 1) % S::kStages);
+    staged_epilogue<S::kBN>(p, epilogue_target(p, 0, c.split, c.n0), c.m0 + wg * 64, c.n0, acc,
                                 ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, chunk_barrier);
   }
 }
 
 #endif  // ATL_WGMMA_DEVICE
 
-template <bool IM2COL>
+template <int BN, bool IM2COL>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     cluster_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b, const int* flag) {
 #if defined(ATL_WGMMA_DEVICE)
-  using S = ClusterShape;
+  using S = ClusterShape<BN>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   // Both blocks compute the same offsets: a multicast copy lands at one offset in each.
-  ClusterRing ring;
+  ClusterRing<S> ring;
   ring.stages = (raw + 1023u) & ~1023u;
-  ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + kClusterStages * S::kStageBytes - raw));
-  ring.bars = ring.stages + kClusterStages * S::kStageBytes + 2 * kEpiBufBytes;
-  const uint32_t words = ring.bars + 3 * 8 * kClusterStages;
+  ring.epilogue = reinterpret_cast<float*>(smem_raw + (ring.stages + S::kStages * S::kStageBytes - raw));
+  ring.bars = ring.stages + S::kStages * S::kStageBytes + 2 * kEpiBufBytes;
+  const uint32_t words = ring.bars + 3 * 8 * S::kStages;
   ring.halt = reinterpret_cast<int*>(smem_raw + (words - raw));
-  ring.token = ring.halt + kClusterStages;
-  ring.token_addr = words + 4 * kClusterStages;
+  ring.token = ring.halt + S::kStages;
+  ring.token_addr = words + 4 * S::kStages;
   const int tid = static_cast<int>(threadIdx.x);
   const uint32_t rank = cluster_rank();
   // The entry read, in flight while the barriers are set up.
   const int entry = (flag != nullptr && tid == 0 && rank == 0) ? load_flag(flag) : 0;
   if (tid == 0) {
-    for (int s = 0; s < kClusterStages; ++s) {
+    for (int s = 0; s < S::kStages; ++s) {
       mbar_init(ring.full(s), 1);
       mbar_init(ring.empty(s), 4);  // two consumer warpgroups in each block
       mbar_init(ring.token_bar(s), 1);
@@ -217,10 +223,10 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   // The other block's barriers are initialized before any arrival or copy reaches them.
   cluster_sync();
   const int units = tile_range_end(
-      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + kClusterBN - 1) / kClusterBN) * p.splits);
+      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + BN - 1) / BN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<kClusterProducerRegs>();
-    if (tid == 0) cluster_produce<IM2COL>(p, &map_a, &map_b, ring, units, flag, entry, rank);
+    if (tid == 0) cluster_produce<S, IM2COL>(p, &map_a, &map_b, ring, units, flag, entry, rank);
   } else {
     warpgroup_reg_alloc<kClusterConsumerRegs>();
     cluster_consume(p, ring, units, flag != nullptr, rank);
@@ -232,64 +238,91 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 #endif
 }
 
-// Launches of the kernel: clusters of two blocks along x (a launch attribute rather than
+// One tile width's kernels on the host: their shared-memory limit, the clusters the device holds
+// at once, and the launch (clusters of two blocks along x: a launch attribute rather than
 // __cluster_dims__, which builds for architectures before sm_90 do not take).
-cudaLaunchConfig_t cluster_config(unsigned clusters, cudaStream_t s, cudaLaunchAttribute& cluster) {
-  cluster.id = cudaLaunchAttributeClusterDimension;
-  cluster.val.clusterDim.x = 2;
-  cluster.val.clusterDim.y = 1;
-  cluster.val.clusterDim.z = 1;
-  cudaLaunchConfig_t config{};
-  config.gridDim = dim3(2 * clusters);
-  config.blockDim = dim3(kTmaThreads);
-  config.dynamicSmemBytes = ClusterShape::kSmemBytes;
-  config.stream = s;
-  config.attrs = &cluster;
-  config.numAttrs = 1;
-  return config;
-}
+template <int BN>
+struct ClusterVariant {
+  using S = ClusterShape<BN>;
 
-// Clusters the device holds at once: the persistent grid's limit (an SM pair split across GPCs,
-// or a GPC with an odd number of SMs, leaves an SM without a partner).
-int resident_clusters() {
-  static const int clusters = [] {
-    prepare_cluster_gemm();
+  static void prepare() {
+    for (const auto kernel : {cluster_gemm_kernel<BN, false>, cluster_gemm_kernel<BN, true>}) {
+      ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
+    }
+  }
+
+  static cudaLaunchConfig_t config(unsigned clusters, cudaStream_t s, cudaLaunchAttribute& cluster) {
+    cluster.id = cudaLaunchAttributeClusterDimension;
+    cluster.val.clusterDim.x = 2;
+    cluster.val.clusterDim.y = 1;
+    cluster.val.clusterDim.z = 1;
+    cudaLaunchConfig_t c{};
+    c.gridDim = dim3(2 * clusters);
+    c.blockDim = dim3(kTmaThreads);
+    c.dynamicSmemBytes = S::kSmemBytes;
+    c.stream = s;
+    c.attrs = &cluster;
+    c.numAttrs = 1;
+    return c;
+  }
+
+  // The persistent grid's limit: an SM whose GPC holds no partner for it runs no block.
+  static int resident_clusters() {
+    static const int clusters = [] {
+      prepare();
+      cudaLaunchAttribute cluster{};
+      const cudaLaunchConfig_t c = config(1, nullptr, cluster);
+      int n = 0;
+      ATL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, cluster_gemm_kernel<BN, false>, &c));
+      return n;
+    }();
+    return clusters;
+  }
+
+  static void launch(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name) {
+    ATOLL_CHECK(tma_gemm_applies(p), kInternal,
+                "kernel '{}': cluster tile given to a GEMM whose operands it cannot read", name);
+    const bool plain = tma_reads_plain_a(p);
+    const CUtensorMap map_a = plain ? matrix_map({p.a, p.M, p.K, p.in_c, kTmaBM}, name) : im2col_map(p, name);
+    const CUtensorMap map_b = matrix_map({p.b, p.N, p.K, p.ldb, S::kBHalfRows}, name);
+    const int64_t units = gemm_launch_tiles(p, tile);
+    int64_t clusters = std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
+    // A slice's cap in blocks, in pairs: a cap of one block still runs one cluster of two.
+    if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / 2));
+    clusters = std::max<int64_t>(clusters, 1);
+    const auto kernel = plain ? cluster_gemm_kernel<BN, false> : cluster_gemm_kernel<BN, true>;
     cudaLaunchAttribute cluster{};
-    const cudaLaunchConfig_t config = cluster_config(1, nullptr, cluster);
-    int n = 0;
-    ATL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, cluster_gemm_kernel<false>, &config));
-    return n;
-  }();
-  return clusters;
+    const cudaLaunchConfig_t c = config(static_cast<unsigned>(clusters), s, cluster);
+    ATL_CUDA_CHECK(cudaLaunchKernelEx(&c, kernel, p, map_a, map_b, flag));
+    ATL_CUDA_CHECK_LAUNCH(name);
+  }
+};
+
+template <typename Fn>
+void dispatch_cluster(GemmTile tile, Fn&& fn) {
+  switch (tile) {
+    case GemmTile::kC256x256:
+      return fn(ClusterVariant<256>{});
+    case GemmTile::kC256x128:
+      return fn(ClusterVariant<128>{});
+    default:
+      ATOLL_THROW(kInternal, "not a cluster tile");
+  }
 }
 
 }  // namespace
 
-bool cluster_gemm_supported() { return wgmma_gemm_built() && resident_clusters() > 0; }
-
-void prepare_cluster_gemm() {
-  for (const auto kernel : {cluster_gemm_kernel<false>, cluster_gemm_kernel<true>}) {
-    ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, ClusterShape::kSmemBytes));
-  }
+bool cluster_gemm_supported() {
+  return wgmma_gemm_built() && ClusterVariant<256>::resident_clusters() > 0 &&
+         ClusterVariant<128>::resident_clusters() > 0;
 }
 
-void launch_cluster_gemm(const GemmParams& p, cudaStream_t s, const int* flag, const char* name) {
-  ATOLL_CHECK(tma_gemm_applies(p), kInternal, "kernel '{}': cluster tile given to a GEMM whose operands it cannot read",
-              name);
-  const bool plain = tma_reads_plain_a(p);
-  const CUtensorMap map_a = plain ? matrix_map({p.a, p.M, p.K, p.in_c, kTmaBM}, name) : im2col_map(p, name);
-  // Each block loads 128 of the tile's 256 B rows.
-  const CUtensorMap map_b = matrix_map({p.b, p.N, p.K, p.ldb, kTmaBM}, name);
-  const int64_t units = gemm_launch_tiles(p, GemmTile::kC256x256);
-  int64_t clusters = std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
-  // A slice's cap in blocks, in pairs: a cap of one block still runs one cluster of two.
-  if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / 2));
-  clusters = std::max<int64_t>(clusters, 1);
-  const auto kernel = plain ? cluster_gemm_kernel<false> : cluster_gemm_kernel<true>;
-  cudaLaunchAttribute cluster{};
-  const cudaLaunchConfig_t config = cluster_config(static_cast<unsigned>(clusters), s, cluster);
-  ATL_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, p, map_a, map_b, flag));
-  ATL_CUDA_CHECK_LAUNCH(name);
+void prepare_cluster_gemm(GemmTile tile) {
+  dispatch_cluster(tile, [](auto v) { decltype(v)::prepare(); });
+}
+
+void launch_cluster_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name) {
+  dispatch_cluster(tile, [&](auto v) { decltype(v)::launch(p, tile, s, flag, name); });
 }
 
 }  // namespace atl::cuda

@@ -403,12 +403,12 @@ void dispatch_tma(GemmTile tile, Fn&& fn) {
 }  // namespace
 
 void prepare_tma_gemm(GemmTile tile) {
-  if (gemm_tile_is_cluster(tile)) return prepare_cluster_gemm();
+  if (gemm_tile_is_cluster(tile)) return prepare_cluster_gemm(tile);
   dispatch_tma(tile, [](auto v) { decltype(v)::prepare(); });
 }
 
 void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name) {
-  if (gemm_tile_is_cluster(tile)) return launch_cluster_gemm(p, s, flag, name);
+  if (gemm_tile_is_cluster(tile)) return launch_cluster_gemm(p, tile, s, flag, name);
   dispatch_tma(tile, [&](auto v) { decltype(v)::launch(p, s, flag, name); });
 }
 

@@ -81,7 +81,8 @@ enum class GemmTile : uint8_t {
   kT128x64,
   kP128x128,  // TMA-fed, ping-pong consumers: each warpgroup a whole 128 x 128 tile
   kD128x64,   // TMA-fed 128 x 64 in fewer stages, two blocks per SM (one's epilogue beside the other's MMAs)
-  kC256x256   // TMA-fed 256 x 256 on a cluster of two blocks (128 rows each) that multicast B's halves
+  kC256x256,  // TMA-fed 256 x 256 on a cluster of two blocks (128 rows each) that multicast B's halves
+  kC256x128   // the same, 256 x 128
 };
 
 struct GemmConfig {
@@ -104,7 +105,7 @@ bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
 bool gemm_tile_is_tma(GemmTile t);
 bool gemm_tile_is_pingpong(GemmTile t);
 bool gemm_tile_is_dual(GemmTile t);  // two blocks per SM (kD128x64)
-bool gemm_tile_is_cluster(GemmTile t);  // two blocks of a cluster per tile (kC256x256)
+bool gemm_tile_is_cluster(GemmTile t);  // two blocks of a cluster per tile (kC256x256, kC256x128)
 // The GEMV path (gemv.cu): batch-1 GEMMs of at most this many rows with a plain row-major A.
 constexpr int kGemvMaxRows = 8;
 bool gemv_applies(const GemmParams& p);
@@ -124,8 +125,8 @@ void launch_tma_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const i
 // The cluster tile (gemm_sm90_cluster.cu): whether the device runs its clusters (at least one
 // resident pair of SMs for its shared memory), and its prepare and launch.
 bool cluster_gemm_supported();
-void prepare_cluster_gemm();
-void launch_cluster_gemm(const GemmParams& p, cudaStream_t s, const int* flag, const char* name);
+void prepare_cluster_gemm(GemmTile tile);
+void launch_cluster_gemm(const GemmParams& p, GemmTile tile, cudaStream_t s, const int* flag, const char* name);
 // Raises the dynamic shared-memory limit of the kernel `cfg` selects; call at load.
 void prepare_gemm_kernel(const GemmConfig& cfg);
 // Enqueues the GEMM and, when p.splits > 1, the deterministic split-K reduction.

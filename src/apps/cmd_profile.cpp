@@ -1,5 +1,6 @@
 // atoll profile: every kernel of a zoo model alone on a device (time, grid, occupancy, SM share,
-// exit latency), saved as a kernel profile for the padding modes and the simulator.
+// exit latency, GEMM choice), saved as a kernel profile for the padding modes and the simulator;
+// printed: the heaviest kernels and their shares of the device's peaks.
 #include <fmt/core.h>
 #include <unistd.h>
 
@@ -44,6 +45,39 @@ class KernelProgress {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// "412.3 (42%)", or the rate alone where the device's peak is unknown.
+std::string rate_with_share(double rate, double share) {
+  return share > 0 ? fmt::format("{:.1f} ({:.0f}%)", rate, 100.0 * share) : fmt::format("{:.1f}", rate);
+}
+
+// The kernels that hold the model back: the heaviest, with what each reaches of the device's
+// peaks (issue 13: where a model misses, the notes name these and their shares).
+void print_heaviest_kernels(const ModelProfile& p) {
+  constexpr double kCovered = 0.8;
+  constexpr size_t kMost = 12;
+  const std::vector<size_t> heavy = heaviest_kernels(p, kCovered, kMost);
+  const double total = p.total_us();
+  fmt::print("the kernels that take {:.0f}% of the time (at most {}):\n", 100.0 * kCovered, kMost);
+  fmt::print("  {:<36} {:<14} {:<12} {:>9} {:>6} {:>16} {:>16}\n", "kernel", "op", "choice", "us", "share",
+             "TFLOP/s (peak)", "GB/s (peak)");
+  for (const size_t i : heavy) {
+    const KernelProfile& k = p.kernels[i];
+    const KernelRoofline r = roofline_of(p, k);
+    fmt::print("  {:<36} {:<14} {:<12} {:>9.1f} {:>5.1f}% {:>16} {:>16}\n", k.name, k.op,
+               k.choice.empty() ? "-" : k.choice, k.time_us, 100.0 * k.time_us / total,
+               rate_with_share(r.flops_per_s / 1e12, r.flops_share), rate_with_share(r.bytes_per_s / 1e9, r.bytes_share));
+  }
+  double flops = 0;
+  for (const KernelProfile& k : p.kernels) flops += k.flops;
+  const double tflops = flops / (total * 1e-6) / 1e12;
+  if (p.peak_flops > 0) {
+    fmt::print("the model: {:.1f} TFLOP/s over its kernels' time, {:.0f}% of the device's {:.0f} TFLOP/s\n", tflops,
+               100.0 * tflops * 1e12 / p.peak_flops, p.peak_flops / 1e12);
+  } else {
+    fmt::print("the model: {:.1f} TFLOP/s over its kernels' time (the device's peak is unknown)\n", tflops);
+  }
+}
+
 void run_profile_command(const ProfileFlags& f) {
   check_model_exists(f.model);
   sched::ProfileRequest r;
@@ -77,8 +111,10 @@ void run_profile_command(const ProfileFlags& f) {
       with_exit, sliced, 100.0 * sliced_us / p.total_us(), seconds);
   // As an RT model: how much of its time leaves SMs for padded BE work at all.
   const PaddingRoom room = padding_room(p);
-  fmt::print("as an RT model it leaves SMs idle {:.0f}% of its time, {:.1f} of {} SMs on average\nwrote {}\n",
-             100.0 * room.time_share_with_idle_sms, room.mean_idle_sms, p.sm_count, out);
+  fmt::print("as an RT model it leaves SMs idle {:.0f}% of its time, {:.1f} of {} SMs on average\n",
+             100.0 * room.time_share_with_idle_sms, room.mean_idle_sms, p.sm_count);
+  print_heaviest_kernels(p);
+  fmt::print("wrote {}\n", out);
 }
 
 }  // namespace

@@ -41,6 +41,14 @@ void check_fields(const ModelProfile& p, ErrorCode code, const std::string& sour
     if (k.exit_us && !(std::isfinite(*k.exit_us) && *k.exit_us >= 0)) {
       fail(fmt::format("{} exit latency {} us is negative", who, *k.exit_us));
     }
+    if (!(std::isfinite(k.flops) && k.flops >= 0 && std::isfinite(k.bytes) && k.bytes >= 0)) {
+      fail(fmt::format("{} has {} flops and {} bytes; both must be finite and not negative", who, k.flops, k.bytes));
+    }
+  }
+  if (!(std::isfinite(p.peak_flops) && p.peak_flops >= 0 && std::isfinite(p.peak_bytes_per_s) &&
+        p.peak_bytes_per_s >= 0)) {
+    fail(fmt::format("peaks of {} flop/s and {} bytes/s must be finite and not negative", p.peak_flops,
+                     p.peak_bytes_per_s));
   }
 }
 
@@ -55,6 +63,10 @@ nlohmann::json kernel_json(const KernelProfile& k) {
   if (k.exit_us) j["exit_us"] = *k.exit_us;
   if (k.slice_units > 0) j["slice_units"] = k.slice_units;
   if (k.grid_stride) j["grid_stride"] = true;
+  if (!k.op.empty()) j["op"] = k.op;
+  if (k.flops > 0) j["flops"] = k.flops;
+  if (k.bytes > 0) j["bytes"] = k.bytes;
+  if (!k.choice.empty()) j["choice"] = k.choice;
   return j;
 }
 
@@ -70,6 +82,10 @@ KernelProfile kernel_from(const nlohmann::json& j) {
   if (j.contains("exit_us")) k.exit_us = j.at("exit_us").get<double>();
   if (j.contains("slice_units")) k.slice_units = json_int64(j.at("slice_units"), "slice_units");
   if (j.contains("grid_stride")) k.grid_stride = j.at("grid_stride").get<bool>();
+  if (j.contains("op")) k.op = j.at("op").get<std::string>();
+  if (j.contains("flops")) k.flops = j.at("flops").get<double>();
+  if (j.contains("bytes")) k.bytes = j.at("bytes").get<double>();
+  if (j.contains("choice")) k.choice = j.at("choice").get<std::string>();
   return k;
 }
 
@@ -94,6 +110,31 @@ PaddingRoom padding_room(const ModelProfile& profile) {
   room.time_share_with_idle_sms = idle_us / total;
   room.mean_idle_sms = idle_sm_us / total;
   return room;
+}
+
+KernelRoofline roofline_of(const ModelProfile& profile, const KernelProfile& kernel) {
+  KernelRoofline r;
+  if (kernel.time_us <= 0) return r;
+  const double seconds = kernel.time_us * 1e-6;
+  r.flops_per_s = kernel.flops / seconds;
+  r.bytes_per_s = kernel.bytes / seconds;
+  if (profile.peak_flops > 0) r.flops_share = r.flops_per_s / profile.peak_flops;
+  if (profile.peak_bytes_per_s > 0) r.bytes_share = r.bytes_per_s / profile.peak_bytes_per_s;
+  return r;
+}
+
+std::vector<size_t> heaviest_kernels(const ModelProfile& profile, double share, size_t most) {
+  std::vector<size_t> order(profile.kernels.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return profile.kernels[a].time_us > profile.kernels[b].time_us;
+  });
+  const double total = profile.total_us();
+  double covered = 0;
+  size_t n = 0;
+  while (n < order.size() && n < most && covered < share * total) covered += profile.kernels[order[n++]].time_us;
+  order.resize(n);
+  return order;
 }
 
 double sm_share_of(int64_t grid_blocks, int resident_blocks_per_sm, int sm_count) {
@@ -129,6 +170,8 @@ std::string profile_to_json(const ModelProfile& p) {
   nlohmann::json j{{"format", kProfileFormat},     {"model", p.model},        {"batch", p.batch},
                    {"fingerprint", p.fingerprint}, {"device", p.device},      {"sm_count", p.sm_count},
                    {"repeats", p.repeats},         {"total_us", p.total_us()}};
+  if (p.peak_flops > 0) j["peak_flops"] = p.peak_flops;
+  if (p.peak_bytes_per_s > 0) j["peak_bytes_per_s"] = p.peak_bytes_per_s;
   j["kernels"] = nlohmann::json::array();
   for (const KernelProfile& k : p.kernels) j["kernels"].push_back(kernel_json(k));
   return j.dump(1) + "\n";
@@ -147,6 +190,8 @@ ModelProfile profile_from_json(const std::string& text, const std::string& sourc
     p.device = j.at("device").get<std::string>();
     p.sm_count = json_int(j.at("sm_count"), "sm_count");
     p.repeats = json_int(j.at("repeats"), "repeats");
+    if (j.contains("peak_flops")) p.peak_flops = j.at("peak_flops").get<double>();
+    if (j.contains("peak_bytes_per_s")) p.peak_bytes_per_s = j.at("peak_bytes_per_s").get<double>();
     for (const nlohmann::json& k : j.at("kernels")) p.kernels.push_back(kernel_from(k));
   } catch (const nlohmann::json::exception& e) {
     ATOLL_THROW(kParse, "{}: kernel profile JSON: {}", source, json_error_text(e));

@@ -30,6 +30,13 @@ struct KernelProfile {
   // Its one slice unit is the whole kernel, a grid-stride loop that runs on any grid: a slice of
   // it runs whole on the slice's max_blocks (padding's capped grids). Only with slice_units 1.
   bool grid_stride = false;
+  // What the kernel computes, for its share of the device's peaks (roofline_of): its op, the
+  // Program's count of its flops and of the bytes it must move at least, and on CUDA the GEMM
+  // tile and split the tuner chose (empty where none).
+  std::string op;
+  double flops = 0;
+  double bytes = 0;
+  std::string choice;
 };
 
 struct ModelProfile {
@@ -39,6 +46,11 @@ struct ModelProfile {
   std::string device;       // ExecDevice::description() / Backend::device_description()
   int sm_count = 0;
   int repeats = 0;                     // timed launches per kernel
+  // The device's dense fp16 tensor-core peak and its memory bandwidth (0 where unknown): on CUDA
+  // from the SMs' peak clock and the memory clock and bus width the driver reports; the
+  // simulator's own peaks.
+  double peak_flops = 0;
+  double peak_bytes_per_s = 0;
   std::vector<KernelProfile> kernels;  // one per Program kernel, in order
 
   double total_us() const;
@@ -56,6 +68,18 @@ struct PaddingRoom {
   double mean_idle_sms = 0;
 };
 PaddingRoom padding_room(const ModelProfile& profile);
+
+// Where a kernel stands against the device's peaks: the rates it reached alone and their shares
+// of the peaks (0 where the profile has no peak or the kernel no count). Issue 13's notes name,
+// for each model that misses, the kernels that hold it back and these shares.
+struct KernelRoofline {
+  double flops_per_s = 0, bytes_per_s = 0;
+  double flops_share = 0, bytes_share = 0;
+};
+KernelRoofline roofline_of(const ModelProfile& profile, const KernelProfile& kernel);
+// The kernels that take most of the model's time, heaviest first: as many as cover `share` of
+// it, at most `most`.
+std::vector<size_t> heaviest_kernels(const ModelProfile& profile, double share, size_t most);
 
 // Checks the fields (one entry per kernel, names as in `program`, times and shares in range)
 // and that the profile belongs to `program`; throws kInvalidArgument naming the mismatch.

@@ -12,6 +12,7 @@
 #include "backends/cuda/exit_probe.h"
 #include "core/error.h"
 #include "core/stats.h"
+#include "ir/op.h"
 
 namespace atl {
 
@@ -108,6 +109,28 @@ std::optional<double> exit_latency_us(CudaInstance& gpu, int kernel, bench::Exit
   return median(exits);
 }
 
+// Dense fp16 tensor-core flops per SM and cycle: 4096 on Hopper (989 TFLOP/s on an H100 SXM's
+// 132 SMs at 1.83 GHz), 2048 on Ampere's A100, 1024 on Ada; 0 (unknown) otherwise.
+int tensor_flops_per_sm_cycle(int major, int minor) {
+  if (major == 9) return 4096;
+  if (major == 8 && minor == 0) return 2048;
+  if (major == 8 && minor == 9) return 1024;
+  return 0;
+}
+
+// The device's peaks as its driver reports them: SM clock and memory clock at their maxima, two
+// transfers per memory clock over the bus width.
+void set_device_peaks(ModelProfile& p, int device) {
+  int major = 0, minor = 0, clock_khz = 0, mem_khz = 0, bus_bits = 0;
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, device));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&mem_khz, cudaDevAttrMemoryClockRate, device));
+  ATL_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, device));
+  p.peak_flops = static_cast<double>(tensor_flops_per_sm_cycle(major, minor)) * p.sm_count * clock_khz * 1e3;
+  p.peak_bytes_per_s = 2.0 * mem_khz * 1e3 * bus_bits / 8.0;
+}
+
 }  // namespace
 
 ModelProfile profile_cuda_instance(CudaInstance& gpu, const std::string& device, const CudaProfileOptions& o) {
@@ -125,6 +148,7 @@ ModelProfile profile_cuda_instance(CudaInstance& gpu, const std::string& device,
   p.device = device;
   p.sm_count = sm_count;
   p.repeats = o.repeats;
+  set_device_peaks(p, device_index);
   cuda::Stream stream = cuda::make_stream();
   cuda::HostGate gate;
   std::optional<bench::ExitProbe> probe;
@@ -145,6 +169,11 @@ ModelProfile profile_cuda_instance(CudaInstance& gpu, const std::string& device,
     kp.sm_share = sm_share_of(g.grid_blocks, g.resident_blocks_per_sm, sm_count);
     kp.slice_units = k == 0 ? 0 : gpu.slice_units(k);  // kernel 0 may carry uploads: never sliced
     kp.grid_stride = k != 0 && gpu.grid_stride(k);
+    const Kernel& kernel = program.kernels[static_cast<size_t>(k)];
+    kp.op = std::string(op_name(kernel.op));
+    kp.flops = kernel.flops;
+    kp.bytes = kernel.bytes_moved;
+    kp.choice = gpu.gemm_choice(k);
     if (probe) kp.exit_us = exit_latency_us(gpu, k, *probe, kp.time_us, o.exit_trials);
     p.kernels.push_back(std::move(kp));
     if (o.on_kernel) o.on_kernel(k + 1, total);

@@ -155,6 +155,12 @@ expect_ok "profile on sim" "profiled tiny_cnn batch 2 on simulated GPU.*: 13 ker
 expect_ok "profile says the room it leaves" "leaves SMs idle [0-9]+% of its time, [0-9.]+ of [0-9]+ SMs" \
   "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
 expect_ok "profile file is keyed" '"fingerprint": "[0-9a-f]{16}"' cat "$work/tiny_cnn.profile.json"
+expect_ok "profile names the heaviest kernels and their shares of the peaks" \
+  "^  [a-z0-9._]+ +Conv2d +- +[0-9.]+ +[0-9.]+% +[0-9.]+ \\([0-9]+%\\) +[0-9.]+ \\([0-9]+%\\)$" \
+  "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
+expect_ok "profile gives the model's rate against the peak" \
+  "the model: [0-9.]+ TFLOP/s over its kernels' time, [0-9]+% of the device's 250 TFLOP/s" \
+  "$atoll" profile tiny_cnn --batch 2 --device sim --out "$work/tiny_cnn.profile.json"
 expect_ok "colocate padding with a profile" '"padded_kernels": [1-9]' "$atoll" colocate --rt resnet50:1000 \
   --be tiny_cnn@2 --mode padding-concurrent --duration 0.01 --profile "$work/tiny_cnn.profile.json" --json
 expect_ok "colocate padding profiles on the device" "BE kernels ran beside RT tasks" \

@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "backends/sim/sim_gpu.h"
 #include "backends/engine_target.h"
@@ -101,10 +102,87 @@ TEST(Profile, JsonRoundTripKeepsEveryField) {
   ModelProfile p = device.measure_profile(i, {});
   p.kernels[0].exit_us.reset();  // absent stays absent
   p.kernels[1].threads_per_block = 256;
+  p.kernels[2].choice = "t128x256/s1";
+  ASSERT_GT(p.kernels[2].flops, 0);
+  ASSERT_GT(p.peak_flops, 0);
   const ModelProfile q = profile_from_json(profile_to_json(p), "test");
   EXPECT_EQ(profile_to_json(q), profile_to_json(p));
   EXPECT_FALSE(q.kernels[0].exit_us.has_value());
   EXPECT_EQ(q.kernels[1].threads_per_block, 256);
+  EXPECT_EQ(q.kernels[2].choice, "t128x256/s1");
+  EXPECT_EQ(q.kernels[2].flops, p.kernels[2].flops);
+  EXPECT_EQ(q.kernels[2].op, p.kernels[2].op);
+  EXPECT_EQ(q.peak_bytes_per_s, p.peak_bytes_per_s);
+}
+
+// Files written before the roofline fields (op, flops, bytes, choice, the device's peaks) still
+// load, with those unknown; negative or non-finite counts and peaks are refused.
+TEST(Profile, RooflineFieldsAreOptionalAndChecked) {
+  SimExecDevice device;
+  const InstanceId i = device.load(tiny_cnn().program, tiny_cnn().weights);
+  const ModelProfile p = device.measure_profile(i, {});
+  nlohmann::json j = nlohmann::json::parse(profile_to_json(p));
+  j.erase("peak_flops");
+  j.erase("peak_bytes_per_s");
+  for (nlohmann::json& k : j["kernels"]) {
+    for (const char* key : {"op", "flops", "bytes", "choice"}) k.erase(key);
+  }
+  const ModelProfile old = profile_from_json(j.dump(), "old");
+  EXPECT_EQ(old.peak_flops, 0);
+  EXPECT_EQ(old.kernels[0].flops, 0);
+  EXPECT_EQ(roofline_of(old, old.kernels[0]).flops_share, 0) << "no peak, no share";
+  nlohmann::json bad = nlohmann::json::parse(profile_to_json(p));
+  bad["kernels"][0]["flops"] = -1.0;
+  EXPECT_EQ(code_of([&] { profile_from_json(bad.dump(), "bad"); }), ErrorCode::kParse);
+  bad = nlohmann::json::parse(profile_to_json(p));
+  bad["peak_bytes_per_s"] = -3.0;
+  EXPECT_EQ(code_of([&] { profile_from_json(bad.dump(), "bad"); }), ErrorCode::kParse);
+}
+
+TEST(Profile, RooflineRatesAndTheHeaviestKernels) {
+  ModelProfile p;
+  p.sm_count = 100;
+  p.peak_flops = 1e15;
+  p.peak_bytes_per_s = 4e12;
+  auto kernel = [](double us, double flops, double bytes) {
+    KernelProfile k;
+    k.time_us = us;
+    k.flops = flops;
+    k.bytes = bytes;
+    return k;
+  };
+  p.kernels = {kernel(10, 2e9, 1e6), kernel(30, 0, 6e7), kernel(60, 3e10, 0)};
+  const KernelRoofline r = roofline_of(p, p.kernels[0]);
+  EXPECT_DOUBLE_EQ(r.flops_per_s, 2e14);
+  EXPECT_DOUBLE_EQ(r.flops_share, 0.2);
+  EXPECT_DOUBLE_EQ(r.bytes_per_s, 1e11);
+  EXPECT_DOUBLE_EQ(r.bytes_share, 0.025);
+  EXPECT_DOUBLE_EQ(roofline_of(p, p.kernels[1]).bytes_share, 0.5);
+  // 60 of 100 us cover half; 60 + 30 cover 80%.
+  EXPECT_EQ(heaviest_kernels(p, 0.5, 10), (std::vector<size_t>{2}));
+  EXPECT_EQ(heaviest_kernels(p, 0.8, 10), (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(heaviest_kernels(p, 1.0, 2), (std::vector<size_t>{2, 1}));
+  EXPECT_EQ(heaviest_kernels(p, 1.0, 10), (std::vector<size_t>{2, 1, 0}));
+  EXPECT_TRUE(heaviest_kernels(p, 0, 10).empty());
+}
+
+// The simulator's roofline (a block gets one slot's share of the peaks) never lets a kernel run
+// past the device's peaks: its profile's shares stay within 1 on every kernel of these models (up
+// to the rounding of block times to whole nanoseconds).
+TEST(Profile, SimKernelsStayWithinTheDevicesPeaks) {
+  for (const char* model : {"resnet50", "vgg19", "mobilenet_v2", "bert_base"}) {
+    ProfileRequest r;
+    r.model = {.name = model, .batch = 8};
+    const ModelProfile p = profile_zoo_model(r);
+    int counted = 0;
+    for (const KernelProfile& k : p.kernels) {
+      const KernelRoofline roof = roofline_of(p, k);
+      EXPECT_LE(roof.flops_share, 1 + 1e-4) << model << " " << k.name;
+      EXPECT_LE(roof.bytes_share, 1 + 1e-4) << model << " " << k.name;
+      counted += k.flops > 0 ? 1 : 0;
+    }
+    EXPECT_GT(counted, 0) << model << ": the Program's flop counts reach the profile";
+  }
 }
 
 TEST(Profile, LoaderRefusesOtherProgramsOtherDevicesAndBadFiles) {

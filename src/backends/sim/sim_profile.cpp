@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "ir/op.h"
 
 namespace atl::sim {
 
@@ -26,6 +27,8 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
   p.device = device;
   p.sm_count = config.sm_count;
   p.repeats = 1;  // the model is deterministic
+  p.peak_flops = config.peak_flops;
+  p.peak_bytes_per_s = config.peak_bytes_per_s;
   const int64_t slots = config.slot_count();
   for (size_t i = 0; i < shapes.size(); ++i) {
     const SimKernelShape& s = shapes[i];
@@ -39,6 +42,9 @@ ModelProfile profile_of_shapes(const Program& program, const std::vector<SimKern
     k.exit_us = static_cast<double>(check > 0 ? check / 2 : s.block_ns / 2) / 1e3;
     k.slice_units = sim_slice_units(program.kernels[i], static_cast<int>(i), s);
     k.grid_stride = sim_grid_stride(program.kernels[i], static_cast<int>(i));
+    k.op = std::string(op_name(program.kernels[i].op));
+    k.flops = program.kernels[i].flops;
+    k.bytes = program.kernels[i].bytes_moved;
     p.kernels.push_back(std::move(k));
   }
   return p;

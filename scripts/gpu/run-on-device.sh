@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the repository root, after scripts/gpu/stage.sh ran on the build machine
 # and .carry/gpu travelled: GPU tests, atoll and PyTorch benchmarks, JSON under $OUT, table last.
-#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "l2tune", "onnx", "serve", "perfa", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
+#   STEPS="tests l2run sched disb preempt kexit l2 bench torch" (default all; "padding", "roofline", "l2tune", "onnx", "serve", "perfa", "csan", "launch", "upexit", "ncu", "attn", "gate" and "green"
 #   run only when named), BENCH_ARGS / TORCH_ARGS / TEST_FILTER pass through (BENCH_AB and DISB_AB
 #   alternate an on/off switch) (and the engine's
 #   ATOLL_CUDA_* switches, read by every binary); every output comes
@@ -217,6 +217,29 @@ if has_step padding; then
     "${profiles[@]}" ${PAIRS_ARGS:-} --json "$out/pairs.json" >"$out/pairs.txt" 2>"$out/pairs.log" ||
     echo "bench pairs failed: $(tail -1 "$out/pairs.log")"
   cat "$out/pairs.txt"
+fi
+if has_step roofline; then
+  # Where the time of the models that miss issue 13's targets goes: `atoll profile` of each
+  # ROOFLINE_MODELS entry (MODEL:BATCH), its heaviest kernels with their GEMM tile and their shares
+  # of the device's peaks. ROOFLINE_AB=VAR profiles each with VAR=0 and then VAR=1 (for instance
+  # ATOLL_CUDA_CLUSTER_TILE), tagged _VAR0 and _VAR1.
+  roofline_one() {  # model:batch, tag
+    local m=${1%%:*} b=${1##*:}
+    if timeout -k 5 "${PROFILE_LIMIT:-120}" "$bin/atoll" profile "$m" --batch "$b" --device cuda \
+      --out "$out/roofline_${m}_b$b$2.json" >"$out/roofline_${m}_b$b$2.log" 2>&1; then
+      echo "== $m b$b$2"
+      sed -n '/the kernels that take/,/the model:/p' "$out/roofline_${m}_b$b$2.log"
+    else
+      echo "profile $m b$b$2 failed: $(tail -1 "$out/roofline_${m}_b$b$2.log")"
+    fi
+  }
+  for mb in ${ROOFLINE_MODELS:-vgg19:32 resnet50:32 resnet152:32 inception_v3:32 bert_base:8}; do
+    if [[ -n ${ROOFLINE_AB:-} ]]; then
+      for v in 0 1; do (export "$ROOFLINE_AB=$v" && roofline_one "$mb" "_$ROOFLINE_AB$v"); done
+    else
+      roofline_one "$mb" ""
+    fi
+  done
 fi
 if has_step onnx; then
   # ONNX on CUDA (fp16 storage, so relative L2 <= ONNX_REL_L2 instead of the cases' fp32

@@ -137,8 +137,10 @@ TEST(GpuGemmPlan, TmaTilesOnlyForOperandsAMapReads) {
   shape.dual_tile = true;
   EXPECT_EQ(unsplit_tma_tiles(), 5);
   shape.cluster_tile = true;
-  EXPECT_EQ(unsplit_tma_tiles(), 7);
-  // Segments of 192 columns hold no 128- or 256-column tile, the clusters' included.
+  EXPECT_EQ(unsplit_tma_tiles(), 7) << "c256x256 and c256x128; c256x512 spans two segments of 256";
+  shape.n_segment = 512;
+  EXPECT_EQ(unsplit_tma_tiles(), 8);
+  // Segments of 192 columns hold no tile of 128 columns or more, the clusters' included.
   shape.n_segment = 192;
   for (const cuda::GemmChoice& c : cuda::candidate_choices(shape)) EXPECT_FALSE(cuda::gemm_tile_is_cluster(c.tile));
   shape.pingpong = false;

@@ -258,7 +258,7 @@ TEST(GpuEpilogueCheckDistance, EveryTileWritesTheSameAtEveryDistance) {
 INSTANTIATE_TEST_SUITE_P(Tiles, GpuLongBlocks,
                          ::testing::Values("64x64/s1", "w64x64/s1", "w128x128/s1", "t128x64/s1", "t128x128/s1",
                                            "t128x256/s1", "p128x128/s1", "d128x64/s1", "c256x256/s1",
-                                           "c256x128/s1"),
+                                           "c256x128/s1", "c256x512/s1"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            std::string name = info.param.substr(0, info.param.find('/'));
                            return name;

@@ -341,7 +341,8 @@ int gemm_tile_m(GemmTile t) {
     case GemmTile::kW64x128:
     case GemmTile::kW64x64: return 64;
     case GemmTile::kC256x256:
-    case GemmTile::kC256x128: return 256;
+    case GemmTile::kC256x128:
+    case GemmTile::kC256x512: return 256;
     default: return 128;
   }
 }
@@ -354,6 +355,7 @@ int gemm_tile_n(GemmTile t) {
   switch (t) {
     case GemmTile::kT128x256:
     case GemmTile::kC256x256: return 256;
+    case GemmTile::kC256x512: return 512;
     case GemmTile::k128x128:
     case GemmTile::kW128x128:
     case GemmTile::kW64x128:
@@ -368,7 +370,9 @@ bool gemm_tile_is_wgmma(GemmTile t) { return t >= GemmTile::kW128x128; }
 bool gemm_tile_is_tma(GemmTile t) { return t >= GemmTile::kT128x128; }
 bool gemm_tile_is_pingpong(GemmTile t) { return t == GemmTile::kP128x128; }
 bool gemm_tile_is_dual(GemmTile t) { return t == GemmTile::kD128x64; }
-bool gemm_tile_is_cluster(GemmTile t) { return t == GemmTile::kC256x256 || t == GemmTile::kC256x128; }
+bool gemm_tile_is_cluster(GemmTile t) {
+  return t == GemmTile::kC256x256 || t == GemmTile::kC256x128 || t == GemmTile::kC256x512;
+}
 
 void prepare_gemm_kernel(const GemmConfig& cfg) {
   if (cfg.tile == GemmTile::kGemv) return;  // no dynamic shared memory

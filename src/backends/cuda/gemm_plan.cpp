@@ -58,6 +58,7 @@ constexpr TileTraits kTmaTiles[] = {
     {GemmTile::kD128x64, 2, 3.5},
     {GemmTile::kC256x256, 1, 5.5, 2},  // session 38's guesses, before any run
     {GemmTile::kC256x128, 1, 4.5, 2},
+    {GemmTile::kC256x512, 1, 6.0, 4},
 };
 
 const TileTraits& traits(GemmTile t) {

@@ -1,26 +1,27 @@
-// The TMA GEMM on clusters of two blocks: each cluster computes a 256 x BN output tile (BN 256 or
-// 128), each block 128 rows of it, and the two share B. Every K tile, each block's producer loads
-// its own A rows and half of B's BN rows, multicast into the same stage of both blocks, so B (two
-// thirds of a 128 x 256 tile's operand bytes, half of a 128 x 128 one's) is read from L2 once per
-// pair of blocks instead of once per block: the large-batch 3x3 convolutions that run on t128x256
-// pull ~5.7 TB/s from L2 on the H200 (docs/PERFORMANCE.md, session 23). Operands, epilogue and
-// split-K are gemm_sm90_tma.cu's.
+// The TMA GEMM on clusters of blocks that share operands: a 256 x BN tile on two blocks (BN 256 or
+// 128: c256x256, c256x128), each 128 rows of it, sharing B; or a 256 x 512 tile on 2 x 2 blocks
+// (c256x512), each 128 x 256, the blocks of a row sharing A and those of a column B. Every K
+// tile, each producer loads its part of each shared operand (half of B's rows; with 2 x 2, half
+// of A's) and multicasts it into the same stage of the blocks that share it. So a block takes 32
+// KB per K tile from L2 (24 KB with 2 x 2) instead of t128x256's 48 KB, of which B is two thirds:
+// the large-batch 3x3 convolutions that run on t128x256 pull ~5.7 TB/s from L2 on the H200
+// (docs/PERFORMANCE.md, session 23). Operands, epilogue and split-K are gemm_sm90_tma.cu's.
 //
-// A stage of block r is written by both producers, so it is free only when the consumers of both
-// blocks have released it: each consumer warpgroup arrives on its stage's "empty" barrier in both
-// blocks (four arrivals). Each block's "full" barrier counts its own A, its B half and the other
-// block's B half.
+// A stage of a block is written by several producers, so each producer waits until the
+// consumers of every block it writes into have released the stage: each consumer warpgroup
+// arrives on its stage's "empty" barrier in each block that writes into it. Each block's "full"
+// barrier counts every part of its A and B, whoever loaded it.
 //
-// Preemption: the blocks must stop at the same K tile, or one would wait forever for the other's
-// half of B. So only the first block's producer reads the flag; for every stage it fills it sends
-// the second block's producer a token (run or halt) through distributed shared memory, and both
-// then fill the stage with operands or, on halt, with a halt word their consumers read after
-// waiting on it (as the TMA tiles' halt tokens do), and fill no more. The flag read issued after a
-// stage's copies decides the stage after next; an entry read decides the first stage, so a
-// kernel launched under a raised flag writes nothing. Consumers make no check of their own: a
+// Preemption: the blocks must stop at the same K tile, or one would wait forever for another's
+// part of an operand. So only the first block's producer reads the flag; for every stage it fills
+// it sends each other block's producer a token (run or halt) through distributed shared memory,
+// and all then fill the stage with operands or, on halt, with a halt word their consumers read
+// after waiting on it (as the TMA tiles' halt tokens do), and fill no more. The flag read issued
+// after a stage's copies decides the stage after next; an entry read decides the first stage, so
+// a kernel launched under a raised flag writes nothing. Consumers make no check of their own: a
 // raise ends the kernel within the stages in flight and at most one tile's epilogue (a few
-// microseconds). Neither block leaves while the other may still arrive on its barriers or copy
-// into its stages: the kernel ends with a cluster barrier.
+// microseconds). No block leaves while another may still arrive on its barriers or copy into its
+// stages: the kernel ends with a cluster barrier.
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
@@ -35,27 +36,40 @@ using namespace gemm;
 
 constexpr int kClusterRows = 2 * kTmaBM;  // output rows of a cluster's tile
 // setmaxnreg's split of one block's registers: the producer's token exchange needs more than the
-// TMA tiles' 40 (it spilled there), and the consumers' 64 or 128 accumulators fit in 224.
-constexpr int kClusterProducerRegs = 48;
+// TMA tiles' 40 (it spilled there, and at 48 with 2 x 2 blocks), and the consumers' 64 or 128
+// accumulators fit in 224.
+constexpr int kClusterProducerRegs = 56;
 constexpr int kClusterConsumerRegs = 224;
 static_assert(128 * kClusterProducerRegs + 256 * kClusterConsumerRegs <= 65536, "registers of one block");
 
-// A cluster tile 256 rows by BN columns: four stages of 48 KB at 256, six of 32 KB at 128, as the
-// TMA tiles of the same width.
-template <int BN>
+// A cluster tile 256 rows by CN x BN columns on 2 x CN blocks, each 128 x BN: four stages of 48
+// KB at BN 256, six of 32 KB at 128, as the TMA tiles of the same width. Block `rank` holds rows
+// 128 (rank % 2) and columns BN (rank / 2) of the tile. Blocks of a column of the cluster (the
+// same columns) share B, blocks of a row (CN 2: the same rows) share A: each loads its part of a
+// shared operand and multicasts it to the blocks that share it.
+template <int BN, int CN>
 struct ClusterShape {
+  static_assert(CN == 1 || CN == 2, "clusters of 2 x 1 or 2 x 2 blocks");
   static constexpr int kBN = BN;
+  static constexpr int kCN = CN;
+  static constexpr int kBlocks = 2 * CN;
+  static constexpr int kTileN = CN * BN;  // output columns of the cluster's tile
   static constexpr int kStages = BN == 256 ? 4 : 6;
   using Tma = TmaShape<BN, kStages>;
   static constexpr int kABytes = Tma::kABytes;
+  static constexpr int kAPartRows = kTmaBM / CN;  // A rows each block loads (and multicasts when CN 2)
+  static constexpr int kAPartBytes = kABytes / CN;
   static constexpr int kBHalfRows = BN / 2;  // B rows each block loads and multicasts
   static constexpr int kBHalfBytes = Tma::kBBytes / 2;
   static constexpr int kStageBytes = Tma::kStageBytes;
+  // Consumer warpgroups whose release a producer waits for: those of every block it writes into
+  // (itself, the block sharing its B and, CN 2, the one sharing its A).
+  static constexpr int kEmptyArrivals = 2 * (1 + CN);
   // Stages, the two epilogue buffers, the full, empty and token barriers, the halt and token words
   // of each stage, and 1 KB of slack to align the stages to the swizzle atom.
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kEpiBufBytes + 3 * 8 * kStages + 2 * 4 * kStages + 1024;
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
-  static_assert(kBHalfBytes % 1024 == 0, "each half of B starts on a swizzle atom");
+  static_assert(kBHalfBytes % 1024 == 0 && kAPartBytes % 1024 == 0, "each part starts on a swizzle atom");
 };
 
 #if defined(ATL_WGMMA_DEVICE)
@@ -67,8 +81,8 @@ struct ClusterRing {
   // Per stage: whether the producer filled it with a halt word instead of operands; written
   // before its arrival on the stage's full barrier, read by the consumers after their wait.
   int* halt;
-  // Per stage, in the second block: the first block's decision for the stage, written through
-  // distributed shared memory before its arrival on the stage's token barrier.
+  // Per stage, in every block but the first: the first block's decision for the stage, written
+  // through distributed shared memory before its arrival on the stage's token barrier.
   int* token;
   uint32_t token_addr;  // shared address of token[0]
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
@@ -76,15 +90,15 @@ struct ClusterRing {
   __device__ uint32_t token_bar(int s) const { return bars + 8u * (2 * S::kStages + s); }
 };
 
-// Unit `u` of the walk: a 256-row tile, split; block `rank` takes rows [128 rank, 128 rank + 128).
+// Unit `u` of the walk, a cluster tile (split), and block `rank`'s 128 x BN of it.
 template <class S>
 __device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, int u, uint32_t rank) {
-  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + S::kBN - 1) / S::kBN;
+  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + S::kTileN - 1) / S::kTileN;
   const int per_split = tiles_m * tiles_n;
   const int mn = u % per_split;
   TileCoords c;
-  c.m0 = (mn % tiles_m) * kClusterRows + static_cast<int>(rank) * kTmaBM;
-  c.n0 = (mn / tiles_m) * S::kBN;
+  c.m0 = (mn % tiles_m) * kClusterRows + static_cast<int>(rank % 2) * kTmaBM;
+  c.n0 = (mn / tiles_m) * S::kTileN + static_cast<int>(rank / 2) * S::kBN;
   c.split = u / per_split;
   const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
   c.kt_begin = c.split * p.k_tiles_per_split;
@@ -92,12 +106,15 @@ __device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, i
   return c;
 }
 
-// The first block's producer decides whether stage `s` halts and tells the second block's.
+// The first block's producer decides whether stage `s` halts and tells the others'.
 template <class S>
 __device__ __forceinline__ bool stage_halts(const ClusterRing<S>& ring, int s, int it, uint32_t rank, bool halt_next) {
   if (rank == 0) {
-    st_cluster(ring.token_addr + 4u * s, 1, halt_next ? 1 : 0);
-    mbar_arrive_cluster(ring.token_bar(s), 1);  // releases the token's write
+#pragma unroll
+    for (uint32_t r = 1; r < S::kBlocks; ++r) {
+      st_cluster(ring.token_addr + 4u * s, r, halt_next ? 1 : 0);
+      mbar_arrive_cluster(ring.token_bar(s), r);  // releases the token's write
+    }
     return halt_next;
   }
   mbar_wait<true>(ring.token_bar(s), (it / S::kStages) & 1);
@@ -117,10 +134,11 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
   for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units && !halted;
        u += static_cast<int>(cluster_count())) {
     const TileCoords c = cluster_tile_coords<S>(p, u, rank);
-    const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
+    const int a_row = c.m0 + static_cast<int>(rank / 2) * S::kAPartRows;  // this block's part of A
+    const WindowCorner corner = IM2COL ? window_corner(p, a_row) : WindowCorner{};
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % S::kStages;
-      // Both blocks' consumers have released stage s: the B halves land in both.
+      // The consumers of every block this producer writes into have released stage s.
       mbar_wait<true>(ring.empty(s), ((it / S::kStages) & 1) ^ 1);
       const bool halt = stage_halts(ring, s, it, rank, halt_next);
       ring.halt[s] = halt ? 1 : 0;
@@ -133,9 +151,16 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
       const uint32_t dst = ring.stages + s * S::kStageBytes;
       const int k0 = (c.kt_begin + kt) * kTmaBK;
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
-      tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
-      tma_load_2d_multicast(dst + S::kABytes + rank * S::kBHalfBytes, map_b, k0,
-                            c.n0 + static_cast<int>(rank) * S::kBHalfRows, ring.full(s), 0x3);
+      if constexpr (S::kCN == 1) {
+        tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
+      } else {  // into both blocks of this row of the cluster: ranks rank % 2 and rank % 2 + 2
+        tma_load_a<IM2COL>(p, map_a, dst + (rank / 2) * S::kAPartBytes, k0, a_row, corner, ring.full(s),
+                           static_cast<uint16_t>(0x5u << (rank % 2)));
+      }
+      // Into both blocks of this column: ranks 2 (rank / 2) and 2 (rank / 2) + 1.
+      tma_load_2d_multicast(dst + S::kABytes + (rank % 2) * S::kBHalfBytes, map_b, k0,
+                            c.n0 + static_cast<int>(rank % 2) * S::kBHalfRows, ring.full(s),
+                            static_cast<uint16_t>(0x3u << (2 * (rank / 2))));
       if (kt == 0) prefetch_tile_residual(p, c, S::kBN);
       if (reads_flag) {
         halt_next = pending != 0;
@@ -143,7 +168,7 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
       }
     }
   }
-  // Every copy into this block's stages, the other producer's halves included, lands before the
+  // Every copy into this block's stages, the other producers' parts included, lands before the
   // block exits: the latest use of each stage.
   for (int j = max(0, it - S::kStages); j < it; ++j) {
     mbar_wait(ring.full(j % S::kStages), (j / S::kStages) & 1);
@@ -155,10 +180,11 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing<S>& ring,
                                 uint32_t rank) {
   const int ctid = static_cast<int>(threadIdx.x) - 128;
   const int wg = ctid / 128;
-  const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup, in both blocks
+  const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup, in every writer's block
   const auto release = [&](int s) {
     mbar_arrive(ring.empty(s));
-    mbar_arrive_cluster(ring.empty(s), rank ^ 1u);
+    mbar_arrive_cluster(ring.empty(s), rank ^ 1u);                     // the block sharing B
+    if constexpr (S::kCN == 2) mbar_arrive_cluster(ring.empty(s), rank ^ 2u);  // the block sharing A
   };
   const auto chunk_barrier = [wg] {  // the epilogue's checks: none here, the producer decides
     warpgroup_barrier(wg);
@@ -191,12 +217,12 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing<S>& ring,
 
 #endif  // ATL_WGMMA_DEVICE
 
-template <int BN, bool IM2COL>
+template <int BN, int CN, bool IM2COL>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     cluster_gemm_kernel(const GemmParams p, const __grid_constant__ CUtensorMap map_a,
                         const __grid_constant__ CUtensorMap map_b, const int* flag) {
 #if defined(ATL_WGMMA_DEVICE)
-  using S = ClusterShape<BN>;
+  using S = ClusterShape<BN, CN>;
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   const uint32_t raw = smem_addr(smem_raw);
   // Both blocks compute the same offsets: a multicast copy lands at one offset in each.
@@ -215,15 +241,15 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   if (tid == 0) {
     for (int s = 0; s < S::kStages; ++s) {
       mbar_init(ring.full(s), 1);
-      mbar_init(ring.empty(s), 4);  // two consumer warpgroups in each block
+      mbar_init(ring.empty(s), S::kEmptyArrivals);
       mbar_init(ring.token_bar(s), 1);
     }
     mbar_init_fence();
   }
-  // The other block's barriers are initialized before any arrival or copy reaches them.
+  // The other blocks' barriers are initialized before any arrival or copy reaches them.
   cluster_sync();
   const int units = tile_range_end(
-      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + BN - 1) / BN) * p.splits);
+      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + S::kTileN - 1) / S::kTileN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<kClusterProducerRegs>();
     if (tid == 0) cluster_produce<S, IM2COL>(p, &map_a, &map_b, ring, units, flag, entry, rank);
@@ -241,23 +267,23 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
 // One tile width's kernels on the host: their shared-memory limit, the clusters the device holds
 // at once, and the launch (clusters of two blocks along x: a launch attribute rather than
 // __cluster_dims__, which builds for architectures before sm_90 do not take).
-template <int BN>
+template <int BN, int CN>
 struct ClusterVariant {
-  using S = ClusterShape<BN>;
+  using S = ClusterShape<BN, CN>;
 
   static void prepare() {
-    for (const auto kernel : {cluster_gemm_kernel<BN, false>, cluster_gemm_kernel<BN, true>}) {
+    for (const auto kernel : {cluster_gemm_kernel<BN, CN, false>, cluster_gemm_kernel<BN, CN, true>}) {
       ATL_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes));
     }
   }
 
   static cudaLaunchConfig_t config(unsigned clusters, cudaStream_t s, cudaLaunchAttribute& cluster) {
     cluster.id = cudaLaunchAttributeClusterDimension;
-    cluster.val.clusterDim.x = 2;
+    cluster.val.clusterDim.x = S::kBlocks;
     cluster.val.clusterDim.y = 1;
     cluster.val.clusterDim.z = 1;
     cudaLaunchConfig_t c{};
-    c.gridDim = dim3(2 * clusters);
+    c.gridDim = dim3(S::kBlocks * clusters);
     c.blockDim = dim3(kTmaThreads);
     c.dynamicSmemBytes = S::kSmemBytes;
     c.stream = s;
@@ -273,7 +299,7 @@ struct ClusterVariant {
       cudaLaunchAttribute cluster{};
       const cudaLaunchConfig_t c = config(1, nullptr, cluster);
       int n = 0;
-      ATL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, cluster_gemm_kernel<BN, false>, &c));
+      ATL_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&n, cluster_gemm_kernel<BN, CN, false>, &c));
       return n;
     }();
     return clusters;
@@ -283,14 +309,15 @@ struct ClusterVariant {
     ATOLL_CHECK(tma_gemm_applies(p), kInternal,
                 "kernel '{}': cluster tile given to a GEMM whose operands it cannot read", name);
     const bool plain = tma_reads_plain_a(p);
-    const CUtensorMap map_a = plain ? matrix_map({p.a, p.M, p.K, p.in_c, kTmaBM}, name) : im2col_map(p, name);
+    const CUtensorMap map_a =
+        plain ? matrix_map({p.a, p.M, p.K, p.in_c, S::kAPartRows}, name) : im2col_map(p, name, S::kAPartRows);
     const CUtensorMap map_b = matrix_map({p.b, p.N, p.K, p.ldb, S::kBHalfRows}, name);
     const int64_t units = gemm_launch_tiles(p, tile);
     int64_t clusters = std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
-    // A slice's cap in blocks, in pairs: a cap of one block still runs one cluster of two.
-    if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / 2));
+    // A slice's cap in blocks, in whole clusters: a cap below a cluster's blocks still runs one.
+    if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / S::kBlocks));
     clusters = std::max<int64_t>(clusters, 1);
-    const auto kernel = plain ? cluster_gemm_kernel<BN, false> : cluster_gemm_kernel<BN, true>;
+    const auto kernel = plain ? cluster_gemm_kernel<BN, CN, false> : cluster_gemm_kernel<BN, CN, true>;
     cudaLaunchAttribute cluster{};
     const cudaLaunchConfig_t c = config(static_cast<unsigned>(clusters), s, cluster);
     ATL_CUDA_CHECK(cudaLaunchKernelEx(&c, kernel, p, map_a, map_b, flag));
@@ -302,9 +329,11 @@ template <typename Fn>
 void dispatch_cluster(GemmTile tile, Fn&& fn) {
   switch (tile) {
     case GemmTile::kC256x256:
-      return fn(ClusterVariant<256>{});
+      return fn(ClusterVariant<256, 1>{});
     case GemmTile::kC256x128:
-      return fn(ClusterVariant<128>{});
+      return fn(ClusterVariant<128, 1>{});
+    case GemmTile::kC256x512:
+      return fn(ClusterVariant<256, 2>{});
     default:
       ATOLL_THROW(kInternal, "not a cluster tile");
   }
@@ -313,8 +342,8 @@ void dispatch_cluster(GemmTile tile, Fn&& fn) {
 }  // namespace
 
 bool cluster_gemm_supported() {
-  return wgmma_gemm_built() && ClusterVariant<256>::resident_clusters() > 0 &&
-         ClusterVariant<128>::resident_clusters() > 0;
+  return wgmma_gemm_built() && ClusterVariant<256, 1>::resident_clusters() > 0 &&
+         ClusterVariant<128, 1>::resident_clusters() > 0 && ClusterVariant<256, 2>::resident_clusters() > 0;
 }
 
 void prepare_cluster_gemm(GemmTile tile) {

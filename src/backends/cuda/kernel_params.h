@@ -82,7 +82,8 @@ enum class GemmTile : uint8_t {
   kP128x128,  // TMA-fed, ping-pong consumers: each warpgroup a whole 128 x 128 tile
   kD128x64,   // TMA-fed 128 x 64 in fewer stages, two blocks per SM (one's epilogue beside the other's MMAs)
   kC256x256,  // TMA-fed 256 x 256 on a cluster of two blocks (128 rows each) that multicast B's halves
-  kC256x128   // the same, 256 x 128
+  kC256x128,  // the same, 256 x 128
+  kC256x512   // 256 x 512 on a cluster of 2 x 2 blocks (128 x 256 each) that multicast A's and B's halves
 };
 
 struct GemmConfig {
@@ -105,7 +106,7 @@ bool gemm_tile_is_wgmma(GemmTile t);  // the TMA tiles are wgmma tiles too
 bool gemm_tile_is_tma(GemmTile t);
 bool gemm_tile_is_pingpong(GemmTile t);
 bool gemm_tile_is_dual(GemmTile t);  // two blocks per SM (kD128x64)
-bool gemm_tile_is_cluster(GemmTile t);  // two blocks of a cluster per tile (kC256x256, kC256x128)
+bool gemm_tile_is_cluster(GemmTile t);  // the blocks of a cluster per tile (kC256x256, kC256x128, kC256x512)
 // The GEMV path (gemv.cu): batch-1 GEMMs of at most this many rows with a plain row-major A.
 constexpr int kGemvMaxRows = 8;
 bool gemv_applies(const GemmParams& p);

@@ -46,16 +46,24 @@ __device__ __forceinline__ WindowCorner window_corner(const GemmParams& p, int m
   return {ow * p.stride_w - p.pad_l, oh * p.stride_h - p.pad_t, n};
 }
 
-// K tile `k0` of A: the plain matrix's columns, or 64 channels of one filter tap.
+// K tile `k0` of A from row m0 (the map's box of rows): the plain matrix's columns, or 64
+// channels of one filter tap. With a `multicast` mask, into every block of the cluster it names.
 template <bool IM2COL>
 __device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMap* map_a, uint32_t dst, int k0,
-                                           int m0, const WindowCorner& corner, uint32_t bar) {
+                                           int m0, const WindowCorner& corner, uint32_t bar, uint16_t multicast = 0) {
   if constexpr (IM2COL) {
     const int tap = k0 / p.cg;
     const int r = tap / p.kw;
     const auto off_h = static_cast<uint16_t>(r * p.dil_h);
     const auto off_w = static_cast<uint16_t>((tap - r * p.kw) * p.dil_w);
-    tma_load_im2col_4d(dst, map_a, k0 - tap * p.cg, corner.w, corner.h, corner.n, off_w, off_h, bar);
+    const int c = k0 - tap * p.cg;
+    if (multicast != 0) {
+      tma_load_im2col_4d_multicast(dst, map_a, c, corner.w, corner.h, corner.n, off_w, off_h, bar, multicast);
+    } else {
+      tma_load_im2col_4d(dst, map_a, c, corner.w, corner.h, corner.n, off_w, off_h, bar);
+    }
+  } else if (multicast != 0) {
+    tma_load_2d_multicast(dst, map_a, k0, m0, bar, multicast);
   } else {
     tma_load_2d(dst, map_a, k0, m0, bar);
   }

@@ -13,13 +13,14 @@ namespace atl::cuda {
 namespace {
 
 // An NHWC image (pixels `in_c` elements apart, `cg` channels read) walked as a convolution's
-// im2col: kTmaBM output pixels per copy, 64 channels each, window corners from -pad to the last
+// im2col: `pixels` output pixels per copy, 64 channels each, window corners from -pad to the last
 // output pixel's (WindowCorner), stepping by the stride.
 struct Im2colMapKey {
   const __half* base;
-  int cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h;
+  int cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h, pixels;
   auto tie() const {
-    return std::tie(base, cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h);
+    return std::tie(base, cg, in_c, in_w, in_h, images, stride_w, stride_h, lower_w, lower_h, upper_w, upper_h,
+                    pixels);
   }
 };
 
@@ -61,8 +62,9 @@ CUtensorMap encode_map(const MatrixMapKey& k, const char* name) {
 }
 
 
-Im2colMapKey im2col_key(const GemmParams& p) {
+Im2colMapKey im2col_key(const GemmParams& p, int pixels) {
   Im2colMapKey k{};
+  k.pixels = pixels;
   k.base = p.a;
   k.cg = p.cg;
   k.in_c = p.in_c;
@@ -90,7 +92,7 @@ CUtensorMap encode_map(const Im2colMapKey& k, const char* name) {
   const int upper[2] = {k.upper_w, k.upper_h};
   const cuuint32_t elem_strides[4] = {1, static_cast<cuuint32_t>(k.stride_w), static_cast<cuuint32_t>(k.stride_h), 1};
   const CUresult r = encode(&map, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 4, const_cast<__half*>(k.base), dims, strides, lower,
-                            upper, kTmaBK, kTmaBM, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                            upper, kTmaBK, static_cast<cuuint32_t>(k.pixels), elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
                             CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
                             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
   ATOLL_CHECK(r == CUDA_SUCCESS, kCuda,
@@ -140,7 +142,7 @@ bool im2col_a(const GemmParams& p) {
   const int taps = p.K / p.cg, kh = taps / p.kw;
   if (kh * p.kw != taps || p.stride_h < 1 || p.stride_h > 8 || p.stride_w < 1 || p.stride_w > 8) return false;
   if ((kh - 1) * p.dil_h > 0xFF || (p.kw - 1) * p.dil_w > 0xFF || p.dil_h < 1 || p.dil_w < 1) return false;
-  const Im2colMapKey k = im2col_key(p);
+  const Im2colMapKey k = im2col_key(p, kTmaBM);
   const auto corner = [](int v) { return v >= -128 && v <= 127; };
   return corner(k.lower_w) && corner(k.lower_h) && corner(k.upper_w) && corner(k.upper_h) &&
          k.lower_w <= k.in_w - 1 + k.upper_w && k.lower_h <= k.in_h - 1 + k.upper_h;
@@ -161,6 +163,8 @@ bool tma_gemm_applies(const GemmParams& p) {
 
 CUtensorMap matrix_map(const MatrixMapKey& k, const char* kernel) { return cached_map(k, kernel); }
 
-CUtensorMap im2col_map(const GemmParams& p, const char* kernel) { return cached_map(im2col_key(p), kernel); }
+CUtensorMap im2col_map(const GemmParams& p, const char* kernel, int pixels) {
+  return cached_map(im2col_key(p, pixels), kernel);
+}
 
 }  // namespace atl::cuda

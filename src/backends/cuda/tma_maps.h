@@ -26,7 +26,8 @@ struct MatrixMapKey {
 // The map of `k` (cached: a launch whose operands were seen before reuses it). Throws kCuda when
 // the driver refuses it, naming `kernel`.
 CUtensorMap matrix_map(const MatrixMapKey& k, const char* kernel);
-// The im2col map of convolution `p`'s A (tma_gemm_applies and not tma_reads_plain_a), cached.
-CUtensorMap im2col_map(const GemmParams& p, const char* kernel);
+// The im2col map of convolution `p`'s A (tma_gemm_applies and not tma_reads_plain_a), `pixels`
+// output pixels per copy, cached.
+CUtensorMap im2col_map(const GemmParams& p, const char* kernel, int pixels = kTmaBM);
 
 }  // namespace atl::cuda

@@ -170,6 +170,10 @@ HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int p
                            int threads)
     : server_(std::make_unique<httplib::Server>()) {
   server_->set_payload_max_length(max_body_bytes);
+  // httplib writes an answer's headers and body in separate sends: with Nagle's algorithm on, the
+  // body waited for the client's delayed ACK, 40 ms on Linux, on every request of a keep-alive
+  // connection (session 38: tiny_cnn over HTTP took 44 ms a request, over gRPC 0.9 ms).
+  server_->set_tcp_nodelay(true);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   add_routes(control);
   bind(*server_, host, port, port_, "HTTP");

@@ -221,6 +221,19 @@ def check_inference(g, h, work, port_grpc):
 
     check_shared_memory(g, h, x, close)
 
+    # One request at a time on a kept-alive connection: an answer must not wait for the client's
+    # delayed ACK (Nagle's algorithm on the server's socket holds each one 40 ms on Linux; this
+    # model answers in about a millisecond here).
+    hi.set_data_from_numpy(x, binary_data=True)
+    waits = []
+    for _ in range(15):
+        start = time.perf_counter()
+        h.infer("cnn", [hi])
+        waits.append(time.perf_counter() - start)
+    waits.sort()
+    check("http answers one request at a time without a delayed-ACK stall", waits[len(waits) // 2] < 0.02,
+          f"median {waits[len(waits) // 2] * 1e3:.1f} ms")
+
     x2 = np.concatenate([x, x])
     r = g.infer("cnn", [grpc_input(x2)])
     check("batch 2 answers both items", close(r.as_numpy("logits")[1:]) and r.as_numpy("logits").shape[0] == 2)

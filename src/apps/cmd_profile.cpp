@@ -65,7 +65,8 @@ void print_heaviest_kernels(const ModelProfile& p) {
     const KernelRoofline r = roofline_of(p, k);
     fmt::print("  {:<36} {:<14} {:<12} {:>9.1f} {:>5.1f}% {:>16} {:>16}\n", k.name, k.op,
                k.choice.empty() ? "-" : k.choice, k.time_us, 100.0 * k.time_us / total,
-               rate_with_share(r.flops_per_s / 1e12, r.flops_share), rate_with_share(r.bytes_per_s / 1e9, r.bytes_share));
+               rate_with_share(r.flops_per_s / 1e12, r.flops_share),
+               rate_with_share(r.bytes_per_s / 1e9, r.bytes_share));
   }
   double flops = 0;
   for (const KernelProfile& k : p.kernels) flops += k.flops;

@@ -183,7 +183,7 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing<S>& ring,
   const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup, in every writer's block
   const auto release = [&](int s) {
     mbar_arrive(ring.empty(s));
-    mbar_arrive_cluster(ring.empty(s), rank ^ 1u);                     // the block sharing B
+    mbar_arrive_cluster(ring.empty(s), rank ^ 1u);                             // the block sharing B
     if constexpr (S::kCN == 2) mbar_arrive_cluster(ring.empty(s), rank ^ 2u);  // the block sharing A
   };
   const auto chunk_barrier = [wg] {  // the epilogue's checks: none here, the producer decides
@@ -211,7 +211,7 @@ __device__ void cluster_consume(const GemmParams& p, const ClusterRing<S>& ring,
     fence_registers(acc);
     if (c.k_tiles > 0 && leader) release((it - 1) % S::kStages);
     staged_epilogue<S::kBN>(p, epilogue_target(p, 0, c.split, c.n0), c.m0 + wg * 64, c.n0, acc,
-                                ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, chunk_barrier);
+                            ring.epilogue + wg * (kEpiBufBytes / 4), ctid % 128, wg, chunk_barrier);
   }
 }
 
@@ -248,8 +248,8 @@ __global__ void __launch_bounds__(kTmaThreads, 1)
   }
   // The other blocks' barriers are initialized before any arrival or copy reaches them.
   cluster_sync();
-  const int units = tile_range_end(
-      p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + S::kTileN - 1) / S::kTileN) * p.splits);
+  const int units =
+      tile_range_end(p, ((p.M + kClusterRows - 1) / kClusterRows) * ((p.N + S::kTileN - 1) / S::kTileN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<kClusterProducerRegs>();
     if (tid == 0) cluster_produce<S, IM2COL>(p, &map_a, &map_b, ring, units, flag, entry, rank);
@@ -313,7 +313,8 @@ struct ClusterVariant {
         plain ? matrix_map({p.a, p.M, p.K, p.in_c, S::kAPartRows}, name) : im2col_map(p, name, S::kAPartRows);
     const CUtensorMap map_b = matrix_map({p.b, p.N, p.K, p.ldb, S::kBHalfRows}, name);
     const int64_t units = gemm_launch_tiles(p, tile);
-    int64_t clusters = std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
+    int64_t clusters =
+        std::min<int64_t>(tile_range_end(p, static_cast<int>(units)) - p.tile_begin, resident_clusters());
     // A slice's cap in blocks, in whole clusters: a cap below a cluster's blocks still runs one.
     if (p.max_blocks > 0) clusters = std::min<int64_t>(clusters, std::max(1, p.max_blocks / S::kBlocks));
     clusters = std::max<int64_t>(clusters, 1);

@@ -49,8 +49,8 @@ __device__ __forceinline__ WindowCorner window_corner(const GemmParams& p, int m
 // K tile `k0` of A from row m0 (the map's box of rows): the plain matrix's columns, or 64
 // channels of one filter tap. With a `multicast` mask, into every block of the cluster it names.
 template <bool IM2COL>
-__device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMap* map_a, uint32_t dst, int k0,
-                                           int m0, const WindowCorner& corner, uint32_t bar, uint16_t multicast = 0) {
+__device__ __forceinline__ void tma_load_a(const GemmParams& p, const CUtensorMap* map_a, uint32_t dst, int k0, int m0,
+                                           const WindowCorner& corner, uint32_t bar, uint16_t multicast = 0) {
   if constexpr (IM2COL) {
     const int tap = k0 / p.cg;
     const int r = tap / p.kw;

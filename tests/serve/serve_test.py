@@ -221,18 +221,21 @@ def check_inference(g, h, work, port_grpc):
 
     check_shared_memory(g, h, x, close)
 
-    # One request at a time on a kept-alive connection: an answer must not wait for the client's
-    # delayed ACK (Nagle's algorithm on the server's socket holds each one 40 ms on Linux; this
-    # model answers in about a millisecond here).
+    # One request at a time on a kept-alive connection: an HTTP answer must not wait for the
+    # client's delayed ACK (Nagle's algorithm on the server's socket held each one ~40 ms on Linux).
+    # Each HTTP request is paired with a gRPC one (no such stall: gRPC sets TCP_NODELAY), so load on
+    # the machine slows both alike and their difference stays near zero.
     hi.set_data_from_numpy(x, binary_data=True)
-    waits = []
+    gaps = []
     for _ in range(15):
         start = time.perf_counter()
         h.infer("cnn", [hi])
-        waits.append(time.perf_counter() - start)
-    waits.sort()
-    check("http answers one request at a time without a delayed-ACK stall", waits[len(waits) // 2] < 0.02,
-          f"median {waits[len(waits) // 2] * 1e3:.1f} ms")
+        middle = time.perf_counter()
+        g.infer("cnn", [grpc_input(x)])
+        gaps.append((middle - start) - (time.perf_counter() - middle))
+    gaps.sort()
+    check("http answers one request at a time as fast as grpc (no delayed-ACK stall)", gaps[len(gaps) // 2] < 0.015,
+          f"median HTTP - gRPC {gaps[len(gaps) // 2] * 1e3:.1f} ms")
 
     x2 = np.concatenate([x, x])
     r = g.infer("cnn", [grpc_input(x2)])

@@ -122,7 +122,12 @@ InferResponse infer_blocking(Engine& engine, const InferRequest& request) {
   return result.get();
 }
 
+// Both HTTP servers (inference and metrics) bind here. httplib writes an answer's headers and body
+// in separate sends: with Nagle's algorithm on, the body waited for the client's delayed ACK, 40 ms
+// on Linux, on every request of a keep-alive connection (session 38: tiny_cnn over HTTP took 44 ms
+// a request, over gRPC 0.9 ms).
 void bind(httplib::Server& server, const std::string& host, int port, int& bound, const char* what) {
+  server.set_tcp_nodelay(true);
   bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   ATOLL_CHECK(bound > 0, kIo, "cannot listen for {} on {}:{}", what, host, port);
 }
@@ -170,10 +175,6 @@ HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int p
                            int threads)
     : server_(std::make_unique<httplib::Server>()) {
   server_->set_payload_max_length(max_body_bytes);
-  // httplib writes an answer's headers and body in separate sends: with Nagle's algorithm on, the
-  // body waited for the client's delayed ACK, 40 ms on Linux, on every request of a keep-alive
-  // connection (session 38: tiny_cnn over HTTP took 44 ms a request, over gRPC 0.9 ms).
-  server_->set_tcp_nodelay(true);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   add_routes(control);
   bind(*server_, host, port, port_, "HTTP");

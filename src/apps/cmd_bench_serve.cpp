@@ -104,7 +104,8 @@ nlohmann::json server_side_json(const ServerSide& s) {
 }
 
 // The RT model's batch-1 request one at a time: in-process, over gRPC, over gRPC with shared
-// memory, and an empty RPC for gRPC's own floor; printed, and returned as the results' "overhead".
+// memory, over HTTP, and an empty RPC for gRPC's own floor; printed, and returned as the results'
+// "overhead".
 nlohmann::json measure_overhead(serve::Server& server, const std::string& target, const std::string& rt_zoo,
                                 const ServeBenchFlags& f) {
   const serve::SampleRequest rt_request = serve::sample_request(server.engine(), "rt", true, 1);
@@ -118,21 +119,28 @@ nlohmann::json measure_overhead(serve::Server& server, const std::string& target
       serve::sequential_grpc_shm(target, server.engine(), rt_request.request, f.requests);
   const ServerSide local_side = server_side(at_start, after_local);
   const ServerSide remote_side = server_side(after_local, after_remote);
-  const ServerSide shm_side = server_side(after_remote, server.engine().stats().model("rt"));
+  const serve::ModelStats after_shm = server.engine().stats().model("rt");
+  const ServerSide shm_side = server_side(after_remote, after_shm);
+  const serve::LoadSamples http = serve::sequential_http("127.0.0.1", server.http_port(), rt_request.request, f.requests);
+  const ServerSide http_side = server_side(after_shm, server.engine().stats().model("rt"));
   const serve::LoadSamples live = serve::sequential_grpc_live(target, f.requests);
   check_samples(local, "in-process requests");
   check_samples(remote, "gRPC requests");
   check_samples(remote_shm, "gRPC requests with shared memory");
+  check_samples(http, "HTTP requests");
   check_samples(live, "ServerLive calls");
   const Distribution dl = distribution(local.latency_ms), dr = distribution(remote.latency_ms);
-  const Distribution ds = distribution(remote_shm.latency_ms);
+  const Distribution ds = distribution(remote_shm.latency_ms), dh = distribution(http.latency_ms);
   const Distribution dlive = distribution(live.latency_ms);
   const double overhead_us = (dr.p50 - dl.p50) * 1e3, shm_overhead_us = (ds.p50 - dl.p50) * 1e3;
+  const double http_overhead_us = (dh.p50 - dl.p50) * 1e3;
   fmt::print("{} batch 1, one request at a time:\n  in-process  {}\n              {}\n  gRPC        {}\n"
-             "              {}\n  gRPC + shm  {}\n              {}\n  overhead    p50 {:+.1f} us, with shared memory "
-             "{:+.1f} us\n  gRPC floor  {} (ServerLive: no payload, no engine)\n",
+             "              {}\n  gRPC + shm  {}\n              {}\n  HTTP        {}\n              {}\n"
+             "  overhead    p50 {:+.1f} us, with shared memory {:+.1f} us, HTTP {:+.1f} us\n"
+             "  gRPC floor  {} (ServerLive: no payload, no engine)\n",
              rt_zoo, dist_text(dl), server_side_text(local_side), dist_text(dr), server_side_text(remote_side),
-             dist_text(ds), server_side_text(shm_side), overhead_us, shm_overhead_us, dist_text(dlive));
+             dist_text(ds), server_side_text(shm_side), dist_text(dh), server_side_text(http_side), overhead_us,
+             shm_overhead_us, http_overhead_us, dist_text(dlive));
   return {{"requests", f.requests},
           {"in_process_ms", dist_json(dl)},
           {"grpc_ms", dist_json(dr)},
@@ -142,8 +150,11 @@ nlohmann::json measure_overhead(serve::Server& server, const std::string& target
           {"grpc_shm_ms", dist_json(ds)},
           {"grpc_shm_server", server_side_json(shm_side)},
           {"p50_overhead_shm_us", shm_overhead_us},
+          {"http_ms", dist_json(dh)},
+          {"http_server", server_side_json(http_side)},
+          {"p50_overhead_http_us", http_overhead_us},
           {"grpc_live_ms", dist_json(dlive)},
-          {"failed", local.failed + remote.failed + remote_shm.failed}};
+          {"failed", local.failed + remote.failed + remote_shm.failed + http.failed}};
 }
 
 void run_serve_bench(const ServeBenchFlags& f) {

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <sys/mman.h>  // shm_open, shm_unlink
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <future>
+#include <nlohmann/json.hpp>
 #include <mutex>
 #include <thread>
 
@@ -295,6 +297,41 @@ LoadSamples sequential_grpc_live(const std::string& target, int count) {
     inference::ServerLiveResponse response;
     const grpc::Status status = stub->ServerLive(&context, inference::ServerLiveRequest{}, &response);
     add_sample(s, ms_since(sent), status.ok() ? std::string() : status.error_message());
+  }
+  s.seconds = ms_since(began) / 1e3;
+  return s;
+}
+
+LoadSamples sequential_http(const std::string& host, int port, const InferRequest& request, int count) {
+  nlohmann::json header;
+  header["id"] = request.id;
+  if (request.priority) header["parameters"]["priority"] = *request.priority;
+  header["parameters"]["binary_data_output"] = true;
+  std::string body;
+  for (const InputTensor& t : request.inputs) {
+    header["inputs"].push_back({{"name", t.name},
+                                {"shape", t.shape},
+                                {"datatype", t.datatype},
+                                {"parameters", {{"binary_data_size", t.data.size()}}}});
+  }
+  const std::string json = header.dump();
+  body = json;
+  for (const InputTensor& t : request.inputs) body.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
+  httplib::Client client(host, port);
+  client.set_keep_alive(true);
+  client.set_tcp_nodelay(true);  // the client's own Nagle would hold the body behind its headers
+  client.set_read_timeout(30, 0);
+  const httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(json.size())}};
+  const std::string path = fmt::format("/v2/models/{}/infer", request.model);
+  LoadSamples s;
+  const Clock::time_point began = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    const Clock::time_point sent = Clock::now();
+    const httplib::Result res = client.Post(path, headers, body, "application/octet-stream");
+    const std::string error = !res                ? "HTTP: " + httplib::to_string(res.error())
+                              : res->status != 200 ? fmt::format("HTTP {}: {}", res->status, res->body.substr(0, 200))
+                                                   : std::string();
+    add_sample(s, ms_since(sent), error);
   }
   s.seconds = ms_since(began) / 1e3;
   return s;

@@ -1,8 +1,8 @@
 #pragma once
 // A loopback load generator for `atoll bench serve`: clients that send KServe v2 ModelInfer
 // requests over gRPC with binary tensors, as Triton's perf_analyzer does, closed loop or at a
-// fixed rate; and the same request submitted to the engine in-process, so that what separates
-// the two is the protocol's cost.
+// fixed rate; the same request one at a time over HTTP; and submitted to the engine in-process,
+// so that what separates them is the protocol's cost.
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -47,6 +47,9 @@ LoadSamples sequential_grpc(const std::string& target, const InferRequest& reque
 // extension, as perf_analyzer --shared-memory system): only the request's header travels.
 LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine, const InferRequest& request,
                                 int count);
+// `count` requests over HTTP (the KServe v2 REST protocol with Triton's binary tensor extension,
+// as tritonclient's binary_data sends them) on one kept-alive connection to host:port.
+LoadSamples sequential_http(const std::string& host, int port, const InferRequest& request, int count);
 // `count` ServerLive calls one after the other: the round trip of an RPC with no payload and no
 // engine behind it, what gRPC alone costs on this host.
 LoadSamples sequential_grpc_live(const std::string& target, int count);

@@ -179,6 +179,7 @@ expect_ok "bench serve" "RT p99 .*x alone" "$atoll" bench serve --device sim --r
   --duration 0.2 --warmup 0.05 --requests 10 --json "$work/serve_bench.json"
 expect_ok "bench serve JSON" '"p50_overhead_us"' cat "$work/serve_bench.json"
 expect_ok "bench serve server-side split" '"grpc_server"' cat "$work/serve_bench.json"
+expect_ok "bench serve times HTTP too" '"p50_overhead_http_us"' cat "$work/serve_bench.json"
 expect_error "bench serve unknown model" "--rt 'resnet51:5': unknown model" "$atoll" bench serve --device sim --rt resnet51:5
 expect_error "bench serve fractional concurrency" "whole number" "$atoll" bench serve --device sim --be tiny_cnn:1.5
 expect_error "bench serve window with no request due" "no request was due in the measured 0.1 s window" "$atoll" bench serve \

@@ -2,7 +2,7 @@
 // flag rises mid-run, on the device clock (see exit_probe.h), how long one launched with the flag
 // already up takes to pass through (a kernel queued on the device when a preemption begins), and
 // what the flag checks cost a whole model run and each op family (every kernel run alone with and
-// without the flag). Prints a table per op family and per model;
+// without the flag). Prints a table per model, per op family and per GEMM tile;
 // writes one JSON document. With --uploads, kernel 0 carries its input's upload as DISB's
 // large-batch BE clients do (an SM copy over mapped host memory and the f16 conversion, each
 // under the flag): in F and G on the H200 that launch set the slowest preemptions (session 22).
@@ -220,6 +220,22 @@ void print_row(const std::string& label, const nlohmann::json& s, const std::str
              stale["max"].get<double>(), extra, worst);
 }
 
+// A table of kernel groups (op families, GEMM tiles) headed by `title`, each row a summary and the
+// group's flag cost over its standalone time; the summaries, by group, for the JSON.
+nlohmann::json print_groups(const std::string& title,
+                            const std::map<std::string, std::vector<const KernelResult*>>& groups, int worst) {
+  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost (standalone) / worst kernel\n", title, "kern",
+             "p50 us", "p99 us", "max us", "entry p50/max", "stale p50/max");
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [group, ks] : groups) {
+    const nlohmann::json s = summary(ks, worst);
+    print_row(group, s,
+              fmt::format("{:+.2f}% of {:.0f} us  ", s["flag_cost_pct"].get<double>(), s["no_flag_us"].get<double>()));
+    out[group] = s;
+  }
+  return out;
+}
+
 // Kernel 0 with its input's upload (--uploads): its own line, as the family table mixes it with
 // the layout kernels that carry none.
 void print_upload_row(const KernelResult& k) {
@@ -265,17 +281,16 @@ int run(const Options& o) {
       write_file_atomic(o.json_path, doc.dump(1) + "\n");
     }
   }
-  std::map<std::string, std::vector<const KernelResult*>> by_family;
-  for (const KernelResult& k : all) by_family[k.family].push_back(&k);
-  fmt::print("\n{:<26} {:>5} {:>8} {:>8} {:>8} {:>13} {:>13} flag cost (standalone) / worst kernel\n", "op family",
-             "kern", "p50 us", "p99 us", "max us", "entry p50/max", "stale p50/max");
-  doc["families"] = nlohmann::json::object();
-  for (const auto& [family, ks] : by_family) {
-    const nlohmann::json s = summary(ks, o.worst);
-    print_row(family, s,
-              fmt::format("{:+.2f}% of {:.0f} us  ", s["flag_cost_pct"].get<double>(), s["no_flag_us"].get<double>()));
-    doc["families"][family] = s;
+  std::map<std::string, std::vector<const KernelResult*>> by_family, by_tile;
+  for (const KernelResult& k : all) {
+    by_family[k.family].push_back(&k);
+    // The GEMM-backed kernels again, by the tile tuning chose (its split aside): a tile's exit and
+    // flag cost read apart from the families it serves (the cluster tiles stop from their
+    // producers, the TMA tiles from their consumers).
+    if (!k.choice.empty()) by_tile[k.choice.substr(0, k.choice.find('/'))].push_back(&k);
   }
+  doc["families"] = print_groups("op family", by_family, o.worst);
+  doc["gemm_tiles"] = print_groups("GEMM tile", by_tile, o.worst);
   write_file_atomic(o.json_path, doc.dump(1) + "\n");
   return 0;
 }

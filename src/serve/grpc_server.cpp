@@ -198,7 +198,12 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
   grpc::ServerUnaryReactor* RepositoryModelLoad(grpc::CallbackServerContext* c,
                                                 const inference::RepositoryModelLoadRequest* q,
                                                 inference::RepositoryModelLoadResponse*) override {
-    return answer(c, [&] { control_.load_model(q->model_name()); });
+    return answer(c, [&] {
+      std::vector<std::string> names;
+      for (const auto& [name, value] : q->parameters()) names.push_back(name);
+      check_load_parameters(q->model_name(), names);
+      control_.load_model(q->model_name());
+    });
   }
   grpc::ServerUnaryReactor* RepositoryModelUnload(grpc::CallbackServerContext* c,
                                                   const inference::RepositoryModelUnloadRequest* q,

@@ -2,9 +2,14 @@
 
 #include <httplib.h>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <charconv>
 #include <future>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <vector>
 
 #include "core/text.h"
 #include "serve/http_codec.h"
@@ -126,8 +131,29 @@ InferResponse infer_blocking(Engine& engine, const InferRequest& request) {
 // in separate sends: with Nagle's algorithm on, the body waited for the client's delayed ACK, 40 ms
 // on Linux, on every request of a keep-alive connection (session 38: tiny_cnn over HTTP took 44 ms
 // a request, over gRPC 0.9 ms).
+//
+// Errors httplib answers itself (no route, a request it cannot parse, a body over the limit) come
+// with an empty body, which Triton's clients report as "empty response": they get the protocol's
+// {"error": message} too, naming what this server serves.
 void bind(httplib::Server& server, const std::string& host, int port, int& bound, const char* what) {
   server.set_tcp_nodelay(true);
+  const bool metrics = std::string_view(what) == "metrics";
+  server.set_error_handler(httplib::Server::HandlerWithResponse([metrics](const httplib::Request& req,
+                                                                         httplib::Response& res) {
+    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // the handler's own error
+    std::string message;
+    if (res.status == 404) {
+      message = metrics ? fmt::format("no {} {} here: this port serves GET /metrics", req.method, printable(req.path))
+                        : fmt::format("no {} {} here: atoll serves the KServe v2 protocol with the {} extensions",
+                                      req.method, printable(req.path), fmt::join(kExtensions, ", "));
+    } else if (res.status == 413) {
+      message = "request larger than this server accepts (atoll serve --max-request-bytes)";
+    } else {
+      message = fmt::format("HTTP error {} for {} {}", res.status, req.method, printable(req.path));
+    }
+    res.set_content(error_body(message), "application/json");
+    return httplib::Server::HandlerResponse::Handled;
+  }));
   bound = port == 0 ? server.bind_to_any_port(host) : (server.bind_to_port(host, port) ? port : -1);
   ATOLL_CHECK(bound > 0, kIo, "cannot listen for {} on {}:{}", what, host, port);
 }
@@ -261,7 +287,18 @@ void HttpFrontEnd::add_routes(ModelControl& control) {
     });
   });
   s.Post(R"(/v2/repository/models/([^/]+)/load)", [&control](const httplib::Request& req, httplib::Response& res) {
-    respond(res, [&] { control.load_model(req.matches[1]); });
+    respond(res, [&] {
+      std::vector<std::string> names;
+      if (!req.body.empty()) {
+        const json body = json::parse(req.body, nullptr, false);
+        ATOLL_CHECK(body.is_object(), kParse, "load request body is not a JSON object");
+        if (const auto p = body.find("parameters"); p != body.end() && p->is_object()) {
+          for (const auto& [name, value] : p->items()) names.push_back(name);
+        }
+      }
+      check_load_parameters(req.matches[1], names);
+      control.load_model(req.matches[1]);
+    });
   });
   s.Post(R"(/v2/repository/models/([^/]+)/unload)", [&control](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] { control.unload_model(req.matches[1]); });

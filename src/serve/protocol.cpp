@@ -2,6 +2,8 @@
 
 #include <new>
 
+#include "core/text.h"
+
 namespace atl::serve {
 
 ErrorInfo error_info(std::exception_ptr error) {
@@ -33,6 +35,16 @@ int http_status(ErrorCode code) {
     case ErrorCode::kInternal: return 500;
   }
   return 500;
+}
+
+void check_load_parameters(const std::string& model, const std::vector<std::string>& names) {
+  if (names.empty()) return;
+  std::string list;
+  for (const std::string& n : names) list += (list.empty() ? "'" : ", '") + printable(n) + "'";
+  ATOLL_THROW(kUnsupported,
+              "loading model '{}': load parameters are not supported (got {}); atoll loads the model's config "
+              "from the repository: change it there and load again",
+              printable(model), list);
 }
 
 }  // namespace atl::serve

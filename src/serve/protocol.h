@@ -3,6 +3,7 @@
 // atl::Error maps onto each protocol's error codes.
 #include <exception>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "serve/engine.h"
@@ -32,6 +33,11 @@ ErrorInfo error_info(std::exception_ptr error);
 
 // HTTP status for an error code (400, 404, 429, 503, ...), as Triton answers.
 int http_status(ErrorCode code);
+
+// A repository load request's parameters (Triton's "config" override, "file:" contents): atoll
+// applies none, so a load that carries any is refused (kUnsupported) rather than loading the
+// repository's config as if the override had been taken.
+void check_load_parameters(const std::string& model, const std::vector<std::string>& names);
 
 inline constexpr const char* kServerName = "atoll";
 inline constexpr const char* kServerVersion = "0.1.0";

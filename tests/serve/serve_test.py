@@ -404,6 +404,13 @@ def check_observability(g, h, port_metrics):
     check("unload: model not ready", not g.is_model_ready("cnn_rt"))
     expect_error("unloaded model: UNAVAILABLE", lambda: g.infer("cnn_rt", [grpc_input(np.zeros((1, 3, 32, 32), np.float32))]),
                  "StatusCode.UNAVAILABLE")
+    # A config override is not applied, so it must not load as if it were.
+    override = json.dumps({"max_batch_size": 1})
+    expect_error("load with a config override over grpc: refused", lambda: g.load_model("cnn_rt", config=override),
+                 "StatusCode.UNIMPLEMENTED", text="load parameters are not supported (got 'config')")
+    expect_error("load with a config override over http: refused", lambda: h.load_model("cnn_rt", config=override),
+                 http_status=501, text="load parameters are not supported (got 'config')")
+    check("a refused load leaves the model unloaded", not g.is_model_ready("cnn_rt"))
     h.load_model("cnn_rt")
     r = g.infer("cnn_rt", [grpc_input(np.zeros((1, 3, 32, 32), np.float32))])
     check("reload over HTTP: RT default class served", r.get_response().parameters["atoll_class"].string_param == "rt")
@@ -412,6 +419,9 @@ def check_observability(g, h, port_metrics):
     config = g.get_model_config("cnn", as_json=True)["config"]
     check("grpc model config", int(config["max_batch_size"]) == 2 and config["input"][0]["data_type"] == "TYPE_FP32")
     check("server metadata", g.get_server_metadata().name == "atoll")
+    # Endpoints atoll does not serve answer with the protocol's error body, not an empty one.
+    expect_error("http trace settings: 404 naming what is served", lambda: h.get_trace_settings(), http_status=404,
+                 text="atoll serves the KServe v2 protocol with the model_repository")
 
 
 def check_sigterm_drains(proc, g_port):

@@ -38,6 +38,17 @@ grpc::Status to_status(std::exception_ptr error) {
   return {grpc_code(info.code), printable(info.message)};
 }
 
+// An extension atoll does not serve: UNIMPLEMENTED, naming it and what is served.
+grpc::ServerUnaryReactor* not_served(grpc::CallbackServerContext* context, const std::string& what) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  std::string served;
+  for (const char* e : kExtensions) served += (served.empty() ? "" : ", ") + std::string(e);
+  reactor->Finish({grpc::StatusCode::UNIMPLEMENTED,
+                   "atoll does not serve " + what + "; it serves the KServe v2 protocol with the " + served +
+                       " extensions"});
+  return reactor;
+}
+
 // Runs a handler that answers at once; its exceptions become the call's status.
 template <typename Handler>
 grpc::ServerUnaryReactor* answer(grpc::CallbackServerContext* context, Handler handler) {
@@ -254,6 +265,29 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
                                                          const inference::SystemSharedMemoryUnregisterRequest* q,
                                                          inference::SystemSharedMemoryUnregisterResponse*) override {
     return answer(c, [&] { control_.shared_memory().unregister(q->name()); });
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* c,
+                                                   const inference::CudaSharedMemoryStatusRequest*,
+                                                   inference::CudaSharedMemoryStatusResponse*) override {
+    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* c,
+                                                     const inference::CudaSharedMemoryRegisterRequest*,
+                                                     inference::CudaSharedMemoryRegisterResponse*) override {
+    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+  }
+  grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* c,
+                                                       const inference::CudaSharedMemoryUnregisterRequest*,
+                                                       inference::CudaSharedMemoryUnregisterResponse*) override {
+    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+  }
+  grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* c, const inference::TraceSettingRequest*,
+                                         inference::TraceSettingResponse*) override {
+    return not_served(c, "the trace extension");
+  }
+  grpc::ServerUnaryReactor* LogSettings(grpc::CallbackServerContext* c, const inference::LogSettingsRequest*,
+                                        inference::LogSettingsResponse*) override {
+    return not_served(c, "the logging extension");
   }
 
  private:

@@ -422,6 +422,13 @@ def check_observability(g, h, port_metrics):
     # Endpoints atoll does not serve answer with the protocol's error body, not an empty one.
     expect_error("http trace settings: 404 naming what is served", lambda: h.get_trace_settings(), http_status=404,
                  text="atoll serves the KServe v2 protocol with the model_repository")
+    expect_error("grpc trace settings: UNIMPLEMENTED saying so", lambda: g.get_trace_settings(),
+                 "StatusCode.UNIMPLEMENTED", text="does not serve the trace extension")
+    expect_error("grpc log settings: UNIMPLEMENTED saying so", lambda: g.get_log_settings(),
+                 "StatusCode.UNIMPLEMENTED", text="does not serve the logging extension")
+    expect_error("grpc CUDA shared memory: UNIMPLEMENTED, pointing at system shared memory",
+                 lambda: g.get_cuda_shared_memory_status(), "StatusCode.UNIMPLEMENTED",
+                 text="register system shared memory instead")
 
 
 def check_sigterm_drains(proc, g_port):

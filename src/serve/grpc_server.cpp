@@ -41,13 +41,11 @@ grpc::Status to_status(std::exception_ptr error) {
 // An extension atoll does not serve: UNIMPLEMENTED, naming it and what is served.
 grpc::ServerUnaryReactor* not_served(grpc::CallbackServerContext* context, const std::string& what) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  std::string served;
-  for (const char* e : kExtensions) served += (served.empty() ? "" : ", ") + std::string(e);
-  reactor->Finish({grpc::StatusCode::UNIMPLEMENTED,
-                   "atoll does not serve " + what + "; it serves the KServe v2 protocol with the " + served +
-                       " extensions"});
+  reactor->Finish({grpc::StatusCode::UNIMPLEMENTED, "atoll does not serve " + what + "; it serves " + served_protocol()});
   return reactor;
 }
+
+constexpr const char* kCudaSharedMemory = "the CUDA shared-memory extension (register system shared memory instead)";
 
 // Runs a handler that answers at once; its exceptions become the call's status.
 template <typename Handler>
@@ -269,17 +267,17 @@ class GrpcFrontEnd::Service final : public inference::GRPCInferenceService::Call
   grpc::ServerUnaryReactor* CudaSharedMemoryStatus(grpc::CallbackServerContext* c,
                                                    const inference::CudaSharedMemoryStatusRequest*,
                                                    inference::CudaSharedMemoryStatusResponse*) override {
-    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+    return not_served(c, kCudaSharedMemory);
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryRegister(grpc::CallbackServerContext* c,
                                                      const inference::CudaSharedMemoryRegisterRequest*,
                                                      inference::CudaSharedMemoryRegisterResponse*) override {
-    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+    return not_served(c, kCudaSharedMemory);
   }
   grpc::ServerUnaryReactor* CudaSharedMemoryUnregister(grpc::CallbackServerContext* c,
                                                        const inference::CudaSharedMemoryUnregisterRequest*,
                                                        inference::CudaSharedMemoryUnregisterResponse*) override {
-    return not_served(c, "the CUDA shared-memory extension (register system shared memory instead)");
+    return not_served(c, kCudaSharedMemory);
   }
   grpc::ServerUnaryReactor* TraceSetting(grpc::CallbackServerContext* c, const inference::TraceSettingRequest*,
                                          inference::TraceSettingResponse*) override {

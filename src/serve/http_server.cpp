@@ -3,12 +3,10 @@
 #include <httplib.h>
 
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <charconv>
 #include <future>
 #include <nlohmann/json.hpp>
-#include <string_view>
 #include <vector>
 
 #include "core/text.h"
@@ -127,25 +125,23 @@ InferResponse infer_blocking(Engine& engine, const InferRequest& request) {
   return result.get();
 }
 
-// Both HTTP servers (inference and metrics) bind here. httplib writes an answer's headers and body
+// Both HTTP servers (inference and metrics) bind through here. httplib writes an answer's headers and body
 // in separate sends: with Nagle's algorithm on, the body waited for the client's delayed ACK, 40 ms
 // on Linux, on every request of a keep-alive connection (session 38: tiny_cnn over HTTP took 44 ms
 // a request, over gRPC 0.9 ms).
 //
 // Errors httplib answers itself (no route, a request it cannot parse, a body over the limit) come
 // with an empty body, which Triton's clients report as "empty response": they get the protocol's
-// {"error": message} too, naming what this server serves.
-void bind(httplib::Server& server, const std::string& host, int port, int& bound, const char* what) {
+// {"error": message} too, a missing path naming what the port serves (`serves`).
+void listen_on(httplib::Server& server, const std::string& host, int port, int& bound, const char* what,
+               const std::string& serves) {
   server.set_tcp_nodelay(true);
-  const bool metrics = std::string_view(what) == "metrics";
-  server.set_error_handler(httplib::Server::HandlerWithResponse([metrics](const httplib::Request& req,
-                                                                         httplib::Response& res) {
+  server.set_error_handler(httplib::Server::HandlerWithResponse([serves](const httplib::Request& req,
+                                                                        httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;  // the handler's own error
     std::string message;
     if (res.status == 404) {
-      message = metrics ? fmt::format("no {} {} here: this port serves GET /metrics", req.method, printable(req.path))
-                        : fmt::format("no {} {} here: atoll serves the KServe v2 protocol with the {} extensions",
-                                      req.method, printable(req.path), fmt::join(kExtensions, ", "));
+      message = fmt::format("no {} {} here: {}", req.method, printable(req.path), serves);
     } else if (res.status == 413) {
       message = "request larger than this server accepts (atoll serve --max-request-bytes)";
     } else {
@@ -203,7 +199,7 @@ HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int p
   server_->set_payload_max_length(max_body_bytes);
   server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
   add_routes(control);
-  bind(*server_, host, port, port_, "HTTP");
+  listen_on(*server_, host, port, port_, "HTTP", "atoll serves " + served_protocol());
   listener_ = std::thread([this] { server_->listen_after_bind(); });
 }
 
@@ -312,7 +308,7 @@ MetricsFrontEnd::MetricsFrontEnd(const Engine& engine, const std::string& host, 
   server_->Get("/metrics", [&engine](const httplib::Request&, httplib::Response& res) {
     res.set_content(engine.prometheus(), "text/plain; version=0.0.4");
   });
-  bind(*server_, host, port, port_, "metrics");
+  listen_on(*server_, host, port, port_, "metrics", "this port serves GET /metrics");
   listener_ = std::thread([this] { server_->listen_after_bind(); });
 }
 

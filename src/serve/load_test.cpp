@@ -68,6 +68,21 @@ void add_sample(LoadSamples& s, double latency_ms, const std::string& error) {
   }
 }
 
+// `count` calls of `call` (it returns its error, empty on success), each sent when the previous
+// was answered.
+template <typename Call>
+LoadSamples one_at_a_time(int count, Call&& call) {
+  LoadSamples s;
+  const Clock::time_point began = Clock::now();
+  for (int i = 0; i < count; ++i) {
+    const Clock::time_point sent = Clock::now();
+    const std::string error = call();
+    add_sample(s, ms_since(sent), error);
+  }
+  s.seconds = ms_since(began) / 1e3;
+  return s;
+}
+
 // One client's samples, from each of its sending threads.
 struct Recorder {
   std::mutex mutex;
@@ -157,11 +172,8 @@ std::vector<LoadSamples> run_grpc_load(const std::string& target, const Engine& 
 }
 
 LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, int count) {
-  LoadSamples s;
-  const Clock::time_point began = Clock::now();
-  for (int i = 0; i < count; ++i) {
+  return one_at_a_time(count, [&] {
     std::promise<std::string> answered;
-    const Clock::time_point sent = Clock::now();
     try {
       engine.infer(request, [&](std::exception_ptr error, InferResponse) {
         std::string message;
@@ -177,11 +189,8 @@ LoadSamples sequential_in_process(Engine& engine, const InferRequest& request, i
     } catch (const std::exception& e) {
       answered.set_value(e.what());
     }
-    const std::string error = answered.get_future().get();
-    add_sample(s, ms_since(sent), error);
-  }
-  s.seconds = ms_since(began) / 1e3;
-  return s;
+    return answered.get_future().get();
+  });
 }
 
 namespace {
@@ -220,15 +229,7 @@ class ShmObject {
 // `count` calls of `message`, each sent when the previous was answered.
 LoadSamples sequential_calls(inference::GRPCInferenceService::Stub& stub, const inference::ModelInferRequest& message,
                              int count) {
-  LoadSamples s;
-  const Clock::time_point began = Clock::now();
-  for (int i = 0; i < count; ++i) {
-    const Clock::time_point sent = Clock::now();
-    const std::string error = call_infer(stub, message);
-    add_sample(s, ms_since(sent), error);
-  }
-  s.seconds = ms_since(began) / 1e3;
-  return s;
+  return one_at_a_time(count, [&] { return call_infer(stub, message); });
 }
 
 void set_shm_parameters(google::protobuf::Map<std::string, inference::InferParameter>& params, const std::string& region,
@@ -289,17 +290,12 @@ LoadSamples sequential_grpc_shm(const std::string& target, const Engine& engine,
 
 LoadSamples sequential_grpc_live(const std::string& target, int count) {
   auto stub = make_stub(target);
-  LoadSamples s;
-  const Clock::time_point began = Clock::now();
-  for (int i = 0; i < count; ++i) {
-    const Clock::time_point sent = Clock::now();
+  return one_at_a_time(count, [&] {
     grpc::ClientContext context;
     inference::ServerLiveResponse response;
     const grpc::Status status = stub->ServerLive(&context, inference::ServerLiveRequest{}, &response);
-    add_sample(s, ms_since(sent), status.ok() ? std::string() : status.error_message());
-  }
-  s.seconds = ms_since(began) / 1e3;
-  return s;
+    return status.ok() ? std::string() : status.error_message();
+  });
 }
 
 LoadSamples sequential_http(const std::string& host, int port, const InferRequest& request, int count) {
@@ -307,7 +303,6 @@ LoadSamples sequential_http(const std::string& host, int port, const InferReques
   header["id"] = request.id;
   if (request.priority) header["parameters"]["priority"] = *request.priority;
   header["parameters"]["binary_data_output"] = true;
-  std::string body;
   for (const InputTensor& t : request.inputs) {
     header["inputs"].push_back({{"name", t.name},
                                 {"shape", t.shape},
@@ -315,7 +310,7 @@ LoadSamples sequential_http(const std::string& host, int port, const InferReques
                                 {"parameters", {{"binary_data_size", t.data.size()}}}});
   }
   const std::string json = header.dump();
-  body = json;
+  std::string body = json;
   for (const InputTensor& t : request.inputs) body.append(reinterpret_cast<const char*>(t.data.data()), t.data.size());
   httplib::Client client(host, port);
   client.set_keep_alive(true);
@@ -323,18 +318,12 @@ LoadSamples sequential_http(const std::string& host, int port, const InferReques
   client.set_read_timeout(30, 0);
   const httplib::Headers headers{{"Inference-Header-Content-Length", std::to_string(json.size())}};
   const std::string path = fmt::format("/v2/models/{}/infer", request.model);
-  LoadSamples s;
-  const Clock::time_point began = Clock::now();
-  for (int i = 0; i < count; ++i) {
-    const Clock::time_point sent = Clock::now();
+  return one_at_a_time(count, [&] {
     const httplib::Result res = client.Post(path, headers, body, "application/octet-stream");
-    const std::string error = !res                ? "HTTP: " + httplib::to_string(res.error())
-                              : res->status != 200 ? fmt::format("HTTP {}: {}", res->status, res->body.substr(0, 200))
-                                                   : std::string();
-    add_sample(s, ms_since(sent), error);
-  }
-  s.seconds = ms_since(began) / 1e3;
-  return s;
+    return !res                ? "HTTP: " + httplib::to_string(res.error())
+           : res->status != 200 ? fmt::format("HTTP {}: {}", res->status, res->body.substr(0, 200))
+                                : std::string();
+  });
 }
 
 LoadSamples sequential_grpc(const std::string& target, const InferRequest& request, int count) {

@@ -37,6 +37,12 @@ int http_status(ErrorCode code) {
   return 500;
 }
 
+std::string served_protocol() {
+  std::string list;
+  for (const char* e : kExtensions) list += (list.empty() ? "" : ", ") + std::string(e);
+  return "the KServe v2 protocol with the " + list + " extensions";
+}
+
 void check_load_parameters(const std::string& model, const std::vector<std::string>& names) {
   if (names.empty()) return;
   std::string list;

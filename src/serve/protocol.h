@@ -44,5 +44,8 @@ inline constexpr const char* kServerVersion = "0.1.0";
 // The protocol extensions both front ends implement, as ServerMetadata lists them.
 inline constexpr const char* kExtensions[] = {"model_repository", "statistics", "binary_tensor_data",
                                               "system_shared_memory"};
+// "the KServe v2 protocol with the model_repository, ... extensions": what the errors for what is
+// not served (an HTTP path, a gRPC method) name instead.
+std::string served_protocol();
 
 }  // namespace atl::serve

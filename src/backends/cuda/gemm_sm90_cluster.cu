@@ -127,8 +127,7 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
   tma_prefetch_map(map_a);
   tma_prefetch_map(map_b);
   const bool reads_flag = rank == 0 && flag != nullptr;
-  bool halt_next = entry != 0;
-  int pending = 0;
+  StageHaltSchedule schedule{0, entry != 0};  // the entry read decides the first stage
   int it = 0;
   bool halted = false;
   for (int u = p.tile_begin + static_cast<int>(cluster_index()); u < units && !halted;
@@ -140,10 +139,7 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
       const int s = it % S::kStages;
       // The consumers of every block this producer writes into have released stage s.
       mbar_wait<true>(ring.empty(s), ((it / S::kStages) & 1) ^ 1);
-      const bool halt = stage_halts(ring, s, it, rank, halt_next);
-      ring.halt[s] = halt ? 1 : 0;
-      if (halt) {
-        mbar_arrive(ring.full(s));  // completes the phase with no bytes
+      if (fill_halt_word(ring.halt, s, ring.full(s), stage_halts(ring, s, it, rank, schedule.halt_next))) {
         ++it;
         halted = true;
         break;
@@ -162,10 +158,7 @@ __device__ void cluster_produce(const GemmParams& p, const CUtensorMap* map_a, c
                             c.n0 + static_cast<int>(rank % 2) * S::kBHalfRows, ring.full(s),
                             static_cast<uint16_t>(0x3u << (2 * (rank / 2))));
       if (kt == 0) prefetch_tile_residual(p, c, S::kBN);
-      if (reads_flag) {
-        halt_next = pending != 0;
-        pending = load_flag(flag);
-      }
+      if (reads_flag) schedule.after_fill(flag);
     }
   }
   // Every copy into this block's stages, the other producers' parts included, lands before the

@@ -81,13 +81,9 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
   tma_prefetch_map(map_b);
   // With halt tokens the producer reads the flag once per stage it fills, and answers a raise by
   // filling a later stage with a halt token instead of operands: the consumers leave when they
-  // reach it, together and with no barrier between them. The read issued after stage i's copies
-  // is tested after stage i + 1's and decides stage i + 2: waiting for it then overlaps the wait
-  // for a free stage, where testing it before stage i + 1's copies delayed every fill by an L2
-  // round trip (session 37: the GEMMs' flag cost rose).
+  // reach it, together and with no barrier between them (StageHaltSchedule: which stage).
   const bool tokens = p.halt_tokens != 0 && flag != nullptr;
-  int pending = tokens ? load_flag(flag) : 0;
-  bool halt_next = false;
+  StageHaltSchedule schedule{tokens ? load_flag(flag) : 0, false};
   int it = 0;
   bool stopped = false;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles && !stopped; t += gridDim.x) {
@@ -103,14 +99,10 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
         stopped = true;
         break;
       }
-      if (tokens) {
-        ring.halt[s] = halt_next ? 1 : 0;
-        if (halt_next) {
-          mbar_arrive(ring.full(s));  // completes the phase with no bytes
-          ++it;
-          stopped = true;
-          break;
-        }
+      if (tokens && fill_halt_word(ring.halt, s, ring.full(s), schedule.halt_next)) {
+        ++it;
+        stopped = true;
+        break;
       }
       const uint32_t dst = ring.stages + s * S::kStageBytes;
       const int k0 = (c.kt_begin + kt) * kTmaBK;
@@ -118,10 +110,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
       tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
       tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
       if (kt == 0) prefetch_tile_residual(p, c, BN);
-      if (tokens) {
-        halt_next = pending != 0;
-        pending = load_flag(flag);
-      }
+      if (tokens) schedule.after_fill(flag);
     }
   }
   // Every copy issued lands before the block exits: the latest use of each stage.

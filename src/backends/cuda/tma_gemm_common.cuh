@@ -87,6 +87,28 @@ __device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, cons
   }
 }
 
+// A producer that stops its consumers through the ring (halt tokens, the cluster tiles) tests the
+// flag read issued after stage i's copies only after stage i + 1's, and it decides stage i + 2:
+// waiting for it then overlaps the wait for a free stage, where testing it before stage i + 1's
+// copies delayed every fill by an L2 round trip (session 37: the GEMMs' flag cost rose).
+struct StageHaltSchedule {
+  int pending;     // the read in flight
+  bool halt_next;  // whether the next stage filled is a halt
+  __device__ __forceinline__ void after_fill(const int* flag) {
+    halt_next = pending != 0;
+    pending = load_flag(flag);
+  }
+};
+
+// Writes stage `s`'s halt word (0: operands follow) before the producer's arrival on the stage's
+// full barrier, which the consumers wait on before they read it; a halt completes the phase with no
+// bytes. Returns `halt`.
+__device__ __forceinline__ bool fill_halt_word(int* halt_words, int s, uint32_t full_bar, bool halt) {
+  halt_words[s] = halt ? 1 : 0;
+  if (halt) mbar_arrive(full_bar);
+  return halt;
+}
+
 // One K tile of a consumer warpgroup's 64 x BN tile: the MMAs on its A rows (warpgroup `wg` of
 // the stage's 128) and on B at `a_bytes` into the stage; returns when the previous K tile's MMAs
 // have retired, so the previous stage may then be released.

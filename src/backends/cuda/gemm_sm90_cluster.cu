@@ -93,16 +93,9 @@ struct ClusterRing {
 // Unit `u` of the walk, a cluster tile (split), and block `rank`'s 128 x BN of it.
 template <class S>
 __device__ __forceinline__ TileCoords cluster_tile_coords(const GemmParams& p, int u, uint32_t rank) {
-  const int tiles_m = (p.M + kClusterRows - 1) / kClusterRows, tiles_n = (p.N + S::kTileN - 1) / S::kTileN;
-  const int per_split = tiles_m * tiles_n;
-  const int mn = u % per_split;
-  TileCoords c;
-  c.m0 = (mn % tiles_m) * kClusterRows + static_cast<int>(rank % 2) * kTmaBM;
-  c.n0 = (mn / tiles_m) * S::kTileN + static_cast<int>(rank / 2) * S::kBN;
-  c.split = u / per_split;
-  const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
-  c.kt_begin = c.split * p.k_tiles_per_split;
-  c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
+  TileCoords c = walk_tile_coords(p, kClusterRows, S::kTileN, u);
+  c.m0 += static_cast<int>(rank % 2) * kTmaBM;
+  c.n0 += static_cast<int>(rank / 2) * S::kBN;
   return c;
 }
 

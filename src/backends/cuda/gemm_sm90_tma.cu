@@ -35,21 +35,6 @@ using namespace gemm;
 template <int BN>
 constexpr int kTmaAcc = BN / 2;  // accumulator floats per consumer thread
 
-// Which tile of the walk `t` is, and its K range.
-__device__ __forceinline__ TileCoords tile_coords(const GemmParams& p, int bn, int t) {
-  const int tiles_m = (p.M + kTmaBM - 1) / kTmaBM, tiles_n = (p.N + bn - 1) / bn;
-  const int per_split = tiles_m * tiles_n;
-  const int mn = t % per_split;
-  TileCoords c;
-  c.m0 = (mn % tiles_m) * kTmaBM;
-  c.n0 = (mn / tiles_m) * bn;
-  c.split = t / per_split;
-  const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
-  c.kt_begin = c.split * p.k_tiles_per_split;
-  c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
-  return c;
-}
-
 // The stage ring: STAGES stages, the epilogue buffers, then STAGES "full" barriers, STAGES
 // "empty" ones, the stop word, the ping-pong consumers' turn word.
 template <int STAGES>
@@ -87,7 +72,7 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
   int it = 0;
   bool stopped = false;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles && !stopped; t += gridDim.x) {
-    const TileCoords c = tile_coords(p, BN, t);
+    const TileCoords c = walk_tile_coords(p, kTmaBM, BN, t);
     const WindowCorner corner = IM2COL ? window_corner(p, c.m0) : WindowCorner{};
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
@@ -125,7 +110,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
   const bool leader = ctid % 128 == 0;  // releases stages for its warpgroup
   int it = 0;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles; t += gridDim.x) {
-    const TileCoords c = tile_coords(p, BN, t);
+    const TileCoords c = walk_tile_coords(p, kTmaBM, BN, t);
     float acc[kTmaAcc<BN>];
 #pragma unroll
     for (int i = 0; i < kTmaAcc<BN>; ++i) acc[i] = 0.0f;
@@ -202,7 +187,7 @@ __device__ void tma_consume_pingpong(const GemmParams& p, const int* flag, int p
   int it = 0;  // ring position of the next K tile, over both warpgroups' tiles
   int local = 0;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles; t += gridDim.x, ++local) {
-    const TileCoords c = tile_coords(p, 128, t);
+    const TileCoords c = walk_tile_coords(p, kTmaBM, 128, t);
     if (local % 2 != wg) {
       it += c.k_tiles;
       continue;

@@ -32,6 +32,22 @@ struct TileCoords {
   int m0, n0, split, kt_begin, k_tiles;
 };
 
+// Tile `t` of a walk over `bm` x `bn` output tiles (M fastest, then N, then the split) and its K
+// range.
+__device__ __forceinline__ TileCoords walk_tile_coords(const GemmParams& p, int bm, int bn, int t) {
+  const int tiles_m = (p.M + bm - 1) / bm, tiles_n = (p.N + bn - 1) / bn;
+  const int per_split = tiles_m * tiles_n;
+  const int mn = t % per_split;
+  TileCoords c;
+  c.m0 = (mn % tiles_m) * bm;
+  c.n0 = (mn / tiles_m) * bn;
+  c.split = t / per_split;
+  const int k_tiles = (p.K + kTmaBK - 1) / kTmaBK;
+  c.kt_begin = c.split * p.k_tiles_per_split;
+  c.k_tiles = max(min(k_tiles, c.kt_begin + p.k_tiles_per_split) - c.kt_begin, 0);
+  return c;
+}
+
 // Where an im2col walk starts for a tile's first output row: the window corner of pixel m0.
 struct WindowCorner {
   int w, h, n;

@@ -116,8 +116,7 @@ TEST(GpuPreemption, MidRunStopClearRerunIsBitExact) {
 
 // One GEMM of a few blocks on `tile`, each running thousands of K tiles (about a millisecond): a
 // flag raised a quarter in ends it well before its end, and a rerun after the stop is exact.
-// `halt_tokens`: CudaBackendOptions::gemm_halt_tokens.
-void expect_stop_inside_main_loop(const std::string& tile, int check_tiles, bool halt_tokens = false) {
+void expect_stop_inside_main_loop(const std::string& tile, int check_tiles) {
   opcases::OpCase c;
   c.name = "long_gemm";
   c.op = OpKind::kGemm;
@@ -135,7 +134,6 @@ void expect_stop_inside_main_loop(const std::string& tile, int check_tiles, bool
   CudaBackendOptions options;  // every tile, the ping-pong one included
   options.pingpong = true;
   options.gemm_check_tiles = check_tiles;
-  options.gemm_halt_tokens = halt_tokens;
   options.cluster_tile = true;
   auto inst = make_cuda_backend(options)->load(data.program, data.weights);
   CudaInstance& gpu = gputest::as_cuda(*inst);
@@ -193,15 +191,6 @@ TEST(GpuLongBlocksCheckDistance, TmaTilesStopAtEveryDistance) {
   }
 }
 
-// With halt tokens the TMA tiles' producer stops them (the ping-pong tile keeps its own checks).
-TEST(GpuLongBlocksHaltTokens, TmaTilesStopAtTheirProducersToken) {
-  ATL_REQUIRE_GPU();
-  for (const char* tile : {"t128x64/s1", "t128x256/s1", "d128x64/s1", "p128x128/s1"}) {
-    SCOPED_TRACE(tile);
-    expect_stop_inside_main_loop(tile, CudaBackendOptions{}.gemm_check_tiles, /*halt_tokens=*/true);
-    if (::testing::Test::IsSkipped() || ::testing::Test::HasFatalFailure()) return;
-  }
-}
 
 // The wgmma epilogues' check distance (ATOLL_CUDA_GEMM_EPI_CHECK_CHUNKS) changes where they
 // test the flag, never what they write: with the flag passed and low, every tile's output at

@@ -101,7 +101,6 @@ class CudaBackend final : public Backend {
                 "CUDA backend: GEMM epilogue check chunks must be {}, not {}", powers_of_two_up_to(kMaxEpiCheckChunks),
                 epi);
     info_.gemm_epi_check_chunks = epi;
-    info_.gemm_halt_tokens = options.gemm_halt_tokens;
     head_views_ = options.head_views;
     gemm_groups_ = options.gemm_groups;
     fused_attention_ = options.fused_attention;
@@ -124,8 +123,7 @@ class CudaBackend final : public Backend {
                                                         : "mma.sync+wgmma+tma v5",
                                      info_.pingpong ? "+pingpong v1" : "", info_.dual_tile ? "+dual v1" : "",
                                      info_.cluster_tile ? "+cluster v1" : "", info_.gemv ? "+gemv v1" : "",
-                                     fmt::format(" check {} epi {}{}", check, epi,
-                                                 info_.gemm_halt_tokens ? " halt tokens" : ""));
+                                     fmt::format(" check {} epi {}", check, epi));
     description_ = fmt::format("{} (sm_{}{}, {} SMs, {} MiB, L2 {} MiB)", prop.name, prop.major, prop.minor,
                                prop.multiProcessorCount, prop.totalGlobalMem >> 20, prop.l2CacheSize >> 20);
   }
@@ -177,7 +175,6 @@ std::unique_ptr<Backend> make_cuda_backend(int device) {
   options.pingpong = env_switch("ATOLL_CUDA_PINGPONG", false);
   options.dual_tile = env_switch("ATOLL_CUDA_DUAL_TILE", true);
   options.cluster_tile = env_switch("ATOLL_CUDA_CLUSTER_TILE", false);
-  options.gemm_halt_tokens = env_switch("ATOLL_CUDA_GEMM_HALT_TOKENS", false);
   options.gemv = env_switch("ATOLL_CUDA_GEMV", true);
   options.head_views = env_switch("ATOLL_CUDA_HEAD_VIEWS", true);
   options.gemm_groups = env_switch("ATOLL_CUDA_GEMM_GROUPS", true);

@@ -101,14 +101,6 @@ struct CudaBackendOptions {
   // three in it, which is where the GEMMs' flag cost stays past distance 4 (+1.43% at 8, session
   // 32). A longer distance lets a raise run through more of the epilogue's chunks.
   int gemm_epi_check_chunks = 2;
-  // The TMA GEMM's producer thread reads the flag once per stage it fills and answers a raise with
-  // a halt token in the next stage, where both consumer warpgroups leave
-  // (ATOLL_CUDA_GEMM_HALT_TOKENS=1): their K loops then make no flag checks, no barriers, and a
-  // raise waits for the stages already filled (4-8 K tiles). Off: on an H100 (session 37) exits
-  // were faster (p50 halved) but the GEMMs' flag cost rose (+1.41% -> +1.90%, convolutions +0.90%
-  // -> +2.91%), likely the producer waiting for its flag read before each stage (it now tests
-  // the read a stage later, not yet measured).
-  bool gemm_halt_tokens = false;
   UploadCopy upload_copy;
   // Where autotuning's choices persist across processes ("" = nowhere; make_cuda_backend(int)
   // uses cuda::default_tune_cache_path(): $ATOLL_TUNE_CACHE, "off" for none, else the user's

@@ -16,7 +16,7 @@
 // part of an operand. So only the first block's producer reads the flag; for every stage it fills
 // it sends each other block's producer a token (run or halt) through distributed shared memory,
 // and all then fill the stage with operands or, on halt, with a halt word their consumers read
-// after waiting on it (as the TMA tiles' halt tokens do), and fill no more. The flag read issued
+// after waiting on it, and fill no more. The flag read issued
 // after a stage's copies decides the stage after next; an entry read decides the first stage, so
 // a kernel launched under a raised flag writes nothing. Consumers make no check of their own: a
 // raise ends the kernel within the stages in flight and at most one tile's epilogue (a few
@@ -73,6 +73,28 @@ struct ClusterShape {
 };
 
 #if defined(ATL_WGMMA_DEVICE)
+
+// The first producer tests the flag read issued after stage i's copies only after stage i + 1's,
+// and it decides stage i + 2: waiting for it then overlaps the wait for a free stage, where testing
+// it before stage i + 1's copies delayed every fill by an L2 round trip (session 37, the TMA
+// tiles' halt tokens, since removed: their flag cost rose either way).
+struct StageHaltSchedule {
+  int pending;     // the read in flight
+  bool halt_next;  // whether the next stage filled is a halt
+  __device__ __forceinline__ void after_fill(const int* flag) {
+    halt_next = pending != 0;
+    pending = load_flag(flag);
+  }
+};
+
+// Writes stage `s`'s halt word (0: operands follow) before the producer's arrival on the stage's
+// full barrier, which the consumers wait on before they read it; a halt completes the phase with no
+// bytes. Returns `halt`.
+__device__ __forceinline__ bool fill_halt_word(int* halt_words, int s, uint32_t full_bar, bool halt) {
+  halt_words[s] = halt ? 1 : 0;
+  if (halt) mbar_arrive(full_bar);
+  return halt;
+}
 
 template <class S>
 struct ClusterRing {

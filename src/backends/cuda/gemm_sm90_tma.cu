@@ -43,10 +43,6 @@ struct Ring {
   float* epilogue;  // two buffers of kEpiBufBytes, one per consumer warpgroup
   int* stop;
   int* turn;  // ping-pong: how many of the block's tiles have finished their K loop
-  // Halt tokens (GemmParams::halt_tokens): the producer writes a stage's word before its arrival
-  // on the stage's full barrier, and the consumers read it after their wait on it, so the barrier
-  // orders the two and both warpgroups read the same value for the same stage.
-  int* halt;
   __device__ uint32_t full(int s) const { return bars + 8u * s; }
   __device__ uint32_t empty(int s) const { return bars + 8u * (STAGES + s); }
   // The stop word crosses warps with no barrier between them, so both sides use atomic
@@ -60,15 +56,10 @@ struct Ring {
 
 template <int BN, int STAGES, bool IM2COL>
 __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const CUtensorMap* map_b,
-                            const Ring<STAGES>& ring, int tiles, const int* flag) {
+                            const Ring<STAGES>& ring, int tiles) {
   using S = TmaShape<BN, STAGES>;
   tma_prefetch_map(map_a);
   tma_prefetch_map(map_b);
-  // With halt tokens the producer reads the flag once per stage it fills, and answers a raise by
-  // filling a later stage with a halt token instead of operands: the consumers leave when they
-  // reach it, together and with no barrier between them (StageHaltSchedule: which stage).
-  const bool tokens = p.halt_tokens != 0 && flag != nullptr;
-  StageHaltSchedule schedule{tokens ? load_flag(flag) : 0, false};
   int it = 0;
   bool stopped = false;
   for (int t = p.tile_begin + static_cast<int>(blockIdx.x); t < tiles && !stopped; t += gridDim.x) {
@@ -84,18 +75,12 @@ __device__ void tma_produce(const GemmParams& p, const CUtensorMap* map_a, const
         stopped = true;
         break;
       }
-      if (tokens && fill_halt_word(ring.halt, s, ring.full(s), schedule.halt_next)) {
-        ++it;
-        stopped = true;
-        break;
-      }
       const uint32_t dst = ring.stages + s * S::kStageBytes;
       const int k0 = (c.kt_begin + kt) * kTmaBK;
       mbar_arrive_expect_tx(ring.full(s), S::kStageBytes);
       tma_load_a<IM2COL>(p, map_a, dst, k0, c.m0, corner, ring.full(s));
       tma_load_2d(dst + S::kABytes, map_b, k0, c.n0, ring.full(s));
       if (kt == 0) prefetch_tile_residual(p, c, BN);
-      if (tokens) schedule.after_fill(flag);
     }
   }
   // Every copy issued lands before the block exits: the latest use of each stage.
@@ -117,12 +102,7 @@ __device__ void tma_consume(const GemmParams& p, const int* flag, int pending, c
     for (int kt = 0; kt < c.k_tiles; ++kt, ++it) {
       const int s = it % STAGES;
       mbar_wait(ring.full(s), (it / STAGES) & 1);
-      if (p.halt_tokens != 0) {
-        if (flag != nullptr && ring.halt[s] != 0) {  // the producer saw the flag and filled no more stages
-          wgmma_wait<0>();
-          return;
-        }
-      } else if (flag != nullptr && (kt & (p.check_tiles - 1)) == 0) {
+      if (flag != nullptr && (kt & (p.check_tiles - 1)) == 0) {
         if (named_barrier_or<1, kTmaConsumerThreads>(pending != 0)) {
           wgmma_wait<0>();
           if (ctid == 0) ring.raise_stop();
@@ -293,7 +273,6 @@ __global__ void __launch_bounds__(kTmaThreads, BLOCKS)
   ring.bars = ring.stages + STAGES * S::kStageBytes + 2 * kEpiBufBytes;
   ring.stop = reinterpret_cast<int*>(smem_raw + (ring.bars + 16 * STAGES - raw));
   ring.turn = ring.stop + 1;
-  ring.halt = ring.stop + 4;  // past the 16 bytes of the stop and turn words
   const int tid = static_cast<int>(threadIdx.x);
   // The first consumer's entry read, in flight while the barriers are set up and the first
   // stage loads.
@@ -312,7 +291,7 @@ __global__ void __launch_bounds__(kTmaThreads, BLOCKS)
   const int tiles = tile_range_end(p, ((p.M + kTmaBM - 1) / kTmaBM) * ((p.N + BN - 1) / BN) * p.splits);
   if (tid < 128) {
     warpgroup_reg_dealloc<TmaRegisters<BLOCKS>::kProducer>();
-    if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles, PINGPONG ? nullptr : flag);
+    if (tid == 0) tma_produce<BN, STAGES, IM2COL>(p, &map_a, &map_b, ring, tiles);
     return;
   }
   warpgroup_reg_alloc<TmaRegisters<BLOCKS>::kConsumer>();

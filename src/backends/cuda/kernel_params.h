@@ -53,9 +53,6 @@ struct GemmParams {
   int splits = 1, k_tiles_per_split = 0;
   int check_tiles = 4;  // TMA kernels: K tiles between flag checks, a power of two
   int epi_check_chunks = 2;  // wgmma epilogues: 32-column chunks between flag checks, a power of two
-  // TMA kernels (not ping-pong): 1 = the producer reads the flag and stops the consumers with a
-  // halt token in the ring, in place of their checks every check_tiles (gemm_sm90_tma.cu).
-  int halt_tokens = 0;
   // A padding slice: tile_end above 0 runs only tiles [tile_begin, tile_end) of the order the
   // persistent walk takes (split-K: each split of each output tile, gemm_launch_tiles), on at most
   // max_blocks blocks (0: as many as are resident). Each tile writes only its own outputs (or

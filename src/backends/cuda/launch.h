@@ -24,7 +24,6 @@ struct DeviceInfo {
   bool gemv = false;        // the GEMV path is offered (CudaBackendOptions::gemv, any device)
   int gemm_check_tiles = 4;  // K tiles between the TMA GEMM's flag checks (CudaBackendOptions)
   int gemm_epi_check_chunks = 2;  // chunks between the wgmma epilogue's flag checks (CudaBackendOptions)
-  bool gemm_halt_tokens = false;  // the TMA GEMM's producer stops it with a halt token (CudaBackendOptions)
   size_t smem_optin = 0;    // shared memory one block may take (cudaDeviceProp::sharedMemPerBlockOptin)
 };
 

@@ -45,7 +45,6 @@ class GemmLaunch final : public KernelLaunch {
     config_.b_kn = b_kn;
     params_.check_tiles = dev.gemm_check_tiles;
     params_.epi_check_chunks = dev.gemm_epi_check_chunks;
-    params_.halt_tokens = dev.gemm_halt_tokens ? 1 : 0;
     for (const GemmChoice& c : gemm_choices()) prepare_gemm_kernel({c.tile, vec, b_kn});
     set_gemm_choice(choose_gemm(shape_, dev.sm_count));
   }

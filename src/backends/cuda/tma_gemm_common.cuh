@@ -18,9 +18,9 @@ struct TmaShape {
   static constexpr int kABytes = kTmaBM * kTmaRowBytes;
   static constexpr int kBBytes = BN * kTmaRowBytes;
   static constexpr int kStageBytes = kABytes + kBBytes;
-  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words,
-  // a halt word per stage; 1024 bytes of slack let the kernel align the stages to the swizzle atom.
-  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 4 * STAGES + 1024;
+  // Stages, the two epilogue buffers, then the full and empty barriers, the stop and turn words;
+  // 1024 bytes of slack let the kernel align the stages to the swizzle atom.
+  static constexpr int kSmemBytes = STAGES * kStageBytes + 2 * kEpiBufBytes + 2 * STAGES * 8 + 16 + 1024;
   static_assert(BN == 64 || BN == 128 || BN == 256, "TMA tiles: 128 rows by 64, 128 or 256 columns");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory of one block");
 };
@@ -101,28 +101,6 @@ __device__ __forceinline__ void prefetch_tile_residual(const GemmParams& p, cons
     const __half* row = t.residual + static_cast<int64_t>(c.m0 + r) * p.ldc + c.n0;
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(row), "r"(n * 2) : "memory");
   }
-}
-
-// A producer that stops its consumers through the ring (halt tokens, the cluster tiles) tests the
-// flag read issued after stage i's copies only after stage i + 1's, and it decides stage i + 2:
-// waiting for it then overlaps the wait for a free stage, where testing it before stage i + 1's
-// copies delayed every fill by an L2 round trip (session 37: the GEMMs' flag cost rose).
-struct StageHaltSchedule {
-  int pending;     // the read in flight
-  bool halt_next;  // whether the next stage filled is a halt
-  __device__ __forceinline__ void after_fill(const int* flag) {
-    halt_next = pending != 0;
-    pending = load_flag(flag);
-  }
-};
-
-// Writes stage `s`'s halt word (0: operands follow) before the producer's arrival on the stage's
-// full barrier, which the consumers wait on before they read it; a halt completes the phase with no
-// bytes. Returns `halt`.
-__device__ __forceinline__ bool fill_halt_word(int* halt_words, int s, uint32_t full_bar, bool halt) {
-  halt_words[s] = halt ? 1 : 0;
-  if (halt) mbar_arrive(full_bar);
-  return halt;
 }
 
 // One K tile of a consumer warpgroup's 64 x BN tile: the MMAs on its A rows (warpgroup `wg` of

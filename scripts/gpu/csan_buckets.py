@@ -7,6 +7,7 @@ weight (its model's size times what the test does with it) and the heaviest go f
 the lightest bucket (longest processing time first).
 
     test_gpu --gtest_list_tests --gtest_filter=F | csan_buckets.py N
+    test_gpu_sched --gtest_list_tests | csan_buckets.py --list    (one full test name a line)
 """
 import re
 import sys
@@ -55,8 +56,12 @@ def buckets(tests, n):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[1] == "--list":
+        for test in parse(sys.stdin.read()):
+            print(test)
+        return 0
     if len(argv) != 2 or not argv[1].isdigit() or int(argv[1]) < 1:
-        print("usage: csan_buckets.py N  (a gtest --gtest_list_tests listing on stdin)", file=sys.stderr)
+        print("usage: csan_buckets.py N|--list  (a gtest --gtest_list_tests listing on stdin)", file=sys.stderr)
         return 2
     for bucket in buckets(parse(sys.stdin.read()), int(argv[1])):
         print(":".join(bucket))

@@ -300,39 +300,63 @@ if has_step csan; then
   # filters take the op-level tests: the model tests run the same kernels at larger sizes and take
   # minutes each under memcheck (session 10). CSAN_FILTER="*" is the whole suite.
   # CSAN_PLAN=buckets: memcheck over the tests the op-level runs leave (CSAN_FILTER overrides),
-  # of test_gpu in CSAN_SHARDS buckets and of test_gpu_sched in CSAN_SCHED_SHARDS, each bucket of
-  # about equal weight (scripts/gpu/csan_buckets.py) instead of gtest's shards by index.
+  # test_gpu's in CSAN_SHARDS buckets of about equal weight (scripts/gpu/csan_buckets.py) instead
+  # of gtest's shards by index. Tests that hold a stream and wait for another stream's kernels (the
+  # doorbell, the scheduler's held RT lanes beside BE work) made no progress under memcheck within
+  # minutes (sessions 28, 31, 39), consistent with the tool running the device's work one launch at
+  # a time; so each of them (CSAN_SINGLES of test_gpu, every test of test_gpu_sched) runs alone in
+  # its own process for CSAN_TEST_LIMIT seconds, CSAN_JOBS at a time beside the buckets: one that
+  # cannot progress is named, and no other test waits behind it.
   # ATOLL_TEST_SLOWDOWN (CSAN_SLOWDOWN, default 50; tests/test_env.h) tells the tests they run
   # instrumented and side by side: timings and device-wide memory are not judged (the plain run
   # judges them) and hang limits stretch by the factor; what is judged here is the tool's report.
-  # Waits for each "name index pid" run and prints what its log ($out/csan_NAME_INDEX.log) says.
+  # One memcheck run of BINARY's tests FILTER: log $out/csan_NAME.log, exit status in .rc beside it.
+  csan_memcheck() {  # binary, name, filter, limit
+    ATOLL_TEST_SLOWDOWN=${CSAN_SLOWDOWN:-50} ATOLL_CUDA_AUTOTUNE=0 timeout -k 5 "$4" \
+      compute-sanitizer --tool memcheck --leak-check full --error-exitcode 3 "$bin/$1" --gtest_filter="$3" \
+      >"$out/csan_$2.log" 2>&1
+    echo $? >"$out/csan_$2.rc"
+  }
+  csan_report() {  # name, label
+    local log=$out/csan_$1.log
+    echo "compute-sanitizer $2: exit $(cat "$out/csan_$1.rc"); $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' ')$(grep -E '^\[  SKIPPED \] [0-9]' "$log" | tr -s ' ' | sed 's/, listed below://; s/^/ /'); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+  }
+  # Waits for each "name pid" run and reports it.
   wait_csan() {
-    local entry name i pid st log
+    local entry name pid
     for entry in "$@"; do
-      read -r name i pid <<<"$entry"
+      read -r name pid <<<"$entry"
       wait "$pid"
-      st=$?
-      log=$out/csan_${name}_$i.log
-      echo "compute-sanitizer $name $i: exit $st; $(grep -cE '^\[       OK' "$log") ok; $(grep -E '^\[  PASSED|^\[  FAILED  \] [0-9]' "$log" | tail -1 | tr -s ' '); $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$log" | tail -1)"
+      echo $? >"$out/csan_$name.rc"
+      csan_report "$name" "${name/_/ }"
     done
   }
   # The op-level tests: every kernel at small sizes (the shard plan's default, the bucket plan's
   # complement).
   op_level='*GpuOpTest*:GpuOps.*:GpuMathOps.*:*GpuLongBlocks*:GpuInstance.*:GpuOnnx.*:WeightToHalf.*'
   if command -v compute-sanitizer >/dev/null && [[ ${CSAN_PLAN:-} == buckets ]]; then
-    pids=()
-    for spec in "test_gpu ${CSAN_SHARDS:-12} ${CSAN_FILTER:--$op_level}" "test_gpu_sched ${CSAN_SCHED_SHARDS:-3} *"; do
-      read -r binary n filter <<<"$spec"
-      i=0
-      while read -r bucket; do
-        ATOLL_TEST_SLOWDOWN=${CSAN_SLOWDOWN:-50} ATOLL_CUDA_AUTOTUNE=0 timeout -k 5 "${CSAN_LIMIT:-540}" \
-          compute-sanitizer --tool memcheck --leak-check full \
-          --error-exitcode 3 "$bin/$binary" --gtest_filter="$bucket" >"$out/csan_${binary}_$i.log" 2>&1 &
-        pids+=("$binary $i $!")
-        i=$((i + 1))
-      done < <("$bin/$binary" --gtest_list_tests --gtest_filter="$filter" | python3 scripts/gpu/csan_buckets.py "$n")
+    singles=${CSAN_SINGLES:-GpuStreamGate.*}
+    shards=${CSAN_SHARDS:-8}
+    i=0
+    while read -r bucket; do
+      csan_memcheck test_gpu "test_gpu_$i" "$bucket" "${CSAN_LIMIT:-540}" &
+      i=$((i + 1))
+    done < <("$bin/test_gpu" --gtest_list_tests --gtest_filter="${CSAN_FILTER:--$op_level:$singles}" |
+      python3 scripts/gpu/csan_buckets.py "$shards")
+    labels=()
+    for spec in "test_gpu $singles" "test_gpu_sched *"; do
+      read -r binary filter <<<"$spec"
+      while read -r test; do
+        while (($(jobs -rp | wc -l) >= shards + ${CSAN_JOBS:-8})); do sleep 1; done
+        csan_memcheck "$binary" "single_${#labels[@]}" "$test" "${CSAN_TEST_LIMIT:-150}" &
+        labels+=("$binary $test")
+      done < <("$bin/$binary" --gtest_list_tests --gtest_filter="$filter" | python3 scripts/gpu/csan_buckets.py --list)
     done
-    wait_csan "${pids[@]}"
+    wait
+    for ((j = 0; j < i; ++j)); do csan_report "test_gpu_$j" "test_gpu bucket $j"; done
+    for ((j = 0; j < ${#labels[@]}; ++j)); do csan_report "single_$j" "${labels[j]}"; done
+    echo "compute-sanitizer: $(grep -lx 124 "$out"/csan_*.rc | wc -l) runs at their time limit," \
+      "$(grep -l "ERROR SUMMARY: [1-9]" "$out"/csan_*.log | wc -l) with memcheck errors, of $(ls "$out"/csan_*.rc | wc -l)"
   elif command -v compute-sanitizer >/dev/null; then
     shards=${CSAN_SHARDS:-6}
     pids=()
@@ -346,7 +370,7 @@ if has_step csan; then
           timeout -k 5 "${CSAN_LIMIT:-400}" \
           compute-sanitizer --tool "$tool" "${extra[@]}" --error-exitcode 3 "$bin/test_gpu" \
           --gtest_filter="$filter" >"$out/csan_${tool}_$i.log" 2>&1 &
-        pids+=("$tool $i $!")
+        pids+=("${tool}_$i $!")
       done
     done
     wait_csan "${pids[@]}"

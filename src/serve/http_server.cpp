@@ -191,37 +191,18 @@ void add_shared_memory_routes(httplib::Server& s, SharedMemoryRegistry& shm) {
          });
 }
 
-}  // namespace
-
-HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int port, size_t max_body_bytes,
-                           int threads)
-    : server_(std::make_unique<httplib::Server>()) {
-  server_->set_payload_max_length(max_body_bytes);
-  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-  add_routes(control);
-  listen_on(*server_, host, port, port_, "HTTP", "atoll serves " + served_protocol());
-  listener_ = std::thread([this] { server_->listen_after_bind(); });
-}
-
-HttpFrontEnd::~HttpFrontEnd() {
-  shutdown();
-}
-
-void HttpFrontEnd::shutdown() {
-  if (!listener_.joinable()) return;
-  server_->stop();
-  listener_.join();
-}
-
-void HttpFrontEnd::add_routes(ModelControl& control) {
-  Engine& engine = control.engine();
-  httplib::Server& s = *server_;
+// Liveness, readiness and the server's metadata.
+void add_health_routes(httplib::Server& s, Engine& engine) {
   s.Get("/v2/health/live", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   s.Get("/v2/health/ready",
         [&engine](const httplib::Request&, httplib::Response& res) { res.status = engine.ready() ? 200 : 400; });
   s.Get("/v2", [](const httplib::Request&, httplib::Response& res) {
     send_json(res, {{"name", kServerName}, {"version", kServerVersion}, {"extensions", kExtensions}});
   });
+}
+
+// Each model's readiness, configuration, statistics, metadata and inference.
+void add_model_routes(httplib::Server& s, Engine& engine, ModelControl& control) {
   s.Get(model_route("/ready"), [&engine](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] {
       try {
@@ -266,6 +247,10 @@ void HttpFrontEnd::add_routes(ModelControl& control) {
       }
     });
   });
+}
+
+// The repository extension: index, load, unload.
+void add_repository_routes(httplib::Server& s, Engine& engine, ModelControl& control) {
   s.Post("/v2/repository/index", [&engine](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] {
       const json body = req.body.empty() ? json::object() : json::parse(req.body, nullptr, false);
@@ -299,7 +284,36 @@ void HttpFrontEnd::add_routes(ModelControl& control) {
   s.Post(R"(/v2/repository/models/([^/]+)/unload)", [&control](const httplib::Request& req, httplib::Response& res) {
     respond(res, [&] { control.unload_model(req.matches[1]); });
   });
-  add_shared_memory_routes(s, control.shared_memory());
+}
+
+}  // namespace
+
+HttpFrontEnd::HttpFrontEnd(ModelControl& control, const std::string& host, int port, size_t max_body_bytes,
+                           int threads)
+    : server_(std::make_unique<httplib::Server>()) {
+  server_->set_payload_max_length(max_body_bytes);
+  server_->new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  add_routes(control);
+  listen_on(*server_, host, port, port_, "HTTP", "atoll serves " + served_protocol());
+  listener_ = std::thread([this] { server_->listen_after_bind(); });
+}
+
+HttpFrontEnd::~HttpFrontEnd() {
+  shutdown();
+}
+
+void HttpFrontEnd::shutdown() {
+  if (!listener_.joinable()) return;
+  server_->stop();
+  listener_.join();
+}
+
+void HttpFrontEnd::add_routes(ModelControl& control) {
+  Engine& engine = control.engine();
+  add_health_routes(*server_, engine);
+  add_model_routes(*server_, engine, control);
+  add_repository_routes(*server_, engine, control);
+  add_shared_memory_routes(*server_, control.shared_memory());
 }
 
 MetricsFrontEnd::MetricsFrontEnd(const Engine& engine, const std::string& host, int port)

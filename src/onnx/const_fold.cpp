@@ -13,8 +13,14 @@ namespace atl::onnx_detail {
 
 namespace {
 
-Tensor make_tensor(DType dtype, const std::vector<int64_t>& dims) {
-  checked_numel(dims, "folded constant");
+// A folded node's result, refused before it is allocated when it would take more than `room`
+// bytes (what ImportContext::account_computed has left).
+Tensor make_tensor(DType dtype, const std::vector<int64_t>& dims, int64_t room) {
+  const int64_t n = checked_numel(dims, "folded constant");
+  const int64_t element = static_cast<int64_t>(dtype_size(dtype));
+  ATOLL_CHECK(n <= room / element, kUnsupported,
+              "a folded constant of {} elements would take {} MiB, more than the {} MiB left for computed constants",
+              n, (n * element) >> 20, room >> 20);
   return Tensor(dtype, Shape(dims));
 }
 
@@ -30,9 +36,9 @@ std::vector<int64_t> row_major_strides(const Shape& s) {
 }
 
 // out[i] = in[source(index of i)], element bytes copied as they are (exact for i64).
-Tensor remap(const Tensor& in, const std::vector<int64_t>& out_dims,
+Tensor remap(int64_t room, const Tensor& in, const std::vector<int64_t>& out_dims,
              const std::function<int64_t(const std::vector<int64_t>&)>& source) {
-  Tensor out = make_tensor(in.dtype(), out_dims);
+  Tensor out = make_tensor(in.dtype(), out_dims, room);
   const size_t bytes = dtype_size(in.dtype());
   std::vector<int64_t> idx(out_dims.size(), 0);
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -89,11 +95,11 @@ double float_arith(const std::string& op, double a, double b) {
   return a > b;  // Greater
 }
 
-Tensor fold_binary(const std::string& op, const Tensor& a, const Tensor& b) {
+Tensor fold_binary(int64_t room, const std::string& op, const Tensor& a, const Tensor& b) {
   const bool compare = op == "Equal" || op == "Less" || op == "Greater";
   const bool ints = a.dtype() == DType::kI64 && b.dtype() == DType::kI64;
   const auto dims = broadcast_dims(a.shape().dims(), b.shape().dims());
-  Tensor out = make_tensor(ints || compare ? DType::kI64 : DType::kF32, dims);
+  Tensor out = make_tensor(ints || compare ? DType::kI64 : DType::kF32, dims, room);
   const auto sa = row_major_strides(a.shape()), sb = row_major_strides(b.shape());
   std::vector<int64_t> idx(dims.size(), 0);
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -152,7 +158,7 @@ Tensor fold_unary(const std::string& op, const Tensor& x) {
   return out;
 }
 
-Tensor fold_gather(const Tensor& data, const Tensor& indices, int64_t axis_attr) {
+Tensor fold_gather(int64_t room, const Tensor& data, const Tensor& indices, int64_t axis_attr) {
   const int axis = normalize_axis(axis_attr, data.shape().rank());
   ATOLL_CHECK(indices.dtype() == DType::kI64, kUnsupported, "Gather indices must be integers");
   const int64_t dim = data.shape()[axis];
@@ -163,7 +169,7 @@ Tensor fold_gather(const Tensor& data, const Tensor& indices, int64_t axis_attr)
   const auto strides = row_major_strides(data.shape());
   const auto idx_strides = row_major_strides(indices.shape());
   const int ir = indices.shape().rank();
-  return remap(data, dims, [&](const std::vector<int64_t>& o) {
+  return remap(room, data, dims, [&](const std::vector<int64_t>& o) {
     int64_t flat = 0;
     for (int d = 0; d < ir; ++d) flat += o[static_cast<size_t>(axis + d)] * idx_strides[static_cast<size_t>(d)];
     int64_t k = indices.as<int64_t>()[static_cast<size_t>(flat)];
@@ -178,7 +184,7 @@ Tensor fold_gather(const Tensor& data, const Tensor& indices, int64_t axis_attr)
   });
 }
 
-Tensor fold_gather_elements(const Tensor& data, const Tensor& indices, int64_t axis_attr) {
+Tensor fold_gather_elements(int64_t room, const Tensor& data, const Tensor& indices, int64_t axis_attr) {
   const int rank = data.shape().rank();
   const int axis = normalize_axis(axis_attr, rank);
   ATOLL_CHECK(indices.dtype() == DType::kI64 && indices.shape().rank() == rank, kUnsupported,
@@ -186,7 +192,7 @@ Tensor fold_gather_elements(const Tensor& data, const Tensor& indices, int64_t a
   const int64_t dim = data.shape()[axis];
   const auto strides = row_major_strides(data.shape());
   const auto idx_strides = row_major_strides(indices.shape());
-  return remap(data, indices.shape().dims(), [&](const std::vector<int64_t>& o) {
+  return remap(room, data, indices.shape().dims(), [&](const std::vector<int64_t>& o) {
     int64_t flat = 0, off = 0;
     for (int d = 0; d < rank; ++d) flat += o[static_cast<size_t>(d)] * idx_strides[static_cast<size_t>(d)];
     int64_t k = indices.as<int64_t>()[static_cast<size_t>(flat)];
@@ -201,7 +207,7 @@ Tensor fold_gather_elements(const Tensor& data, const Tensor& indices, int64_t a
   });
 }
 
-Tensor fold_slice(const Tensor& x, const std::vector<SliceAxis>& axes) {
+Tensor fold_slice(int64_t room, const Tensor& x, const std::vector<SliceAxis>& axes) {
   std::vector<int64_t> dims = x.shape().dims(), start(dims.size(), 0), step(dims.size(), 1);
   for (const SliceAxis& a : axes) {
     dims[static_cast<size_t>(a.axis)] = a.count;
@@ -209,14 +215,14 @@ Tensor fold_slice(const Tensor& x, const std::vector<SliceAxis>& axes) {
     step[static_cast<size_t>(a.axis)] = a.step;
   }
   const auto strides = row_major_strides(x.shape());
-  return remap(x, dims, [&](const std::vector<int64_t>& o) {
+  return remap(room, x, dims, [&](const std::vector<int64_t>& o) {
     int64_t off = 0;
     for (size_t d = 0; d < o.size(); ++d) off += (start[d] + o[d] * step[d]) * strides[d];
     return off;
   });
 }
 
-Tensor fold_concat(const std::vector<const Tensor*>& parts, int64_t axis_attr) {
+Tensor fold_concat(int64_t room, const std::vector<const Tensor*>& parts, int64_t axis_attr) {
   const Tensor& first = *parts[0];
   const int axis = normalize_axis(axis_attr, first.shape().rank());
   std::vector<int64_t> dims = first.shape().dims();
@@ -228,7 +234,7 @@ Tensor fold_concat(const std::vector<const Tensor*>& parts, int64_t axis_attr) {
     begin.push_back(dims[static_cast<size_t>(axis)]);
     dims[static_cast<size_t>(axis)] += p->shape()[axis];
   }
-  Tensor out = make_tensor(first.dtype(), dims);
+  Tensor out = make_tensor(first.dtype(), dims, room);
   const size_t bytes = dtype_size(first.dtype());
   for (size_t k = 0; k < parts.size(); ++k) {
     const Tensor& p = *parts[k];
@@ -253,10 +259,10 @@ Tensor fold_concat(const std::vector<const Tensor*>& parts, int64_t axis_attr) {
   return out;
 }
 
-Tensor fold_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+Tensor fold_where(int64_t room, const Tensor& cond, const Tensor& a, const Tensor& b) {
   const bool ints = a.dtype() == DType::kI64 && b.dtype() == DType::kI64;
   const auto dims = broadcast_dims(broadcast_dims(cond.shape().dims(), a.shape().dims()), b.shape().dims());
-  Tensor out = make_tensor(ints ? DType::kI64 : DType::kF32, dims);
+  Tensor out = make_tensor(ints ? DType::kI64 : DType::kF32, dims, room);
   const auto sc = row_major_strides(cond.shape()), sa = row_major_strides(a.shape()), sb = row_major_strides(b.shape());
   std::vector<int64_t> idx(dims.size(), 0);
   for (int64_t i = 0; i < out.numel(); ++i) {
@@ -276,14 +282,14 @@ Tensor fold_where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor fold_range(const Tensor& start, const Tensor& limit, const Tensor& delta) {
+Tensor fold_range(int64_t room, const Tensor& start, const Tensor& limit, const Tensor& delta) {
   const double s = get(start, 0), l = get(limit, 0), d = get(delta, 0);
   ATOLL_CHECK(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), kUnsupported,
               "Range({}, {}, {}) is not finite", s, l, d);
   const double count = std::max(0.0, std::ceil((l - s) / d));
   ATOLL_CHECK(count <= static_cast<double>(kMaxConstantElements), kUnsupported, "Range of {} elements", count);
   ATOLL_CHECK(std::abs(s) + count * std::abs(d) < 9e18, kUnsupported, "Range({}, {}, {}) overflows", s, l, d);
-  Tensor out = make_tensor(start.dtype(), {static_cast<int64_t>(count)});
+  Tensor out = make_tensor(start.dtype(), {static_cast<int64_t>(count)}, room);
   for (int64_t i = 0; i < out.numel(); ++i) {
     if (out.dtype() == DType::kF32) {
       out.as<float>()[static_cast<size_t>(i)] = static_cast<float>(s + static_cast<double>(i) * d);
@@ -294,7 +300,7 @@ Tensor fold_range(const Tensor& start, const Tensor& limit, const Tensor& delta)
   return out;
 }
 
-Tensor fold_transpose(const Tensor& x, std::vector<int64_t> perm) {
+Tensor fold_transpose(int64_t room, const Tensor& x, std::vector<int64_t> perm) {
   const int rank = x.shape().rank();
   if (perm.empty()) {
     for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
@@ -304,17 +310,17 @@ Tensor fold_transpose(const Tensor& x, std::vector<int64_t> perm) {
   std::vector<int64_t> dims;
   for (int64_t p : perm) dims.push_back(x.shape()[normalize_axis(p, rank)]);
   const auto strides = row_major_strides(x.shape());
-  return remap(x, dims, [&](const std::vector<int64_t>& o) {
+  return remap(room, x, dims, [&](const std::vector<int64_t>& o) {
     int64_t off = 0;
     for (size_t d = 0; d < o.size(); ++d) off += o[d] * strides[static_cast<size_t>(perm[d])];
     return off;
   });
 }
 
-Tensor fold_expand(const Tensor& x, const std::vector<int64_t>& shape) {
+Tensor fold_expand(int64_t room, const Tensor& x, const std::vector<int64_t>& shape) {
   const auto dims = broadcast_dims(x.shape().dims(), shape);
   const auto strides = row_major_strides(x.shape());
-  return remap(x, dims, [&](const std::vector<int64_t>& o) { return broadcast_offset(x.shape(), strides, o); });
+  return remap(room, x, dims, [&](const std::vector<int64_t>& o) { return broadcast_offset(x.shape(), strides, o); });
 }
 
 }  // namespace
@@ -323,6 +329,7 @@ bool fold_constant_node(ImportContext& ctx, const NodeAttrs& attrs) {
   const std::string& op = ctx.node().op_type();
   auto in = [&](int i) -> const Tensor& { return ctx.constant(i); };
   auto ints = [&](int i) { return ctx.const_ints(i); };
+  const int64_t room = ctx.computed_room();
   Tensor out;
   if (op == "Identity" || op == "Dropout") {
     out = in(0);
@@ -338,33 +345,36 @@ bool fold_constant_node(ImportContext& ctx, const NodeAttrs& attrs) {
     out = in(0).reshaped(Shape(unsqueeze_dims(in(0).shape(), ints(1))));
   } else if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div" || op == "Pow" || op == "Equal" ||
              op == "Less" || op == "Greater") {
-    out = fold_binary(op, in(0), in(1));
+    out = fold_binary(room, op, in(0), in(1));
   } else if (op == "Neg" || op == "Sqrt" || op == "Reciprocal" || op == "Erf" || op == "Relu") {
     out = fold_unary(op, in(0));
   } else if (op == "Not") {
-    out = fold_binary("Equal", in(0), Tensor(DType::kI64, Shape{}));
+    out = fold_binary(room, "Equal", in(0), Tensor(DType::kI64, Shape{}));
   } else if (op == "Gather") {
-    out = fold_gather(in(0), in(1), attrs.get_int("axis", 0));
+    out = fold_gather(room, in(0), in(1), attrs.get_int("axis", 0));
   } else if (op == "GatherElements") {
-    out = fold_gather_elements(in(0), in(1), attrs.get_int("axis", 0));
+    out = fold_gather_elements(room, in(0), in(1), attrs.get_int("axis", 0));
   } else if (op == "Slice") {
-    out = fold_slice(in(0), slice_axes(in(0).shape(), ints(1), ints(2), ctx.const_ints(3), ctx.const_ints(4)));
+    out = fold_slice(room, in(0), slice_axes(in(0).shape(), ints(1), ints(2), ctx.const_ints(3), ctx.const_ints(4)));
   } else if (op == "Concat") {
     std::vector<const Tensor*> parts;
     for (int i = 0; i < ctx.num_inputs(); ++i) parts.push_back(&in(i));
     ATOLL_CHECK(!parts.empty(), kUnsupported, "Concat of nothing");
-    out = fold_concat(parts, attrs.get_int("axis", 0));
+    out = fold_concat(room, parts, attrs.get_int("axis", 0));
   } else if (op == "Where") {
-    out = fold_where(in(0), in(1), in(2));
+    out = fold_where(room, in(0), in(1), in(2));
   } else if (op == "Range") {
-    out = fold_range(in(0), in(1), in(2));
+    out = fold_range(room, in(0), in(1), in(2));
   } else if (op == "Transpose") {
-    out = fold_transpose(in(0), attrs.get_ints("perm", {}));
+    out = fold_transpose(room, in(0), attrs.get_ints("perm", {}));
   } else if (op == "Expand") {
-    out = fold_expand(in(0), ints(1));
+    out = fold_expand(room, in(0), ints(1));
   } else {
     return false;
   }
+  // A view of its input (Identity, the reshapes) shares the input's bytes and costs nothing new.
+  const bool view = ctx.has_input(0) && out.raw() == in(0).raw();
+  if (!view) ctx.account_computed(static_cast<int64_t>(out.nbytes()), fmt::format("{} '{}'", op, ctx.node().output_size() > 0 ? ctx.node().output(0) : ""));
   ctx.set_output_const(0, std::move(out));
   return true;
 }

@@ -58,6 +58,25 @@ DType ImportContext::dtype(int i) const {
   return graph_.value(it->second).dtype;
 }
 
+void ImportContext::define_const(const std::string& name, Tensor t) {
+  held_bytes_ += static_cast<int64_t>(t.nbytes());
+  constants_[name] = std::move(t);
+}
+
+namespace {
+constexpr int64_t kComputedBaseBytes = int64_t{64} << 20;
+}  // namespace
+
+int64_t ImportContext::computed_room() const { return kComputedBaseBytes + 4 * held_bytes_ - computed_bytes_; }
+
+void ImportContext::account_computed(int64_t bytes, const std::string& what) {
+  ATOLL_CHECK(bytes >= 0 && bytes <= computed_room(), kUnsupported,
+              "{}: computed constants would take {} MiB, more than the {} MiB allowed (64 MiB plus four times the "
+              "model's own constants)",
+              what, (computed_bytes_ + bytes) >> 20, (kComputedBaseBytes + 4 * held_bytes_) >> 20);
+  computed_bytes_ += bytes;
+}
+
 std::vector<int64_t> ImportContext::const_ints(int i, std::vector<int64_t> def) const {
   if (!has_input(i)) return def;
   const Tensor& t = constant(i);

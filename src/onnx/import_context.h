@@ -47,11 +47,23 @@ class ImportContext {
 
   // --- values by ONNX name ----------------------------------------------------------------------
   void define_value(const std::string& name, ValueId v) { values_[name] = v; }
-  void define_const(const std::string& name, Tensor t) { constants_[name] = std::move(t); }
+  // A constant the model holds (an initializer, a constant input): it raises the budget of
+  // computed constants below.
+  void define_const(const std::string& name, Tensor t);
   bool knows(const std::string& name) const { return values_.count(name) || constants_.count(name); }
   const Tensor* find_const(const std::string& name) const;
   ValueId value_of(const std::string& name);
   void set_used(std::map<std::string, int> uses) { uses_ = std::move(uses); }
+
+  // Constants the importer computes (folded nodes, Expand's zeros, ConstantOfShape) count against
+  // one budget: 64 MiB plus four times the bytes of the constants the model holds. A small file
+  // cannot then make the import allocate without bound (fuzz_onnx: 473 bytes whose folded Expand
+  // took 335 MB, then a copy of it per use), while a model's own constants can still be reshaped,
+  // transposed or cast a few times over. Throws kUnsupported, naming `what`, past the budget.
+  void account_computed(int64_t bytes, const std::string& what);
+  // The bytes of the budget left: a computation checks its result's size against it before it
+  // allocates.
+  int64_t computed_room() const;
 
  private:
   const std::string& input_name(int i) const;
@@ -65,6 +77,8 @@ class ImportContext {
   std::map<std::string, ValueId> values_;
   std::map<std::string, ValueId> weights_of_constants_;
   std::map<std::string, int> uses_;  // readers of each ONNX value (nodes and graph outputs)
+  int64_t held_bytes_ = 0;      // bytes of the constants the model holds
+  int64_t computed_bytes_ = 0;  // bytes of the constants computed so far
 };
 
 using OpImporter = void (*)(ImportContext& ctx, const NodeAttrs& attrs);

@@ -118,7 +118,8 @@ void import_expand(ImportContext& ctx, const NodeAttrs&) {
   if (Shape(out) == ctx.shape(0)) return ctx.set_output(0, x);
   Ints zeros_dims = target;
   for (int64_t& d : zeros_dims) d = d < 1 ? 1 : d;
-  checked_numel(zeros_dims, "Expand target");
+  ctx.account_computed(checked_numel(zeros_dims, "Expand target") * static_cast<int64_t>(sizeof(float)),
+                       "Expand target");
   const ValueId zeros = ctx.add_weight("#zeros", Tensor(DType::kF32, Shape(zeros_dims)));
   ctx.set_output(0, ctx.add(OpKind::kAdd, {x, zeros}));
 }
@@ -168,10 +169,11 @@ void import_constant(ImportContext& ctx, const NodeAttrs& attrs) {
 
 void import_constant_of_shape(ImportContext& ctx, const NodeAttrs& attrs) {
   const Ints dims = ctx.const_ints(0);
-  checked_numel(dims, "ConstantOfShape");
+  const int64_t n = checked_numel(dims, "ConstantOfShape");
   Tensor fill(DType::kF32, Shape{1});
   if (const auto* t = attrs.get_tensor("value")) fill = tensor_from_proto(*t, ctx.model_dir());
   ATOLL_CHECK(fill.numel() == 1, kUnsupported, "value must hold one element");
+  ctx.account_computed(n * static_cast<int64_t>(dtype_size(fill.dtype())), "ConstantOfShape");
   Tensor out(fill.dtype(), Shape(dims));
   const size_t bytes = dtype_size(fill.dtype());
   for (int64_t i = 0; i < out.numel(); ++i) std::memcpy(out.raw() + static_cast<size_t>(i) * bytes, fill.raw(), bytes);

@@ -255,6 +255,34 @@ TEST(OnnxImport, ErrorsNameTheNodeTheOpAndWhy) {
   expect_error(computed_weight, ErrorCode::kUnsupported, {"'conv1'", "(Conv)", "'w' must be a constant"});
 }
 
+// Constants the importer computes are bounded by the model's own (64 MiB plus four times their
+// bytes), checked before they are allocated: fuzz_onnx found a 473-byte file whose folded Expand
+// asked for 42 million integers (fuzz/corpus/onnx/regression-expand-folds-320mib.onnx). An Expand to
+// 80 MiB is refused from a one-element initializer and imported from a 16 MiB one.
+TEST(OnnxImport, ComputedConstantsAreBoundedByTheModelsOwn) {
+  constexpr int64_t kWide = int64_t{1} << 22;  // 16 MiB of f32
+  const auto expand_model = [&](int64_t held) {
+    ModelBuilder m;
+    m.input("x", {-1, 5, kWide}).output("y");
+    m.initializer("row", {1, held}, std::vector<float>(static_cast<size_t>(held), 0.5f));
+    m.int_initializer("target", {5, kWide});
+    m.node("Expand", {"row", "target"}, {"rows"}, "widen");
+    m.node("Add", {"x", "rows"}, {"y"});
+    return m;
+  };
+  expect_error(expand_model(1), ErrorCode::kUnsupported,
+               {"'widen'", "(Expand)", "would take 80 MiB", "64 MiB left for computed constants"});
+  const Graph g = import(expand_model(kWide));
+  int expanded = 0;
+  for (const auto& [name, w] : g.weights()) {
+    if (w.shape() != Shape({5, kWide})) continue;
+    ++expanded;
+    EXPECT_EQ(w.as<float>()[0], 0.5f);
+    EXPECT_EQ(w.as<float>()[static_cast<size_t>(w.numel() - 1)], 0.5f);
+  }
+  EXPECT_EQ(expanded, 1) << "the folded Expand as one weight";
+}
+
 TEST(OnnxImport, SmallCnnRunsAtAnyBatch) {
   auto rng = fresh_rng();
   for (int64_t batch : {1, 4}) {

@@ -69,11 +69,15 @@ constexpr int64_t kComputedBaseBytes = int64_t{64} << 20;
 
 int64_t ImportContext::computed_room() const { return kComputedBaseBytes + 4 * held_bytes_ - computed_bytes_; }
 
-void ImportContext::account_computed(int64_t bytes, const std::string& what) {
+void ImportContext::check_room(int64_t bytes, const std::string& what) const {
   ATOLL_CHECK(bytes >= 0 && bytes <= computed_room(), kUnsupported,
               "{}: computed constants would take {} MiB, more than the {} MiB allowed (64 MiB plus four times the "
               "model's own constants)",
               what, (computed_bytes_ + bytes) >> 20, (kComputedBaseBytes + 4 * held_bytes_) >> 20);
+}
+
+void ImportContext::account_computed(int64_t bytes, const std::string& what) {
+  check_room(bytes, what);
   computed_bytes_ += bytes;
 }
 
@@ -112,6 +116,7 @@ ValueId ImportContext::add(OpKind op, std::vector<ValueId> inputs, Attrs attrs, 
 
 ValueId ImportContext::add_weight(const std::string& suffix, Tensor t) {
   const std::string base = node_->output_size() > 0 ? node_->output(0) : node_->name();
+  account_computed(static_cast<int64_t>(t.nbytes()), fmt::format("weight '{}'", base + suffix));
   const ValueId id = graph_.add_weight(unique_name(base + suffix), t.shape(), WeightInit{}, t.dtype());
   graph_.weights()[graph_.value(id).name] = std::move(t);
   return id;

@@ -55,14 +55,15 @@ class ImportContext {
   ValueId value_of(const std::string& name);
   void set_used(std::map<std::string, int> uses) { uses_ = std::move(uses); }
 
-  // Constants the importer computes (folded nodes, Expand's zeros, ConstantOfShape) count against
-  // one budget: 64 MiB plus four times the bytes of the constants the model holds. A small file
-  // cannot then make the import allocate without bound (fuzz_onnx: 473 bytes whose folded Expand
-  // took 335 MB, then a copy of it per use), while a model's own constants can still be reshaped,
-  // transposed or cast a few times over. Throws kUnsupported, naming `what`, past the budget.
+  // Constants and weights the importer computes (folded nodes, ConstantOfShape, transposed or
+  // negated weights, Expand's zeros, default LayerNorm parameters) count against one budget: 64 MiB
+  // plus four times the bytes of the constants the model holds. A small file cannot then make the
+  // import allocate without bound (fuzz_onnx: 473 bytes whose folded Expand took 320 MiB, then a
+  // copy per use), while a model's own constants can still be reshaped, transposed or cast a few
+  // times over. account_computed throws kUnsupported, naming `what`, past the budget; a
+  // computation whose size the file does not bound checks it first (check_room, computed_room).
   void account_computed(int64_t bytes, const std::string& what);
-  // The bytes of the budget left: a computation checks its result's size against it before it
-  // allocates.
+  void check_room(int64_t bytes, const std::string& what) const;
   int64_t computed_room() const;
 
  private:

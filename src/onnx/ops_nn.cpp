@@ -178,6 +178,7 @@ void import_layer_norm(ImportContext& ctx, const NodeAttrs& attrs) {
   for (int i = axis; i < x.rank(); ++i) d *= x[i];
   auto param = [&](int i, float fill, const char* suffix) {
     if (!ctx.has_input(i)) {
+      ctx.check_room(d * static_cast<int64_t>(sizeof(float)), suffix);
       Tensor t(DType::kF32, Shape{d});
       for (float& v : t.as<float>()) v = fill;
       return ctx.add_weight(suffix, t);

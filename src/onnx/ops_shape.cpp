@@ -118,8 +118,7 @@ void import_expand(ImportContext& ctx, const NodeAttrs&) {
   if (Shape(out) == ctx.shape(0)) return ctx.set_output(0, x);
   Ints zeros_dims = target;
   for (int64_t& d : zeros_dims) d = d < 1 ? 1 : d;
-  ctx.account_computed(checked_numel(zeros_dims, "Expand target") * static_cast<int64_t>(sizeof(float)),
-                       "Expand target");
+  ctx.check_room(checked_numel(zeros_dims, "Expand target") * static_cast<int64_t>(sizeof(float)), "Expand target");
   const ValueId zeros = ctx.add_weight("#zeros", Tensor(DType::kF32, Shape(zeros_dims)));
   ctx.set_output(0, ctx.add(OpKind::kAdd, {x, zeros}));
 }

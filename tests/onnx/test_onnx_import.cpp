@@ -281,6 +281,13 @@ TEST(OnnxImport, ComputedConstantsAreBoundedByTheModelsOwn) {
     EXPECT_EQ(w.as<float>()[static_cast<size_t>(w.numel() - 1)], 0.5f);
   }
   EXPECT_EQ(expanded, 1) << "the folded Expand as one weight";
+
+  // A weight the import makes up from the input's shape alone: LayerNormalization's default scale
+  // for 2^25 normalized elements (128 MiB) is refused before it is allocated.
+  ModelBuilder wide_norm;
+  wide_norm.input("x", {-1, int64_t{1} << 25}).output("y");
+  wide_norm.node("LayerNormalization", {"x"}, {"y"}, "norm");
+  expect_error(wide_norm, ErrorCode::kUnsupported, {"'norm'", "#scale", "128 MiB", "64 MiB allowed"});
 }
 
 TEST(OnnxImport, SmallCnnRunsAtAnyBatch) {

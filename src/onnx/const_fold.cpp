@@ -374,7 +374,7 @@ bool fold_constant_node(ImportContext& ctx, const NodeAttrs& attrs) {
   }
   // A view of its input (Identity, the reshapes) shares the input's bytes and costs nothing new.
   const bool view = ctx.has_input(0) && out.raw() == in(0).raw();
-  if (!view) ctx.account_computed(static_cast<int64_t>(out.nbytes()), fmt::format("{} '{}'", op, ctx.node().output_size() > 0 ? ctx.node().output(0) : ""));
+  if (!view) ctx.account_computed(static_cast<int64_t>(out.nbytes()), fmt::format("{} '{}'", op, ctx.output_base()));
   ctx.set_output_const(0, std::move(out));
   return true;
 }

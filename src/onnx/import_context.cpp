@@ -89,6 +89,10 @@ std::vector<int64_t> ImportContext::const_ints(int i, std::vector<int64_t> def) 
   return {v.begin(), v.end()};
 }
 
+const std::string& ImportContext::output_base() const {
+  return node_->output_size() > 0 ? node_->output(0) : node_->name();
+}
+
 void ImportContext::set_output(int i, ValueId v) {
   if (i < node_->output_size() && !node_->output(i).empty()) values_[node_->output(i)] = v;
 }
@@ -110,12 +114,12 @@ std::string ImportContext::unique_name(const std::string& base) const {
 }
 
 ValueId ImportContext::add(OpKind op, std::vector<ValueId> inputs, Attrs attrs, const std::string& suffix) {
-  const std::string base = node_->output_size() > 0 ? node_->output(0) : node_->name();
+  const std::string& base = output_base();
   return graph_.add(op, unique_name(base + suffix), std::move(inputs), std::move(attrs));
 }
 
 ValueId ImportContext::add_weight(const std::string& suffix, Tensor t) {
-  const std::string base = node_->output_size() > 0 ? node_->output(0) : node_->name();
+  const std::string& base = output_base();
   account_computed(static_cast<int64_t>(t.nbytes()), fmt::format("weight '{}'", base + suffix));
   const ValueId id = graph_.add_weight(unique_name(base + suffix), t.shape(), WeightInit{}, t.dtype());
   graph_.weights()[graph_.value(id).name] = std::move(t);

@@ -35,6 +35,9 @@ class ImportContext {
   // Integers of a constant input (axes, shapes, pads), or `def` when the input is absent.
   std::vector<int64_t> const_ints(int i, std::vector<int64_t> def = {}) const;
 
+  // What the node's helper values and computed constants are named after: its first output, or
+  // its own name when it has none.
+  const std::string& output_base() const;
   void set_output(int i, ValueId v);
   void set_output_const(int i, Tensor t);
   // True when output i exists and some later node or the graph reads it.

@@ -1,5 +1,7 @@
 #include "serve/protocol.h"
 
+#include <fmt/ranges.h>
+
 #include <new>
 
 #include "core/text.h"
@@ -38,19 +40,17 @@ int http_status(ErrorCode code) {
 }
 
 std::string served_protocol() {
-  std::string list;
-  for (const char* e : kExtensions) list += (list.empty() ? "" : ", ") + std::string(e);
-  return "the KServe v2 protocol with the " + list + " extensions";
+  return fmt::format("the KServe v2 protocol with the {} extensions", fmt::join(kExtensions, ", "));
 }
 
 void check_load_parameters(const std::string& model, const std::vector<std::string>& names) {
   if (names.empty()) return;
-  std::string list;
-  for (const std::string& n : names) list += (list.empty() ? "'" : ", '") + printable(n) + "'";
+  std::vector<std::string> quoted;
+  for (const std::string& n : names) quoted.push_back(fmt::format("'{}'", printable(n)));
   ATOLL_THROW(kUnsupported,
               "loading model '{}': load parameters are not supported (got {}); atoll loads the model's config "
               "from the repository: change it there and load again",
-              printable(model), list);
+              printable(model), fmt::join(quoted, ", "));
 }
 
 }  // namespace atl::serve
